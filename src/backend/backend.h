@@ -1,0 +1,52 @@
+// A backend owns device memory, a stream of work and a table of op
+// providers. `cpu` always exists; `cuda` when built with VLLMC_CUDA and a GPU
+// is present. Model code calls backend_run_op() and never a provider directly.
+#ifndef VLLMC_BACKEND_BACKEND_H
+#define VLLMC_BACKEND_BACKEND_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "backend/op.h"
+#include "core/status.h"
+
+struct backend_options {
+    int n_threads;           // CPU worker threads; 0 = number of cores
+    int device_index;        // GPU ordinal
+    bool log_providers;      // log each distinct (op, shape) selection once
+    const char *disable;     // comma list of provider names to skip; NULL = read
+                             // VLLMC_OP_PROVIDER_DISABLE from the environment
+};
+
+void backend_options_default(struct backend_options *o);
+
+// Creates the named backend ("cpu" or "cuda"). *out owns it; free with backend_free().
+enum vllmc_status backend_create(const char *name, const struct backend_options *o,
+                                 struct backend **out, struct err *err);
+void backend_free(struct backend *be); // NULL is a no-op
+
+const char *backend_name(const struct backend *be);
+enum tensor_location backend_location(const struct backend *be); // where its buffers live
+struct err *backend_err(struct backend *be);  // detail of the last failed call
+
+// Memory on the backend (host memory for cpu). Freed with backend_buffer_free().
+enum vllmc_status backend_buffer_alloc(struct backend *be, size_t n_bytes, void **out);
+void backend_buffer_free(struct backend *be, void *p);
+enum vllmc_status backend_memset(struct backend *be, void *dst, int value, size_t n_bytes);
+// Copies between host and backend memory; ordered on the backend's stream.
+enum vllmc_status backend_upload(struct backend *be, void *dst, const void *host_src, size_t n);
+enum vllmc_status backend_download(struct backend *be, void *host_dst, const void *src, size_t n);
+enum vllmc_status backend_sync(struct backend *be);
+// Free and total memory available to the backend, for KV cache sizing.
+enum vllmc_status backend_memory_info(struct backend *be, size_t *free_bytes, size_t *total_bytes);
+
+// Dispatches c to the highest-priority enabled provider whose gate accepts it.
+// VLLMC_ERR_UNSUPPORTED (with detail in backend_err) when none does.
+enum vllmc_status backend_run_op(struct backend *be, struct op_call *c);
+
+// The provider that backend_run_op() would pick, or NULL. For tests and tools.
+const struct op_provider *backend_select_provider(struct backend *be, const struct op_call *c);
+// All providers of the backend (enabled or not), for op-parity and listings.
+const struct op_provider *const *backend_providers(const struct backend *be, size_t *n);
+
+#endif

@@ -1,0 +1,92 @@
+// Ops and their providers. Every op kind has providers chosen by priority and
+// a pure shape gate (ARCHITECTURE.md); `cpu-ref` implements every op in plain
+// C with fp32 accumulation and is the ground truth of op parity.
+//
+// Shapes below are outermost first (see core/tensor.h: ne[0] is innermost).
+// Activations are f32 unless a provider's gate says otherwise; weights may be
+// f32, f16, bf16 or a packed quantized dtype.
+#ifndef VLLMC_BACKEND_OP_H
+#define VLLMC_BACKEND_OP_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/tensor.h"
+#include "vllmc.h"
+
+struct backend;
+
+#define OP_KIND_LIST(X)                                                                            \
+    /* dst [n_tokens, dim] = src0 table [n_vocab, dim] (any dtype) at src1 ids i32 [n_tokens] */   \
+    X(EMBEDDING, "embedding")                                                                      \
+    /* dst [n, dim] = src0 x * rsqrt(mean(x^2) + eps) * src1 w [dim] */                            \
+    X(RMSNORM, "rmsnorm")                                                                          \
+    /* src2 residual [n, dim] += src0 x; dst = rmsnorm(residual) * src1 w. dst may alias src0. */  \
+    X(ADD_RMSNORM, "add_rmsnorm")                                                                  \
+    /* dst [m, n] = src0 x [m, k] . (src1 W [n, k])^T (+ src2 bias [n], optional) */               \
+    X(MATMUL, "matmul")                                                                            \
+    /* in place on dst [n_tokens, n_heads, head_dim]: rotate the first rope_dim dims of each */     \
+    /* head at src0 positions i32 [n_tokens] with src1 inv_freq f32 [rope_dim / 2]. */             \
+    /* rope_neox: pairs (i, i + rope_dim/2) (HF rotate-half); else (2i, 2i+1) (GGUF llama). */    \
+    X(ROPE, "rope")                                                                                \
+    /* in place on dst [n_tokens, n_heads, head_dim]: per-head RMSNorm with src2 w [head_dim], */  \
+    /* then ROPE with src0 positions and src1 inv_freq as above (Qwen3 q/k norm). */               \
+    X(QK_NORM_ROPE, "qk_norm_rope")                                                                \
+    /* dst [n, ff] = silu(src0 gate [n, ff]) * src1 up [n, ff] */                                  \
+    X(SILU_MUL, "silu_mul")                                                                        \
+    /* dst = src0 + src1, same shapes; dst may alias src0 */                                       \
+    X(ADD, "add")                                                                                  \
+    /* Writes src0 k and src1 v [n_tokens, n_kv_heads, head_dim] into src2 k_cache and src3 */     \
+    /* v_cache [n_blocks, block_size, n_kv_heads, head_dim] at src4 slot_mapping i32 */            \
+    /* [n_tokens] (slot = block_id * block_size + offset; negative = skip). dst is NULL. */       \
+    X(KV_STORE, "kv_store")                                                                        \
+    /* Paged causal attention over a varlen flat batch. dst [n_tokens, n_heads, head_dim] = */     \
+    /* attend(src0 q [n_tokens, n_heads, head_dim], src1 k_cache, src2 v_cache */                  \
+    /* [n_blocks, block_size, n_kv_heads, head_dim]); src3 block_tables i32 */                     \
+    /* [n_seqs, max_blocks_per_seq]; src4 seq_lens i32 [n_seqs] (context length after this */     \
+    /* step); src5 query_start_loc i32 [n_seqs + 1]. Query j of sequence s sits at position */     \
+    /* seq_lens[s] - n_q(s) + j and sees keys at positions <= its own. Scale in params. */        \
+    X(ATTENTION, "attention")                                                                      \
+    /* dst i32 [n_seqs] = sampled ids from src0 logits f32 [n_seqs, n_vocab] with per-row */       \
+    /* params in src1 (struct sample_row, see engine/sampler.h); optional. */                     \
+    X(SAMPLE, "sample")
+
+enum op_kind {
+#define OP_KIND_ENUM(name, text) OP_##name,
+    OP_KIND_LIST(OP_KIND_ENUM)
+#undef OP_KIND_ENUM
+        OP_KIND_COUNT
+};
+
+const char *op_kind_name(enum op_kind op);
+
+#define OP_MAX_SRC 8
+
+// Scalar parameters; each op reads the fields its comment above names.
+struct op_params {
+    float eps;        // RMSNORM, ADD_RMSNORM, QK_NORM_ROPE
+    float scale;      // ATTENTION: usually 1/sqrt(head_dim)
+    int rope_dim;     // ROPE, QK_NORM_ROPE: rotated dims per head (<= head_dim, even)
+    bool rope_neox;   // ROPE, QK_NORM_ROPE: rotate-half pairing
+    int max_seq_len;  // ATTENTION: max of seq_lens (a bound for kernels; may be 0 = compute)
+    int max_q_len;    // ATTENTION: max query tokens of one sequence in this call (0 = compute)
+};
+
+struct op_call {
+    enum op_kind op;
+    struct tensor *dst;              // borrowed; NULL where the op says so
+    struct tensor *src[OP_MAX_SRC];  // borrowed; unused entries NULL; in/out where the op says
+    struct op_params p;
+    struct backend *backend;         // the backend running the call (thread pool, stream)
+};
+
+// A provider: one implementation of one op. See ARCHITECTURE.md.
+struct op_provider {
+    const char *name;                              // "cpu-ref", "cpu-avx2", "cuda-gemv", ...
+    enum op_kind op;
+    int priority;                                  // higher wins
+    bool (*supports)(const struct op_call *c);     // pure, cheap shape/dtype gate
+    enum vllmc_status (*run)(const struct op_call *c);
+};
+
+#endif
