@@ -1,0 +1,139 @@
+// Backend objects: creation by name and the memory functions, which forward to
+// the kind's vtable. Op dispatch lives in op_registry.c.
+#include "backend/backend.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "backend/backend_impl.h"
+#include "backend/cpu/cpu_backend.h"
+#include "core/alloc.h"
+#ifdef VLLMC_HAVE_CUDA
+#include "backend/cuda/cuda_backend.h"
+#endif
+
+void backend_options_default(struct backend_options *o)
+{
+    *o = (struct backend_options){
+        .n_threads = 0,
+        .device_index = 0,
+        .log_providers = false,
+        .disable = NULL,
+    };
+}
+
+enum vllmc_status backend_create(const char *name, const struct backend_options *o,
+                                 struct backend **out, struct err *err)
+{
+    *out = NULL;
+    struct backend_options defaults;
+    if (!o) {
+        backend_options_default(&defaults);
+        o = &defaults;
+    }
+    if (!name || !strcmp(name, "cpu"))
+        return cpu_backend_create(o, out, err);
+    if (!strcmp(name, "cuda")) {
+#ifdef VLLMC_HAVE_CUDA
+        return cuda_backend_create(o, out, err);
+#else
+        return err_set(err, VLLMC_ERR_UNSUPPORTED, "backend cuda: built without CUDA");
+#endif
+    }
+    return err_set(err, VLLMC_ERR_INVALID_ARG, "unknown backend '%s' (expected cpu or cuda)", name);
+}
+
+enum vllmc_status backend_init(struct backend *be, const struct backend_vtable *vt,
+                               const struct backend_options *o,
+                               const struct op_provider *const *providers, size_t n_providers,
+                               struct err *err)
+{
+    VLLMC_ASSERT(vt->api_version == BACKEND_API_VERSION);
+    be->vt = vt;
+    be->opts = *o;
+    const char *disable = o->disable ? o->disable : getenv("VLLMC_OP_PROVIDER_DISABLE");
+    if (disable && *disable) {
+        be->disable_list = mem_strdup(disable);
+        if (!be->disable_list)
+            return err_set(err, VLLMC_ERR_NOMEM, "backend %s: out of memory", vt->name);
+    }
+    be->opts.disable = be->disable_list;
+    enum vllmc_status rc = backend_set_providers(be, providers, n_providers);
+    if (rc)
+        return err_set(err, rc, "backend %s: out of memory", vt->name);
+    return VLLMC_OK;
+}
+
+void backend_free(struct backend *be)
+{
+    if (!be)
+        return;
+    if (be->vt && be->vt->destroy)
+        be->vt->destroy(be);
+    threadpool_free(be->pool);
+    mem_free(be->order);
+    mem_free(be->disable_list);
+    mem_free(be);
+}
+
+const char *backend_name(const struct backend *be)
+{
+    return be->vt->name;
+}
+
+enum tensor_location backend_location(const struct backend *be)
+{
+    return be->vt->location;
+}
+
+struct err *backend_err(struct backend *be)
+{
+    return &be->err;
+}
+
+enum vllmc_status backend_buffer_alloc(struct backend *be, size_t n_bytes, void **out)
+{
+    return be->vt->buffer_alloc(be, n_bytes, out);
+}
+
+void backend_buffer_free(struct backend *be, void *p)
+{
+    if (p)
+        be->vt->buffer_free(be, p);
+}
+
+enum vllmc_status backend_memset(struct backend *be, void *dst, int value, size_t n_bytes)
+{
+    return be->vt->fill(be, dst, value, n_bytes);
+}
+
+enum vllmc_status backend_upload(struct backend *be, void *dst, const void *host_src, size_t n)
+{
+    return be->vt->upload(be, dst, host_src, n);
+}
+
+enum vllmc_status backend_download(struct backend *be, void *host_dst, const void *src, size_t n)
+{
+    return be->vt->download(be, host_dst, src, n);
+}
+
+enum vllmc_status backend_sync(struct backend *be)
+{
+    return be->vt->sync ? be->vt->sync(be) : VLLMC_OK;
+}
+
+enum vllmc_status backend_memory_info(struct backend *be, size_t *free_bytes, size_t *total_bytes)
+{
+    if (be->vt->memory_info)
+        return be->vt->memory_info(be, free_bytes, total_bytes);
+    long page = sysconf(_SC_PAGESIZE);
+    long n_phys = sysconf(_SC_PHYS_PAGES);
+    long n_avail = sysconf(_SC_AVPHYS_PAGES);
+    if (page <= 0 || n_phys <= 0 || n_avail < 0)
+        return err_set(&be->err, VLLMC_ERR_BACKEND, "backend %s: cannot read memory size",
+                       be->vt->name);
+    *total_bytes = (size_t)page * (size_t)n_phys;
+    *free_bytes = (size_t)page * (size_t)n_avail;
+    return VLLMC_OK;
+}

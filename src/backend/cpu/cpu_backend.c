@@ -1,0 +1,172 @@
+// The CPU backend: host memory, a worker pool, and the one table of CPU op
+// providers. CPU features are detected once when the table is built; the
+// providers' gates then look only at the call.
+#include "backend/cpu/cpu_backend.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "backend/backend_impl.h"
+#include "backend/cpu/ref/ref.h"
+#include "core/alloc.h"
+
+// What a provider needs from the CPU before it may be listed.
+enum cpu_need {
+    CPU_NEED_NONE,
+    CPU_NEED_AVX2,   // AVX2 + FMA + F16C
+    CPU_NEED_AVX512, // the above + AVX-512 F/BW/VL
+};
+
+struct cpu_provider_entry {
+    const struct op_provider *provider;
+    enum cpu_need need;
+};
+
+// Every CPU provider. Dispatch picks by priority, then name (op_registry.c).
+static const struct cpu_provider_entry cpu_provider_table[] = {
+    // Reference implementations, priority 0: the ground truth, always present.
+    {&cpu_ref_embedding, CPU_NEED_NONE},
+    {&cpu_ref_rmsnorm, CPU_NEED_NONE},
+    {&cpu_ref_add_rmsnorm, CPU_NEED_NONE},
+    {&cpu_ref_matmul, CPU_NEED_NONE},
+    {&cpu_ref_rope, CPU_NEED_NONE},
+    {&cpu_ref_qk_norm_rope, CPU_NEED_NONE},
+    {&cpu_ref_silu_mul, CPU_NEED_NONE},
+    {&cpu_ref_add, CPU_NEED_NONE},
+    {&cpu_ref_kv_store, CPU_NEED_NONE},
+    {&cpu_ref_attention, CPU_NEED_NONE},
+};
+
+#define CPU_N_TABLE (sizeof cpu_provider_table / sizeof cpu_provider_table[0])
+
+static struct cpu_features features;
+static const struct op_provider *enabled_providers[CPU_N_TABLE];
+static size_t n_enabled_providers;
+static pthread_once_t table_once = PTHREAD_ONCE_INIT;
+
+static void cpu_table_build(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_cpu_init();
+    features.avx2 = __builtin_cpu_supports("avx2");
+    features.fma = __builtin_cpu_supports("fma");
+    features.f16c = __builtin_cpu_supports("f16c");
+    features.avx512f = __builtin_cpu_supports("avx512f");
+    features.avx512bw = __builtin_cpu_supports("avx512bw");
+    features.avx512vl = __builtin_cpu_supports("avx512vl");
+    features.avx512vnni = __builtin_cpu_supports("avx512vnni");
+    features.avx512bf16 = __builtin_cpu_supports("avx512bf16");
+#endif
+    bool has_avx2 = features.avx2 && features.fma && features.f16c;
+    bool has_avx512 = has_avx2 && features.avx512f && features.avx512bw && features.avx512vl;
+    for (size_t i = 0; i < CPU_N_TABLE; i++) {
+        enum cpu_need need = cpu_provider_table[i].need;
+        if ((need == CPU_NEED_AVX2 && !has_avx2) || (need == CPU_NEED_AVX512 && !has_avx512))
+            continue;
+        enabled_providers[n_enabled_providers++] = cpu_provider_table[i].provider;
+    }
+}
+
+const struct cpu_features *cpu_features_get(void)
+{
+    pthread_once(&table_once, cpu_table_build);
+    return &features;
+}
+
+const struct op_provider *const *cpu_providers(size_t *n)
+{
+    pthread_once(&table_once, cpu_table_build);
+    *n = n_enabled_providers;
+    return enabled_providers;
+}
+
+// ---- memory: plain host memory, 64-byte aligned for vector loads ----
+
+static enum vllmc_status cpu_buffer_alloc(struct backend *be, size_t n_bytes, void **out)
+{
+    *out = mem_alloc_aligned(64, n_bytes ? n_bytes : 1);
+    if (!*out)
+        return err_set(&be->err, VLLMC_ERR_NOMEM, "cpu: cannot allocate %zu bytes", n_bytes);
+    return VLLMC_OK;
+}
+
+static void cpu_buffer_free(struct backend *be, void *p)
+{
+    (void)be;
+    mem_free(p);
+}
+
+static enum vllmc_status cpu_memset(struct backend *be, void *dst, int value, size_t n_bytes)
+{
+    (void)be;
+    memset(dst, value, n_bytes);
+    return VLLMC_OK;
+}
+
+static enum vllmc_status cpu_copy(struct backend *be, void *dst, const void *src, size_t n)
+{
+    (void)be;
+    if (n)
+        memmove(dst, src, n);
+    return VLLMC_OK;
+}
+
+// MemAvailable counts reclaimable page cache, which is what a KV cache can
+// use; sysconf's free pages do not.
+static enum vllmc_status cpu_memory_info(struct backend *be, size_t *free_bytes,
+                                         size_t *total_bytes)
+{
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (!f)
+        return err_set(&be->err, VLLMC_ERR_IO, "cpu: cannot open /proc/meminfo");
+    char line[256];
+    unsigned long long total_kb = 0, avail_kb = 0;
+    while (fgets(line, sizeof line, f)) {
+        sscanf(line, "MemTotal: %llu kB", &total_kb);
+        sscanf(line, "MemAvailable: %llu kB", &avail_kb);
+    }
+    fclose(f);
+    if (!total_kb)
+        return err_set(&be->err, VLLMC_ERR_IO, "cpu: no MemTotal in /proc/meminfo");
+    *total_bytes = (size_t)total_kb * 1024;
+    *free_bytes = (size_t)avail_kb * 1024;
+    return VLLMC_OK;
+}
+
+static const struct backend_vtable cpu_vtable = {
+    .name = "cpu",
+    .api_version = BACKEND_API_VERSION,
+    .location = TENSOR_HOST,
+    .destroy = NULL,
+    .buffer_alloc = cpu_buffer_alloc,
+    .buffer_free = cpu_buffer_free,
+    .fill = cpu_memset,
+    .upload = cpu_copy,
+    .download = cpu_copy,
+    .sync = NULL,
+    .memory_info = cpu_memory_info,
+};
+
+enum vllmc_status cpu_backend_create(const struct backend_options *o, struct backend **out,
+                                     struct err *err)
+{
+    *out = NULL;
+    size_t n;
+    const struct op_provider *const *providers = cpu_providers(&n);
+    struct backend *be = mem_calloc(1, sizeof *be);
+    if (!be)
+        return err_set(err, VLLMC_ERR_NOMEM, "backend cpu: out of memory");
+    enum vllmc_status rc = backend_init(be, &cpu_vtable, o, providers, n, err);
+    if (rc)
+        goto fail;
+    rc = threadpool_create(o->n_threads, &be->pool, err);
+    if (rc)
+        goto fail;
+    be->opts.n_threads = threadpool_n_threads(be->pool);
+    *out = be;
+    return VLLMC_OK;
+fail:
+    backend_free(be);
+    return rc;
+}

@@ -1,0 +1,23 @@
+// The CPU backend: host memory, a worker pool and the CPU op providers.
+#ifndef VLLMC_BACKEND_CPU_CPU_BACKEND_H
+#define VLLMC_BACKEND_CPU_CPU_BACKEND_H
+
+#include <stdbool.h>
+
+#include "backend/backend.h"
+
+// CPU features, detected once when the provider table is built.
+struct cpu_features {
+    bool avx2, fma, f16c;
+    bool avx512f, avx512bw, avx512vl, avx512vnni, avx512bf16;
+};
+
+const struct cpu_features *cpu_features_get(void);
+
+// Every CPU provider whose CPU features are present, in table order.
+const struct op_provider *const *cpu_providers(size_t *n);
+
+enum vllmc_status cpu_backend_create(const struct backend_options *o, struct backend **out,
+                                     struct err *err);
+
+#endif

@@ -1,0 +1,203 @@
+// Thread pool: a generation counter announces each run; workers claim task
+// indices from an atomic counter and the last one to finish wakes the caller.
+// Waiting is a short spin (runs arrive back to back during a forward pass)
+// followed by a condition-variable sleep, so an idle pool costs no CPU.
+#include "core/threadpool.h"
+
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <unistd.h>
+
+#include "core/alloc.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define cpu_relax() _mm_pause()
+#else
+#define cpu_relax() ((void)0)
+#endif
+
+// Spin iterations before sleeping: a few microseconds, about the gap between
+// two ops of a decode step.
+#define THREADPOOL_SPIN 4000
+
+struct threadpool {
+    int n_threads;            // including the caller
+    pthread_t *workers;       // owned [n_threads - 1]
+    int n_started;            // workers actually running (for cleanup)
+    pthread_mutex_t mu;
+    pthread_cond_t cv_work;   // a new generation or stop
+    pthread_cond_t cv_done;   // n_pending reached 0
+    atomic_uint_fast64_t generation;
+    atomic_int next_task;
+    atomic_int n_pending;     // workers still inside the current run
+    atomic_bool stop;
+    atomic_bool running;      // catches reentrant or concurrent use
+    threadpool_fn fn;         // valid while a run is in flight
+    void *ctx;
+    int n_tasks;
+};
+
+struct worker_arg {
+    struct threadpool *pool;
+    int thread;
+};
+
+static void threadpool_do_tasks(struct threadpool *pool, int thread)
+{
+    for (;;) {
+        int task = atomic_fetch_add_explicit(&pool->next_task, 1, memory_order_relaxed);
+        if (task >= pool->n_tasks)
+            break;
+        pool->fn(pool->ctx, task, thread);
+    }
+}
+
+static void *threadpool_worker(void *p)
+{
+    struct threadpool *pool = ((struct worker_arg *)p)->pool;
+    int thread = ((struct worker_arg *)p)->thread;
+    mem_free(p);
+    uint64_t seen = 0;
+    for (;;) {
+        uint64_t gen = atomic_load_explicit(&pool->generation, memory_order_acquire);
+        for (int spin = 0; gen == seen && spin < THREADPOOL_SPIN; spin++) {
+            if (atomic_load_explicit(&pool->stop, memory_order_relaxed))
+                return NULL;
+            cpu_relax();
+            gen = atomic_load_explicit(&pool->generation, memory_order_acquire);
+        }
+        if (gen == seen) {
+            pthread_mutex_lock(&pool->mu);
+            while ((gen = atomic_load_explicit(&pool->generation, memory_order_acquire)) == seen &&
+                   !atomic_load(&pool->stop))
+                pthread_cond_wait(&pool->cv_work, &pool->mu);
+            pthread_mutex_unlock(&pool->mu);
+        }
+        if (atomic_load(&pool->stop))
+            return NULL;
+        seen = gen;
+        threadpool_do_tasks(pool, thread);
+        if (atomic_fetch_sub_explicit(&pool->n_pending, 1, memory_order_acq_rel) == 1) {
+            pthread_mutex_lock(&pool->mu);
+            pthread_cond_signal(&pool->cv_done);
+            pthread_mutex_unlock(&pool->mu);
+        }
+    }
+}
+
+int threadpool_cpu_count(void)
+{
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0) {
+        int n = CPU_COUNT(&set);
+        if (n > 0)
+            return n;
+    }
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}
+
+enum vllmc_status threadpool_create(int n_threads, struct threadpool **out, struct err *err)
+{
+    *out = NULL;
+    if (n_threads < 0 || n_threads > 1024)
+        return err_set(err, VLLMC_ERR_INVALID_ARG, "threadpool: %d threads", n_threads);
+    if (n_threads == 0)
+        n_threads = threadpool_cpu_count();
+    struct threadpool *pool = mem_calloc(1, sizeof *pool);
+    if (!pool)
+        return err_set(err, VLLMC_ERR_NOMEM, "threadpool: out of memory");
+    pool->n_threads = n_threads;
+    pthread_mutex_init(&pool->mu, NULL);
+    pthread_cond_init(&pool->cv_work, NULL);
+    pthread_cond_init(&pool->cv_done, NULL);
+    enum vllmc_status rc = VLLMC_OK;
+    if (n_threads > 1) {
+        pool->workers = mem_calloc((size_t)n_threads - 1, sizeof *pool->workers);
+        if (!pool->workers) {
+            rc = err_set(err, VLLMC_ERR_NOMEM, "threadpool: out of memory");
+            goto fail;
+        }
+    }
+    for (int i = 1; i < n_threads; i++) {
+        struct worker_arg *arg = mem_alloc(sizeof *arg);
+        if (!arg) {
+            rc = err_set(err, VLLMC_ERR_NOMEM, "threadpool: out of memory");
+            goto fail;
+        }
+        *arg = (struct worker_arg){.pool = pool, .thread = i};
+        if (pthread_create(&pool->workers[i - 1], NULL, threadpool_worker, arg)) {
+            mem_free(arg);
+            rc = err_set(err, VLLMC_ERR_BACKEND, "threadpool: cannot start worker %d", i);
+            goto fail;
+        }
+        pool->n_started++;
+    }
+    *out = pool;
+    return VLLMC_OK;
+fail:
+    threadpool_free(pool);
+    return rc;
+}
+
+void threadpool_free(struct threadpool *pool)
+{
+    if (!pool)
+        return;
+    pthread_mutex_lock(&pool->mu);
+    atomic_store(&pool->stop, true);
+    pthread_cond_broadcast(&pool->cv_work);
+    pthread_mutex_unlock(&pool->mu);
+    for (int i = 0; i < pool->n_started; i++)
+        pthread_join(pool->workers[i], NULL);
+    pthread_cond_destroy(&pool->cv_done);
+    pthread_cond_destroy(&pool->cv_work);
+    pthread_mutex_destroy(&pool->mu);
+    mem_free(pool->workers);
+    mem_free(pool);
+}
+
+int threadpool_n_threads(const struct threadpool *pool)
+{
+    return pool ? pool->n_threads : 1;
+}
+
+void threadpool_run(struct threadpool *pool, threadpool_fn fn, void *ctx, int n_tasks)
+{
+    if (n_tasks <= 0)
+        return;
+    if (!pool || pool->n_threads == 1 || n_tasks == 1) {
+        for (int t = 0; t < n_tasks; t++)
+            fn(ctx, t, 0);
+        return;
+    }
+    VLLMC_ASSERT(!atomic_exchange(&pool->running, true));
+    pool->fn = fn;
+    pool->ctx = ctx;
+    pool->n_tasks = n_tasks;
+    atomic_store_explicit(&pool->next_task, 0, memory_order_relaxed);
+    atomic_store_explicit(&pool->n_pending, pool->n_threads - 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&pool->generation, 1, memory_order_release);
+    // Workers that gave up spinning check the generation under the mutex, so
+    // taking it here before the broadcast cannot lose a wake-up.
+    pthread_mutex_lock(&pool->mu);
+    pthread_cond_broadcast(&pool->cv_work);
+    pthread_mutex_unlock(&pool->mu);
+
+    threadpool_do_tasks(pool, 0);
+
+    for (int spin = 0; spin < THREADPOOL_SPIN; spin++) {
+        if (atomic_load_explicit(&pool->n_pending, memory_order_acquire) == 0)
+            goto done;
+        cpu_relax();
+    }
+    pthread_mutex_lock(&pool->mu);
+    while (atomic_load_explicit(&pool->n_pending, memory_order_acquire) != 0)
+        pthread_cond_wait(&pool->cv_done, &pool->mu);
+    pthread_mutex_unlock(&pool->mu);
+done:
+    atomic_store(&pool->running, false);
+}

@@ -1,0 +1,507 @@
+// The cpu-ref providers against small hand-worked cases and straightforward
+// computations written out in the test (double precision, contiguous data),
+// plus batch invariance of whichever CPU provider the backend selects.
+#include <math.h>
+#include <stdlib.h>
+
+#include "backend/backend_impl.h"
+#include "backend/cpu/ref/ref.h"
+#include "check.h"
+
+// Runs c on provider p after the contract check, as the registry would.
+static enum vllmc_status run_ref(const struct op_provider *p, struct op_call *c)
+{
+    struct err err = {0};
+    enum vllmc_status rc = op_check(c, &err);
+    if (rc) {
+        fprintf(stderr, "op_check: %s\n", err.msg);
+        return rc;
+    }
+    CHECK(p->supports(c));
+    return p->run(c);
+}
+
+static float frand(unsigned *state)
+{
+    *state = *state * 1664525u + 1013904223u;
+    return (float)((*state >> 8) & 0xffff) / 32768.0f - 1.0f;
+}
+
+static void test_rmsnorm_hand(void)
+{
+    float x[2] = {3, 4}, w[2] = {1, 1}, y[2];
+    struct tensor tx, tw, ty;
+    tensor_init_2d(&tx, DTYPE_F32, x, 2, 1);
+    tensor_init_1d(&tw, DTYPE_F32, w, 2);
+    tensor_init_2d(&ty, DTYPE_F32, y, 2, 1);
+    struct op_call c = {.op = OP_RMSNORM, .dst = &ty, .src = {&tx, &tw}, .p.eps = 0};
+    CHECK_EQ_INT(run_ref(&cpu_ref_rmsnorm, &c), VLLMC_OK);
+    // mean(x^2) = 12.5, 1/sqrt(12.5) = 0.28284271
+    CHECK_NEAR(y[0], 0.848528137, 1e-6, 0);
+    CHECK_NEAR(y[1], 1.131370850, 1e-6, 0);
+
+    // bf16 weight [2, 0.5] and eps = 0.5: 1/sqrt(13) = 0.27735010
+    uint16_t wb[2] = {f32_to_bf16(2.0f), f32_to_bf16(0.5f)};
+    tensor_init_1d(&tw, DTYPE_BF16, wb, 2);
+    c.p.eps = 0.5f;
+    CHECK_EQ_INT(run_ref(&cpu_ref_rmsnorm, &c), VLLMC_OK);
+    CHECK_NEAR(y[0], 1.664100589, 1e-6, 0);
+    CHECK_NEAR(y[1], 0.554700196, 1e-6, 0);
+}
+
+static void test_add_rmsnorm_hand(void)
+{
+    // residual [2, 2] + x [1, 2] = [3, 4]; dst aliases x.
+    float x[2] = {1, 2}, res[2] = {2, 2}, w[2] = {2, 0.5f};
+    struct tensor tx, tw, tr;
+    tensor_init_2d(&tx, DTYPE_F32, x, 2, 1);
+    tensor_init_1d(&tw, DTYPE_F32, w, 2);
+    tensor_init_2d(&tr, DTYPE_F32, res, 2, 1);
+    struct op_call c = {.op = OP_ADD_RMSNORM, .dst = &tx, .src = {&tx, &tw, &tr}, .p.eps = 0};
+    CHECK_EQ_INT(run_ref(&cpu_ref_add_rmsnorm, &c), VLLMC_OK);
+    CHECK_NEAR(res[0], 3, 0, 0);
+    CHECK_NEAR(res[1], 4, 0, 0);
+    CHECK_NEAR(x[0], 1.697056275, 1e-6, 0);
+    CHECK_NEAR(x[1], 0.565685425, 1e-6, 0);
+}
+
+static void test_matmul_hand(void)
+{
+    // x [2, 3] . W^T with W [2, 3] = [[1, 0, -1], [0.5, 0.5, 0.5]], bias [10, 20]
+    float x[6] = {1, 2, 3, 4, 5, 6}, wf[6] = {1, 0, -1, 0.5f, 0.5f, 0.5f}, b[2] = {10, 20};
+    const float expect[4] = {8, 23, 8, 27.5f};
+    enum dtype types[3] = {DTYPE_F32, DTYPE_F16, DTYPE_BF16};
+    for (int t = 0; t < 3; t++) {
+        uint16_t wh[6];
+        for (int i = 0; i < 6; i++)
+            wh[i] = types[t] == DTYPE_F16 ? f32_to_fp16(wf[i]) : f32_to_bf16(wf[i]);
+        float y[4] = {0};
+        struct tensor tx, tw, tb, ty;
+        tensor_init_2d(&tx, DTYPE_F32, x, 3, 2);
+        tensor_init_2d(&tw, types[t], types[t] == DTYPE_F32 ? (void *)wf : (void *)wh, 3, 2);
+        tensor_init_1d(&tb, DTYPE_F32, b, 2);
+        tensor_init_2d(&ty, DTYPE_F32, y, 2, 2);
+        struct op_call c = {.op = OP_MATMUL, .dst = &ty, .src = {&tx, &tw, &tb}};
+        CHECK_EQ_INT(run_ref(&cpu_ref_matmul, &c), VLLMC_OK);
+        for (int i = 0; i < 4; i++)
+            CHECK_NEAR(y[i], expect[i], 0, 0);
+        c.src[2] = NULL;
+        CHECK_EQ_INT(run_ref(&cpu_ref_matmul, &c), VLLMC_OK);
+        CHECK_NEAR(y[1], 3, 0, 0);
+    }
+}
+
+static void test_embedding_hand(void)
+{
+    uint16_t table[3 * 2];
+    for (int i = 0; i < 6; i++)
+        table[i] = f32_to_fp16((float)i * 0.5f);
+    int32_t ids[2] = {2, 0};
+    float y[4];
+    struct tensor tt, ti, ty;
+    tensor_init_2d(&tt, DTYPE_F16, table, 2, 3);
+    tensor_init_1d(&ti, DTYPE_I32, ids, 2);
+    tensor_init_2d(&ty, DTYPE_F32, y, 2, 2);
+    struct op_call c = {.op = OP_EMBEDDING, .dst = &ty, .src = {&tt, &ti}};
+    CHECK_EQ_INT(run_ref(&cpu_ref_embedding, &c), VLLMC_OK);
+    CHECK_NEAR(y[0], 2.0, 0, 0);
+    CHECK_NEAR(y[1], 2.5, 0, 0);
+    CHECK_NEAR(y[2], 0.0, 0, 0);
+    CHECK_NEAR(y[3], 0.5, 0, 0);
+    ids[1] = 3;
+    CHECK_EQ_INT(run_ref(&cpu_ref_embedding, &c), VLLMC_ERR_INVALID_ARG);
+    ids[1] = -1;
+    CHECK_EQ_INT(run_ref(&cpu_ref_embedding, &c), VLLMC_ERR_INVALID_ARG);
+}
+
+// Expected RoPE by the textbook formula, in double.
+static void rope_expect(double *head, int rope_dim, bool neox, int pos, const float *inv_freq)
+{
+    int half = rope_dim / 2;
+    for (int i = 0; i < half; i++) {
+        double th = (double)pos * inv_freq[i];
+        int a = neox ? i : 2 * i, b = neox ? i + half : 2 * i + 1;
+        double x0 = head[a], x1 = head[b];
+        head[a] = x0 * cos(th) - x1 * sin(th);
+        head[b] = x0 * sin(th) + x1 * cos(th);
+    }
+}
+
+static void check_rope(bool neox, bool with_norm)
+{
+    enum { T = 3, H = 2, D = 8, RD = 4 };
+    float x[T * H * D], inv_freq[RD / 2] = {1.0f, 0.01f}, w[D];
+    double expect[T * H * D];
+    int32_t pos[T] = {0, 3, 17};
+    unsigned seed = 7;
+    for (int i = 0; i < T * H * D; i++)
+        expect[i] = x[i] = frand(&seed);
+    for (int i = 0; i < D; i++)
+        w[i] = 0.5f + (float)i * 0.125f;
+    for (int t = 0; t < T; t++) {
+        for (int h = 0; h < H; h++) {
+            double *head = expect + (t * H + h) * D;
+            if (with_norm) {
+                double ss = 0;
+                for (int i = 0; i < D; i++)
+                    ss += head[i] * head[i];
+                double s = 1.0 / sqrt(ss / D + 1e-6);
+                for (int i = 0; i < D; i++)
+                    head[i] *= s * w[i];
+            }
+            rope_expect(head, RD, neox, pos[t], inv_freq);
+        }
+    }
+    struct tensor tx, tp, tf, tw;
+    tensor_init_3d(&tx, DTYPE_F32, x, D, H, T);
+    tensor_init_1d(&tp, DTYPE_I32, pos, T);
+    tensor_init_1d(&tf, DTYPE_F32, inv_freq, RD / 2);
+    tensor_init_1d(&tw, DTYPE_F32, w, D);
+    struct op_call c = {.op = with_norm ? OP_QK_NORM_ROPE : OP_ROPE,
+                        .dst = &tx,
+                        .src = {&tp, &tf, with_norm ? &tw : NULL},
+                        .p = {.rope_dim = RD, .rope_neox = neox, .eps = 1e-6f}};
+    CHECK_EQ_INT(run_ref(with_norm ? &cpu_ref_qk_norm_rope : &cpu_ref_rope, &c), VLLMC_OK);
+    for (int i = 0; i < T * H * D; i++)
+        CHECK_NEAR(x[i], expect[i], 1e-5, 1e-5);
+}
+
+static void test_rope_pairs(void)
+{
+    check_rope(false, false);
+}
+
+static void test_rope_neox(void)
+{
+    check_rope(true, false);
+}
+
+static void test_qk_norm_rope(void)
+{
+    check_rope(true, true);
+    check_rope(false, true);
+}
+
+static void test_rope_hand(void)
+{
+    // One head [1, 0, 0, 1] at position 1 with inv_freq [pi/2, 0]: adjacent
+    // pairs rotate (1, 0) by 90 degrees to (0, 1); neox pairs (0, 2), (1, 3).
+    float x[4] = {1, 0, 0, 1}, f[2] = {(float)M_PI / 2, 0};
+    int32_t pos = 1;
+    struct tensor tx, tp, tf;
+    tensor_init_3d(&tx, DTYPE_F32, x, 4, 1, 1);
+    tensor_init_1d(&tp, DTYPE_I32, &pos, 1);
+    tensor_init_1d(&tf, DTYPE_F32, f, 2);
+    struct op_call c = {.op = OP_ROPE, .dst = &tx, .src = {&tp, &tf}, .p.rope_dim = 4};
+    CHECK_EQ_INT(run_ref(&cpu_ref_rope, &c), VLLMC_OK);
+    CHECK_NEAR(x[0], 0, 1e-6, 0);
+    CHECK_NEAR(x[1], 1, 1e-6, 0);
+    CHECK_NEAR(x[2], 0, 1e-6, 0);
+    CHECK_NEAR(x[3], 1, 1e-6, 0);
+    float y[4] = {1, 0, 0, 1};
+    tensor_init_3d(&tx, DTYPE_F32, y, 4, 1, 1);
+    c.p.rope_neox = true;
+    CHECK_EQ_INT(run_ref(&cpu_ref_rope, &c), VLLMC_OK);
+    // pair (0, 2) = (1, 0) -> (0, 1); pair (1, 3) has angle 0.
+    CHECK_NEAR(y[0], 0, 1e-6, 0);
+    CHECK_NEAR(y[2], 1, 1e-6, 0);
+    CHECK_NEAR(y[1], 0, 1e-6, 0);
+    CHECK_NEAR(y[3], 1, 1e-6, 0);
+}
+
+static void test_silu_mul_and_add(void)
+{
+    float g[3] = {0, 1, -2}, u[3] = {1, 2, 3}, y[3];
+    struct tensor tg, tu, ty;
+    tensor_init_2d(&tg, DTYPE_F32, g, 3, 1);
+    tensor_init_2d(&tu, DTYPE_F32, u, 3, 1);
+    tensor_init_2d(&ty, DTYPE_F32, y, 3, 1);
+    struct op_call c = {.op = OP_SILU_MUL, .dst = &ty, .src = {&tg, &tu}};
+    CHECK_EQ_INT(run_ref(&cpu_ref_silu_mul, &c), VLLMC_OK);
+    // silu(1) = 1 / (1 + e^-1) = 0.7310586; silu(-2) = -2 / (1 + e^2) = -0.2384058
+    CHECK_NEAR(y[0], 0, 0, 0);
+    CHECK_NEAR(y[1], 1.462117157, 1e-6, 0);
+    CHECK_NEAR(y[2], -0.715217526, 1e-6, 0);
+    c = (struct op_call){.op = OP_ADD, .dst = &tg, .src = {&tg, &tu}};
+    CHECK_EQ_INT(run_ref(&cpu_ref_add, &c), VLLMC_OK);
+    CHECK_NEAR(g[0], 1, 0, 0);
+    CHECK_NEAR(g[1], 3, 0, 0);
+    CHECK_NEAR(g[2], 1, 0, 0);
+}
+
+static void test_kv_store(void)
+{
+    enum { NB = 3, BS = 4, KVH = 2, D = 4, T = 3 };
+    float k[T * KVH * D], v[T * KVH * D];
+    for (int i = 0; i < T * KVH * D; i++) {
+        k[i] = (float)i + 0.25f;
+        v[i] = -(float)i;
+    }
+    uint16_t kc[NB * BS * KVH * D] = {0}, vc[NB * BS * KVH * D] = {0};
+    int32_t slots[T] = {5, -1, 0}; // token 0 -> block 1 offset 1; token 1 skipped
+    struct tensor tk, tv, tkc, tvc, ts;
+    tensor_init_3d(&tk, DTYPE_F32, k, D, KVH, T);
+    tensor_init_3d(&tv, DTYPE_F32, v, D, KVH, T);
+    tensor_init(&tkc, DTYPE_F16, kc, 4, (int64_t[]){D, KVH, BS, NB});
+    tensor_init(&tvc, DTYPE_F16, vc, 4, (int64_t[]){D, KVH, BS, NB});
+    tensor_init_1d(&ts, DTYPE_I32, slots, T);
+    struct op_call c = {.op = OP_KV_STORE, .src = {&tk, &tv, &tkc, &tvc, &ts}};
+    CHECK_EQ_INT(run_ref(&cpu_ref_kv_store, &c), VLLMC_OK);
+    int n_written = 0;
+    for (int i = 0; i < NB * BS * KVH * D; i++)
+        n_written += kc[i] != 0;
+    CHECK_EQ_INT(n_written, 2 * KVH * D);
+    for (int h = 0; h < KVH; h++) {
+        for (int i = 0; i < D; i++) {
+            CHECK_NEAR(fp16_to_f32(kc[((1 * BS + 1) * KVH + h) * D + i]), k[h * D + i], 0, 0);
+            CHECK_NEAR(fp16_to_f32(vc[((1 * BS + 1) * KVH + h) * D + i]), v[h * D + i], 0, 0);
+            CHECK_NEAR(fp16_to_f32(kc[(0 * KVH + h) * D + i]), k[(2 * KVH + h) * D + i], 0, 0);
+        }
+    }
+    slots[1] = NB * BS;
+    CHECK_EQ_INT(run_ref(&cpu_ref_kv_store, &c), VLLMC_ERR_INVALID_ARG);
+}
+
+// ---- attention against a dense causal softmax ----
+
+enum { A_NB = 12, A_BS = 4, A_KVH = 2, A_H = 4, A_D = 8, A_SEQS = 3, A_MAXB = 4 };
+
+struct attn_case {
+    int seq_len[A_SEQS], n_q[A_SEQS];
+    float keys[A_SEQS][A_MAXB * A_BS][A_KVH][A_D]; // contiguous K per sequence
+    float vals[A_SEQS][A_MAXB * A_BS][A_KVH][A_D];
+    int32_t tables[A_SEQS][A_MAXB];
+};
+
+static void attn_fill(struct attn_case *ac, enum dtype cache_type, void *kc, void *vc,
+                      unsigned seed)
+{
+    // A shuffled block table: sequence s, block b -> a scattered cache block.
+    static const int32_t perm[A_SEQS * A_MAXB] = {7, 2, 11, 0, 5, 9, 1, 4, 10, 3, 8, 6};
+    for (int s = 0; s < A_SEQS; s++)
+        for (int b = 0; b < A_MAXB; b++)
+            ac->tables[s][b] = perm[s * A_MAXB + b];
+    size_t esz = cache_type == DTYPE_F32 ? 4 : 2;
+    for (int s = 0; s < A_SEQS; s++) {
+        for (int t = 0; t < A_MAXB * A_BS; t++) {
+            for (int h = 0; h < A_KVH; h++) {
+                for (int i = 0; i < A_D; i++) {
+                    float kv[2] = {frand(&seed), frand(&seed)};
+                    float *dst[2] = {&ac->keys[s][t][h][i], &ac->vals[s][t][h][i]};
+                    void *cache[2] = {kc, vc};
+                    size_t idx = (((size_t)ac->tables[s][t / A_BS] * A_BS + (size_t)(t % A_BS)) *
+                                      A_KVH + (size_t)h) * A_D + (size_t)i;
+                    for (int j = 0; j < 2; j++) {
+                        // The reference sees what the cache holds.
+                        if (cache_type == DTYPE_F32) {
+                            ((float *)cache[j])[idx] = kv[j];
+                            *dst[j] = kv[j];
+                        } else {
+                            uint16_t h16 = cache_type == DTYPE_F16 ? f32_to_fp16(kv[j])
+                                                                   : f32_to_bf16(kv[j]);
+                            memcpy((char *)cache[j] + idx * esz, &h16, 2);
+                            *dst[j] = cache_type == DTYPE_F16 ? fp16_to_f32(h16)
+                                                              : bf16_to_f32(h16);
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+static void check_attention(enum dtype cache_type)
+{
+    static struct attn_case ac;
+    // A chunk of prefill with 3 tokens cached, a decode, a full prefill.
+    int seq_len[A_SEQS] = {9, 13, 6}, n_q[A_SEQS] = {6, 1, 6};
+    static float kc[A_NB * A_BS * A_KVH * A_D], vc[A_NB * A_BS * A_KVH * A_D];
+    attn_fill(&ac, cache_type, kc, vc, 99);
+    int32_t seq_lens[A_SEQS], qsl[A_SEQS + 1] = {0};
+    for (int s = 0; s < A_SEQS; s++) {
+        seq_lens[s] = seq_len[s];
+        qsl[s + 1] = qsl[s] + n_q[s];
+    }
+    int n_tokens = qsl[A_SEQS];
+    static float q[13 * A_H * A_D], out[13 * A_H * A_D];
+    unsigned seed = 5;
+    for (int i = 0; i < n_tokens * A_H * A_D; i++)
+        q[i] = frand(&seed) * 2.0f;
+    float scale = 1.0f / sqrtf((float)A_D);
+    struct tensor tq, to, tkc, tvc, tbt, tsl, tqsl;
+    tensor_init_3d(&tq, DTYPE_F32, q, A_D, A_H, n_tokens);
+    tensor_init_3d(&to, DTYPE_F32, out, A_D, A_H, n_tokens);
+    tensor_init(&tkc, cache_type, kc, 4, (int64_t[]){A_D, A_KVH, A_BS, A_NB});
+    tensor_init(&tvc, cache_type, vc, 4, (int64_t[]){A_D, A_KVH, A_BS, A_NB});
+    tensor_init_2d(&tbt, DTYPE_I32, ac.tables, A_MAXB, A_SEQS);
+    tensor_init_1d(&tsl, DTYPE_I32, seq_lens, A_SEQS);
+    tensor_init_1d(&tqsl, DTYPE_I32, qsl, A_SEQS + 1);
+    struct op_call c = {.op = OP_ATTENTION,
+                        .dst = &to,
+                        .src = {&tq, &tkc, &tvc, &tbt, &tsl, &tqsl},
+                        .p.scale = scale};
+    CHECK_EQ_INT(run_ref(&cpu_ref_attention, &c), VLLMC_OK);
+    double max_err = 0;
+    for (int s = 0; s < A_SEQS; s++) {
+        for (int j = 0; j < n_q[s]; j++) {
+            int tok = qsl[s] + j, pos = seq_len[s] - n_q[s] + j;
+            for (int h = 0; h < A_H; h++) {
+                int kvh = h / (A_H / A_KVH);
+                const float *qh = q + (tok * A_H + h) * A_D;
+                double sc[16], mx = -1e300, sum = 0;
+                for (int t = 0; t <= pos; t++) {
+                    double d = 0;
+                    for (int i = 0; i < A_D; i++)
+                        d += (double)qh[i] * ac.keys[s][t][kvh][i];
+                    sc[t] = d * scale;
+                    mx = fmax(mx, sc[t]);
+                }
+                for (int t = 0; t <= pos; t++)
+                    sum += sc[t] = exp(sc[t] - mx);
+                for (int i = 0; i < A_D; i++) {
+                    double o = 0;
+                    for (int t = 0; t <= pos; t++)
+                        o += sc[t] / sum * ac.vals[s][t][kvh][i];
+                    double e = fabs(o - out[(tok * A_H + h) * A_D + i]);
+                    max_err = e > max_err ? e : max_err;
+                }
+            }
+        }
+    }
+    CHECK(max_err < 1e-5);
+
+    // Metadata errors come back as statuses.
+    ac.tables[1][3] = A_NB;
+    CHECK_EQ_INT(run_ref(&cpu_ref_attention, &c), VLLMC_ERR_INVALID_ARG);
+    ac.tables[1][3] = 0;
+    seq_lens[2] = 5; // fewer keys than queries
+    CHECK_EQ_INT(run_ref(&cpu_ref_attention, &c), VLLMC_ERR_INVALID_ARG);
+    seq_lens[2] = 6;
+    seq_lens[1] = 17; // needs 5 blocks of a 4-block table
+    CHECK_EQ_INT(run_ref(&cpu_ref_attention, &c), VLLMC_ERR_INVALID_ARG);
+}
+
+static void test_attention_f32(void)
+{
+    check_attention(DTYPE_F32);
+}
+
+static void test_attention_f16_bf16(void)
+{
+    check_attention(DTYPE_F16);
+    check_attention(DTYPE_BF16);
+}
+
+// ---- batch invariance of the selected CPU providers ----
+
+static struct backend *cpu_backend(int n_threads)
+{
+    struct backend_options o;
+    backend_options_default(&o);
+    o.n_threads = n_threads;
+    struct backend *be = NULL;
+    struct err err = {0};
+    CHECK_EQ_INT(backend_create("cpu", &o, &be, &err), VLLMC_OK);
+    return be;
+}
+
+static void test_matmul_batch_invariance(void)
+{
+    enum { M = 7, N = 67, K = 259 };
+    static float x[M * K], w[N * K], y1[N], y7[M * N];
+    static uint16_t wh[N * K];
+    unsigned seed = 11;
+    for (int i = 0; i < M * K; i++)
+        x[i] = frand(&seed);
+    for (int i = 0; i < N * K; i++) {
+        w[i] = frand(&seed);
+        wh[i] = f32_to_bf16(w[i]);
+    }
+    struct backend *be = cpu_backend(2);
+    for (int wt = 0; wt < 2; wt++) {
+        struct tensor tx1, tx7, tw, ty1, ty7;
+        if (wt == 0)
+            tensor_init_2d(&tw, DTYPE_F32, w, K, N);
+        else
+            tensor_init_2d(&tw, DTYPE_BF16, wh, K, N);
+        tensor_init_2d(&tx7, DTYPE_F32, x, K, M);
+        tensor_init_2d(&ty7, DTYPE_F32, y7, N, M);
+        struct op_call c7 = {.op = OP_MATMUL, .dst = &ty7, .src = {&tx7, &tw}};
+        CHECK_EQ_INT(backend_run_op(be, &c7), VLLMC_OK);
+        printf("matmul m=7 wtype=%s provider=%s\n", dtype_name(tw.dtype),
+               backend_select_provider(be, &c7)->name);
+        for (int r = 0; r < M; r++) {
+            tensor_init_2d(&tx1, DTYPE_F32, x + r * K, K, 1);
+            tensor_init_2d(&ty1, DTYPE_F32, y1, N, 1);
+            struct op_call c1 = {.op = OP_MATMUL, .dst = &ty1, .src = {&tx1, &tw}};
+            CHECK_EQ_INT(backend_run_op(be, &c1), VLLMC_OK);
+            CHECK(!memcmp(y1, y7 + r * N, sizeof y1));
+        }
+    }
+    backend_free(be);
+}
+
+static void test_attention_batch_invariance(void)
+{
+    // The decode of sequence 1 alone equals its row inside the 3-sequence batch.
+    static struct attn_case ac;
+    static float kc[A_NB * A_BS * A_KVH * A_D], vc[A_NB * A_BS * A_KVH * A_D];
+    attn_fill(&ac, DTYPE_F16, kc, vc, 3);
+    int32_t seq_lens[A_SEQS] = {9, 13, 6}, qsl[A_SEQS + 1] = {0, 6, 7, 13};
+    static float q[13 * A_H * A_D], out[13 * A_H * A_D], out1[A_H * A_D];
+    unsigned seed = 8;
+    for (int i = 0; i < 13 * A_H * A_D; i++)
+        q[i] = frand(&seed);
+    struct tensor tq, to, tkc, tvc, tbt, tsl, tqsl;
+    tensor_init_3d(&tq, DTYPE_F32, q, A_D, A_H, 13);
+    tensor_init_3d(&to, DTYPE_F32, out, A_D, A_H, 13);
+    tensor_init(&tkc, DTYPE_F16, kc, 4, (int64_t[]){A_D, A_KVH, A_BS, A_NB});
+    tensor_init(&tvc, DTYPE_F16, vc, 4, (int64_t[]){A_D, A_KVH, A_BS, A_NB});
+    tensor_init_2d(&tbt, DTYPE_I32, ac.tables, A_MAXB, A_SEQS);
+    tensor_init_1d(&tsl, DTYPE_I32, seq_lens, A_SEQS);
+    tensor_init_1d(&tqsl, DTYPE_I32, qsl, A_SEQS + 1);
+    struct op_call c = {.op = OP_ATTENTION,
+                        .dst = &to,
+                        .src = {&tq, &tkc, &tvc, &tbt, &tsl, &tqsl},
+                        .p.scale = 0.35f};
+    struct backend *be = cpu_backend(2);
+    CHECK_EQ_INT(backend_run_op(be, &c), VLLMC_OK);
+    printf("attention provider=%s\n", backend_select_provider(be, &c)->name);
+
+    int32_t one_len[1] = {13}, one_qsl[2] = {0, 1};
+    struct tensor tq1, to1, tbt1, tsl1, tqsl1;
+    tensor_init_3d(&tq1, DTYPE_F32, q + 6 * A_H * A_D, A_D, A_H, 1);
+    tensor_init_3d(&to1, DTYPE_F32, out1, A_D, A_H, 1);
+    tensor_init_2d(&tbt1, DTYPE_I32, ac.tables[1], A_MAXB, 1);
+    tensor_init_1d(&tsl1, DTYPE_I32, one_len, 1);
+    tensor_init_1d(&tqsl1, DTYPE_I32, one_qsl, 2);
+    struct op_call c1 = {.op = OP_ATTENTION,
+                         .dst = &to1,
+                         .src = {&tq1, &tkc, &tvc, &tbt1, &tsl1, &tqsl1},
+                         .p.scale = 0.35f};
+    CHECK_EQ_INT(backend_run_op(be, &c1), VLLMC_OK);
+    CHECK(!memcmp(out1, out + 6 * A_H * A_D, sizeof out1));
+    backend_free(be);
+}
+
+int main(int argc, char **argv)
+{
+    static const struct check_case cases[] = {
+        {"rmsnorm_hand", test_rmsnorm_hand},
+        {"add_rmsnorm_hand", test_add_rmsnorm_hand},
+        {"matmul_hand", test_matmul_hand},
+        {"embedding_hand", test_embedding_hand},
+        {"rope_hand", test_rope_hand},
+        {"rope_pairs", test_rope_pairs},
+        {"rope_neox", test_rope_neox},
+        {"qk_norm_rope", test_qk_norm_rope},
+        {"silu_mul_and_add", test_silu_mul_and_add},
+        {"kv_store", test_kv_store},
+        {"attention_f32", test_attention_f32},
+        {"attention_f16_bf16", test_attention_f16_bf16},
+        {"matmul_batch_invariance", test_matmul_batch_invariance},
+        {"attention_batch_invariance", test_attention_batch_invariance},
+        {NULL, NULL},
+    };
+    return check_run(cases, argc, argv);
+}
