@@ -1,15 +1,36 @@
-// The vllmc command: dispatches to the sub-commands.
+// The vllmc command: dispatches to the sub-commands listed in one table.
 #include <stdio.h>
 #include <string.h>
 
+#include "tools/commands.h"
 #include "vllmc.h"
+
+struct command {
+    const char *name;
+    int (*run)(int argc, char **argv);
+    const char *help;
+};
+
+static int version_main(int argc, char **argv)
+{
+    (void)argc;
+    (void)argv;
+    printf("vllmc %s\n", vllmc_version());
+    return 0;
+}
+
+static const struct command commands[] = {
+    {"version", version_main, "print the version"},
+    {"op-parity", op_parity_main, "check every op provider against cpu-ref (NMSE)"},
+};
+
+#define N_COMMANDS (sizeof commands / sizeof commands[0])
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: vllmc <command> [options]\n"
-               "\n"
-               "commands:\n"
-               "  version    print the version\n");
+    fprintf(f, "usage: vllmc <command> [options]\n\ncommands:\n");
+    for (size_t i = 0; i < N_COMMANDS; i++)
+        fprintf(f, "  %-12s %s\n", commands[i].name, commands[i].help);
 }
 
 int main(int argc, char **argv)
@@ -18,14 +39,15 @@ int main(int argc, char **argv)
         usage(stderr);
         return 2;
     }
-    if (!strcmp(argv[1], "version") || !strcmp(argv[1], "--version")) {
-        printf("vllmc %s\n", vllmc_version());
-        return 0;
-    }
+    if (!strcmp(argv[1], "--version"))
+        return version_main(argc - 1, argv + 1);
     if (!strcmp(argv[1], "help") || !strcmp(argv[1], "--help")) {
         usage(stdout);
         return 0;
     }
+    for (size_t i = 0; i < N_COMMANDS; i++)
+        if (!strcmp(argv[1], commands[i].name))
+            return commands[i].run(argc - 1, argv + 1);
     fprintf(stderr, "vllmc: unknown command '%s'\n", argv[1]);
     usage(stderr);
     return 2;

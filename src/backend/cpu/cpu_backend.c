@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "backend/backend_impl.h"
+#include "backend/cpu/avx2/avx2.h"
 #include "backend/cpu/ref/ref.h"
 #include "core/alloc.h"
 
@@ -36,6 +37,14 @@ static const struct cpu_provider_entry cpu_provider_table[] = {
     {&cpu_ref_add, CPU_NEED_NONE},
     {&cpu_ref_kv_store, CPU_NEED_NONE},
     {&cpu_ref_attention, CPU_NEED_NONE},
+    // AVX2 + FMA + F16C, priority 50: batch-invariant (fixed reduction order per row).
+    {&cpu_avx2_matmul, CPU_NEED_AVX2},
+    {&cpu_avx2_rmsnorm, CPU_NEED_AVX2},
+    {&cpu_avx2_add_rmsnorm, CPU_NEED_AVX2},
+    {&cpu_avx2_silu_mul, CPU_NEED_AVX2},
+    {&cpu_avx2_rope, CPU_NEED_AVX2},
+    {&cpu_avx2_qk_norm_rope, CPU_NEED_AVX2},
+    {&cpu_avx2_attention, CPU_NEED_AVX2},
 };
 
 #define CPU_N_TABLE (sizeof cpu_provider_table / sizeof cpu_provider_table[0])

@@ -1,0 +1,79 @@
+// Blocking and threading for the fast CPU matmuls (see matmul_tiled.h). A
+// task owns a block of output columns and walks all rows in row blocks, so
+// its weight block stays in L2 while x rows stream through it.
+#include "backend/cpu/matmul_tiled.h"
+
+#include "backend/cpu/cpu_ops.h"
+
+#define MM_MAX_TILE 8
+// Rows per row block: x [64, k] f32 is 256 KiB at k = 1024.
+#define MM_ROW_BLOCK 64
+
+struct mm_ctx {
+    const struct op_call *c;
+    const struct cpu_mm_kernel *kernel;
+    int64_t m, n, k;
+    int64_t col_block;      // columns per task
+};
+
+static void mm_task(void *p, int task, int thread)
+{
+    (void)thread;
+    const struct mm_ctx *ctx = p;
+    const struct tensor *x = ctx->c->src[0], *w = ctx->c->src[1], *bias = ctx->c->src[2];
+    const struct tensor *y = ctx->c->dst;
+    int r_max = ctx->kernel->r_max, c_max = ctx->kernel->c_max;
+    int64_t j0 = (int64_t)task * ctx->col_block;
+    int64_t j1 = j0 + ctx->col_block < ctx->n ? j0 + ctx->col_block : ctx->n;
+    const float *xr[MM_MAX_TILE];
+    const void *wr[MM_MAX_TILE];
+    float out[MM_MAX_TILE * MM_MAX_TILE];
+    for (int64_t i0 = 0; i0 < ctx->m; i0 += MM_ROW_BLOCK) {
+        int64_t i1 = i0 + MM_ROW_BLOCK < ctx->m ? i0 + MM_ROW_BLOCK : ctx->m;
+        for (int64_t j = j0; j < j1; j += c_max) {
+            int C = j1 - j < c_max ? (int)(j1 - j) : c_max;
+            for (int cc = 0; cc < C; cc++)
+                wr[cc] = tensor_row(w, j + cc);
+            for (int64_t i = i0; i < i1; i += r_max) {
+                int R = i1 - i < r_max ? (int)(i1 - i) : r_max;
+                for (int r = 0; r < R; r++)
+                    xr[r] = cpu_row(x, i + r);
+                ctx->kernel->tile(R, C, xr, wr, ctx->k, out);
+                for (int r = 0; r < R; r++) {
+                    float *yr = (float *)cpu_row(y, i + r) + j;
+                    for (int cc = 0; cc < C; cc++)
+                        yr[cc] = out[r * C + cc] +
+                                 (bias ? cpu_load(bias->dtype, bias->data, j + cc) : 0.0f);
+                }
+            }
+        }
+    }
+}
+
+enum vllmc_status cpu_matmul_tiled_run(const struct op_call *c, const struct cpu_mm_kernel *kernel)
+{
+    VLLMC_ASSERT(kernel->r_max <= MM_MAX_TILE && kernel->c_max <= MM_MAX_TILE);
+    struct mm_ctx ctx = {
+        .c = c,
+        .kernel = kernel,
+        .m = tensor_n_rows(c->src[0]),
+        .n = c->src[1]->ne[1],
+        .k = c->src[0]->ne[0],
+    };
+    if (ctx.m == 0 || ctx.n == 0)
+        return VLLMC_OK;
+    // Enough blocks to balance the threads (4 per thread), each a multiple of
+    // the tile width and at most 64 columns so the weight block fits in L2.
+    struct threadpool *pool = op_call_pool(c);
+    int64_t n_threads = threadpool_n_threads(pool);
+    int64_t block = (ctx.n + 4 * n_threads - 1) / (4 * n_threads);
+    block = (block + kernel->c_max - 1) / kernel->c_max * kernel->c_max;
+    if (block > 64)
+        block = 64;
+    if (block < kernel->c_max)
+        block = kernel->c_max;
+    ctx.col_block = block;
+    int n_tasks = (int)((ctx.n + block - 1) / block);
+    threadpool_run(pool, mm_task, &ctx, n_tasks);
+    return VLLMC_OK;
+}

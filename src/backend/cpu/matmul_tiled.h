@@ -1,0 +1,30 @@
+// The ISA-independent half of the fast CPU matmuls: cache blocking and
+// threading over output columns, around an ISA-specific tile kernel that
+// computes R x C dot products over the whole k.
+//
+// Batch invariance: every output element is one dot product computed by the
+// tile kernel with the same per-element instruction sequence whatever R and C
+// are, and k is never split, so a row's result does not depend on how many
+// rows share the call or which thread computed it.
+#ifndef VLLMC_BACKEND_CPU_MATMUL_TILED_H
+#define VLLMC_BACKEND_CPU_MATMUL_TILED_H
+
+#include <stdint.h>
+
+#include "backend/op.h"
+
+// out [R, C] (row-major) = dot(x[r][0..k), w[c][0..k)) for r < R, c < C.
+// x rows are f32; w rows are of the dtype the kernel was built for.
+typedef void (*cpu_mm_tile_fn)(int R, int C, const float *const *x, const void *const *w,
+                               int64_t k, float *out);
+
+struct cpu_mm_kernel {
+    cpu_mm_tile_fn tile;
+    int r_max, c_max; // largest tile the kernel handles
+};
+
+// Runs c (an OP_MATMUL its gate accepted) with kernel, threaded over column
+// blocks on the backend's pool. Adds the optional bias after the dot product.
+enum vllmc_status cpu_matmul_tiled_run(const struct op_call *c, const struct cpu_mm_kernel *kernel);
+
+#endif

@@ -1,0 +1,530 @@
+// vllmc op-parity: runs every op provider of a backend against cpu-ref on
+// random inputs over a grid of shapes and dtypes (odd sizes included, so
+// gates and tails are exercised) and checks the normalised mean squared
+// error, NMSE = sum (y - ref)^2 / sum ref^2, against a bar per weight dtype:
+// 1e-6 for f32/f16/bf16 (fp32 arithmetic in a different order), 5e-4 for
+// quantized weights (a provider may quantize activations, as llama.cpp does).
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/backend.h"
+#include "backend/cpu/quant.h"
+#include "backend/cpu/quant/quantize.h"
+#include "core/alloc.h"
+#include "tools/commands.h"
+
+#define SLOTS (1 + OP_MAX_SRC) // slot 0 is dst, slot 1 + i is src[i]
+
+struct pcase {
+    enum op_kind op;
+    char shape[96];
+    char dtype[32];
+    enum dtype wtype;          // decides the bar
+    struct tensor t[SLOTS];    // host tensors, data owned
+    bool used[SLOTS];
+    unsigned outputs;          // bit s set: slot s is written by the op
+    struct op_params p;
+};
+
+struct parity {
+    struct backend *ref_be;    // cpu backend that runs cpu-ref
+    struct backend *be;        // backend under test
+    const char *only_op;       // NULL = all ops
+    int n_checks, n_failed;
+};
+
+static uint64_t rng = 0x9e3779b97f4a7c15ull;
+
+static uint32_t rnd_u32(void)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return (uint32_t)(rng >> 16);
+}
+
+static float rnd(void) // uniform in [-1, 1)
+{
+    return (float)(rnd_u32() & 0xffffff) / 8388608.0f - 1.0f;
+}
+
+// ---- cases ----
+
+static bool pc_add(struct pcase *pc, int slot, enum dtype t, int n_dims, const int64_t *ne)
+{
+    struct tensor *x = &pc->t[slot];
+    if (!tensor_init(x, t, NULL, n_dims, ne))
+        return false;
+    size_t n_bytes = tensor_n_bytes(x);
+    x->data = mem_calloc(1, n_bytes ? n_bytes : 1);
+    if (!x->data)
+        return false;
+    pc->used[slot] = true;
+    int64_t n_rows = tensor_n_rows(x), n = x->ne[0];
+    quant_quantize_fn quantize = quant_quantize_row_fn(t);
+    float *row = mem_alloc((size_t)(n ? n : 1) * sizeof(float));
+    if (!row)
+        return false;
+    for (int64_t r = 0; r < n_rows; r++) {
+        for (int64_t i = 0; i < n; i++)
+            row[i] = rnd();
+        char *dst = (char *)x->data + (size_t)r * x->nb[1];
+        for (int64_t i = 0; i < n; i++) {
+            if (t == DTYPE_F32)
+                ((float *)dst)[i] = row[i];
+            else if (t == DTYPE_F16)
+                ((uint16_t *)dst)[i] = f32_to_fp16(row[i]);
+            else if (t == DTYPE_BF16)
+                ((uint16_t *)dst)[i] = f32_to_bf16(row[i]);
+        }
+        if (quantize && dtype_info(t)->is_quantized)
+            quantize(row, dst, n);
+    }
+    mem_free(row);
+    return true;
+}
+
+static void pc_free(struct pcase *pc)
+{
+    for (int s = 0; s < SLOTS; s++)
+        mem_free(pc->t[s].data);
+    memset(pc, 0, sizeof *pc);
+}
+
+static int32_t *pc_i32(struct pcase *pc, int slot)
+{
+    return pc->t[slot].data;
+}
+
+// ---- running one provider ----
+
+// Runs p on be over a device copy of pc's inputs. On success out[s] holds the
+// f32 values of every output slot (owned). *declined when p's gate refuses.
+static enum vllmc_status pc_run(const struct pcase *pc, struct backend *be,
+                                const struct op_provider *p, float *out[SLOTS], bool *declined)
+{
+    void *buf[SLOTS] = {0};
+    struct tensor dev[SLOTS];
+    struct op_call call = {.op = pc->op, .p = pc->p, .backend = be};
+    enum vllmc_status rc = VLLMC_OK;
+    *declined = false;
+    for (int s = 0; s < SLOTS; s++) {
+        if (!pc->used[s])
+            continue;
+        dev[s] = pc->t[s];
+        size_t n_bytes = tensor_n_bytes(&pc->t[s]);
+        rc = backend_buffer_alloc(be, n_bytes ? n_bytes : 1, &buf[s]);
+        if (!rc)
+            rc = backend_upload(be, buf[s], pc->t[s].data, n_bytes);
+        if (rc)
+            goto done;
+        dev[s].data = buf[s];
+        dev[s].location = backend_location(be);
+        if (s == 0)
+            call.dst = &dev[0];
+        else
+            call.src[s - 1] = &dev[s];
+    }
+    if (!p->supports(&call)) {
+        *declined = true;
+        goto done;
+    }
+    rc = p->run(&call);
+    if (!rc)
+        rc = backend_sync(be);
+    for (int s = 0; s < SLOTS && !rc; s++) {
+        if (!(pc->outputs & (1u << s)))
+            continue;
+        const struct tensor *t = &pc->t[s];
+        size_t n_bytes = tensor_n_bytes(t);
+        int64_t n = tensor_n_elements(t);
+        void *host = mem_alloc(n_bytes ? n_bytes : 1);
+        out[s] = mem_alloc((size_t)(n ? n : 1) * sizeof(float));
+        if (!host || !out[s]) {
+            mem_free(host);
+            rc = VLLMC_ERR_NOMEM;
+            break;
+        }
+        rc = backend_download(be, host, buf[s], n_bytes);
+        dequant_row_fn to_f32 = cpu_dequant_row(t->dtype);
+        if (!rc && to_f32)
+            to_f32(host, out[s], n);
+        mem_free(host);
+    }
+done:
+    for (int s = 0; s < SLOTS; s++)
+        if (buf[s])
+            backend_buffer_free(be, buf[s]);
+    return rc;
+}
+
+static const struct op_provider *find_provider(struct backend *be, enum op_kind op,
+                                               const char *name)
+{
+    size_t n;
+    const struct op_provider *const *all = backend_providers(be, &n);
+    for (size_t i = 0; i < n; i++)
+        if (all[i]->op == op && !strcmp(all[i]->name, name))
+            return all[i];
+    return NULL;
+}
+
+static void free_outs(float *out[SLOTS])
+{
+    for (int s = 0; s < SLOTS; s++) {
+        mem_free(out[s]);
+        out[s] = NULL;
+    }
+}
+
+// Runs cpu-ref, then every other provider of the op that accepts the case.
+static void pc_check(struct parity *pr, struct pcase *pc)
+{
+    const char *op_name = op_kind_name(pc->op);
+    float *ref[SLOTS] = {0};
+    bool declined;
+    const struct op_provider *ref_p = find_provider(pr->ref_be, pc->op, "cpu-ref");
+    enum vllmc_status ref_rc = ref_p ? pc_run(pc, pr->ref_be, ref_p, ref, &declined) : VLLMC_OK;
+    if (ref_rc) {
+        pr->n_checks++;
+        pr->n_failed++;
+        printf("op=%s shape=%s dtype=%s provider=cpu-ref error=%s FAIL\n", op_name, pc->shape,
+               pc->dtype, vllmc_status_str(ref_rc));
+    }
+    if (!ref_p || ref_rc || declined) {
+        // Without a reference result (e.g. cpu-ref has no converter for a
+        // quantized dtype in this build) there is nothing to compare against.
+        free_outs(ref);
+        return;
+    }
+    double bar = dtype_info(pc->wtype)->is_quantized ? 5e-4 : 1e-6;
+    size_t n;
+    const struct op_provider *const *all = backend_providers(pr->be, &n);
+    for (size_t i = 0; i < n; i++) {
+        const struct op_provider *p = all[i];
+        if (p->op != pc->op || !strcmp(p->name, "cpu-ref"))
+            continue;
+        float *got[SLOTS] = {0};
+        enum vllmc_status rc = pc_run(pc, pr->be, p, got, &declined);
+        if (declined)
+            continue;
+        pr->n_checks++;
+        double err = 0, norm = 0;
+        for (int s = 0; s < SLOTS && !rc; s++) {
+            if (!(pc->outputs & (1u << s)))
+                continue;
+            for (int64_t e = 0; e < tensor_n_elements(&pc->t[s]); e++) {
+                double d = (double)got[s][e] - ref[s][e];
+                err += d * d;
+                norm += (double)ref[s][e] * ref[s][e];
+            }
+        }
+        double nmse = norm > 0 ? err / norm : err;
+        bool ok = !rc && nmse <= bar;
+        pr->n_failed += !ok;
+        if (rc)
+            printf("op=%s shape=%s dtype=%s provider=%s error=%s FAIL\n", op_name, pc->shape,
+                   pc->dtype, p->name, vllmc_status_str(rc));
+        else
+            printf("op=%s shape=%s dtype=%s provider=%s nmse=%.1e %s\n", op_name, pc->shape,
+                   pc->dtype, p->name, nmse, ok ? "ok" : "FAIL");
+        free_outs(got);
+    }
+    free_outs(ref);
+}
+
+static bool want(const struct parity *pr, enum op_kind op)
+{
+    return !pr->only_op || !strcmp(pr->only_op, op_kind_name(op));
+}
+
+// ---- the grid ----
+
+static const enum dtype weight_types[] = {
+    DTYPE_F32,  DTYPE_F16,  DTYPE_BF16, DTYPE_Q4_0, DTYPE_Q4_1, DTYPE_Q5_0,   DTYPE_Q5_1,
+    DTYPE_Q8_0, DTYPE_Q2_K, DTYPE_Q3_K, DTYPE_Q4_K, DTYPE_Q5_K, DTYPE_Q6_K, DTYPE_IQ4_NL,
+    DTYPE_IQ4_XS,
+};
+#define N_WEIGHT_TYPES (sizeof weight_types / sizeof weight_types[0])
+
+// A weight dtype we can produce (plain, or with a quantizer) for rows of k.
+static bool weight_type_usable(enum dtype t, int64_t k)
+{
+    const struct dtype_info *info = dtype_info(t);
+    if (!info || k % info->block_size)
+        return false;
+    return !info->is_quantized || quant_quantize_row_fn(t);
+}
+
+static void grid_matmul(struct parity *pr)
+{
+    static const int64_t shapes[][3] = {
+        {1, 1, 1},   {1, 17, 33},   {1, 64, 256},  {2, 33, 64},   {3, 67, 259},
+        {7, 128, 512}, {16, 96, 1024}, {33, 80, 96}, {64, 256, 128}, {5, 300, 768},
+    };
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        int64_t m = shapes[i][0], n = shapes[i][1], k = shapes[i][2];
+        for (size_t t = 0; t < N_WEIGHT_TYPES; t++) {
+            if (!weight_type_usable(weight_types[t], k))
+                continue;
+            struct pcase pc = {.op = OP_MATMUL, .wtype = weight_types[t], .outputs = 1};
+            bool bias = i % 2 == 1;
+            snprintf(pc.shape, sizeof pc.shape, "%lld,%lld,%lld%s", (long long)m, (long long)n,
+                     (long long)k, bias ? "+bias" : "");
+            snprintf(pc.dtype, sizeof pc.dtype, "%s", dtype_name(weight_types[t]));
+            if (pc_add(&pc, 0, DTYPE_F32, 2, (int64_t[]){n, m}) &&
+                pc_add(&pc, 1, DTYPE_F32, 2, (int64_t[]){k, m}) &&
+                pc_add(&pc, 2, weight_types[t], 2, (int64_t[]){k, n}) &&
+                (!bias || pc_add(&pc, 3, DTYPE_F32, 1, (int64_t[]){n})))
+                pc_check(pr, &pc);
+            pc_free(&pc);
+        }
+    }
+}
+
+static void grid_embedding(struct parity *pr)
+{
+    static const int64_t dims[] = {8, 33, 256};
+    for (size_t i = 0; i < 3; i++) {
+        for (size_t t = 0; t < N_WEIGHT_TYPES; t++) {
+            if (!weight_type_usable(weight_types[t], dims[i]))
+                continue;
+            struct pcase pc = {.op = OP_EMBEDDING, .wtype = weight_types[t], .outputs = 1};
+            snprintf(pc.shape, sizeof pc.shape, "5,%lld", (long long)dims[i]);
+            snprintf(pc.dtype, sizeof pc.dtype, "%s", dtype_name(weight_types[t]));
+            if (pc_add(&pc, 0, DTYPE_F32, 2, (int64_t[]){dims[i], 5}) &&
+                pc_add(&pc, 1, weight_types[t], 2, (int64_t[]){dims[i], 50}) &&
+                pc_add(&pc, 2, DTYPE_I32, 1, (int64_t[]){5})) {
+                for (int j = 0; j < 5; j++)
+                    pc_i32(&pc, 2)[j] = (int32_t)(rnd_u32() % 50);
+                pc_check(pr, &pc);
+            }
+            pc_free(&pc);
+        }
+    }
+}
+
+static void grid_rows(struct parity *pr, enum op_kind op)
+{
+    static const int64_t shapes[][2] = {{1, 8}, {3, 64}, {2, 100}, {5, 1024}, {17, 4096}, {9, 2816}};
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        int64_t rows = shapes[i][0], dim = shapes[i][1];
+        bool norm = op == OP_RMSNORM || op == OP_ADD_RMSNORM;
+        for (int wt = 0; wt < (norm ? 2 : 1); wt++) {
+            enum dtype w = wt ? DTYPE_BF16 : DTYPE_F32;
+            struct pcase pc = {.op = op, .wtype = DTYPE_F32, .outputs = 1, .p.eps = 1e-5f};
+            snprintf(pc.shape, sizeof pc.shape, "%lld,%lld", (long long)rows, (long long)dim);
+            snprintf(pc.dtype, sizeof pc.dtype, "f32%s", wt ? ",w=bf16" : "");
+            bool ok = pc_add(&pc, 0, DTYPE_F32, 2, (int64_t[]){dim, rows}) &&
+                      pc_add(&pc, 1, DTYPE_F32, 2, (int64_t[]){dim, rows});
+            if (norm)
+                ok = ok && pc_add(&pc, 2, w, 1, (int64_t[]){dim});
+            else
+                ok = ok && pc_add(&pc, 2, DTYPE_F32, 2, (int64_t[]){dim, rows});
+            if (op == OP_ADD_RMSNORM) {
+                ok = ok && pc_add(&pc, 3, DTYPE_F32, 2, (int64_t[]){dim, rows});
+                pc.outputs |= 1u << 3; // the residual is updated in place
+            }
+            if (ok)
+                pc_check(pr, &pc);
+            pc_free(&pc);
+        }
+    }
+}
+
+static void grid_rope(struct parity *pr, enum op_kind op)
+{
+    // n_tokens, n_heads, head_dim, rope_dim
+    static const int64_t shapes[][4] = {
+        {1, 4, 64, 64}, {5, 3, 128, 128}, {3, 2, 80, 32}, {7, 8, 64, 48}, {2, 1, 10, 6},
+    };
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        for (int neox = 0; neox < 2; neox++) {
+            int64_t T = shapes[i][0], H = shapes[i][1], D = shapes[i][2], RD = shapes[i][3];
+            struct pcase pc = {.op = op, .wtype = DTYPE_F32, .outputs = 1};
+            pc.p = (struct op_params){.rope_dim = (int)RD, .rope_neox = neox, .eps = 1e-6f};
+            snprintf(pc.shape, sizeof pc.shape, "%lld,%lld,%lld,rope_dim=%lld,%s", (long long)T,
+                     (long long)H, (long long)D, (long long)RD, neox ? "neox" : "pairs");
+            snprintf(pc.dtype, sizeof pc.dtype, "f32");
+            bool ok = pc_add(&pc, 0, DTYPE_F32, 3, (int64_t[]){D, H, T}) &&
+                      pc_add(&pc, 1, DTYPE_I32, 1, (int64_t[]){T}) &&
+                      pc_add(&pc, 2, DTYPE_F32, 1, (int64_t[]){RD / 2});
+            if (op == OP_QK_NORM_ROPE)
+                ok = ok && pc_add(&pc, 3, DTYPE_F32, 1, (int64_t[]){D});
+            if (ok) {
+                for (int64_t t = 0; t < T; t++)
+                    pc_i32(&pc, 1)[t] = (int32_t)(rnd_u32() % 8192);
+                float *f = pc.t[2].data;
+                for (int64_t j = 0; j < RD / 2; j++)
+                    f[j] = powf(10000.0f, -2.0f * (float)j / (float)RD);
+                pc_check(pr, &pc);
+            }
+            pc_free(&pc);
+        }
+    }
+}
+
+static void grid_kv_store(struct parity *pr)
+{
+    // n_tokens, n_kv_heads, head_dim, block_size, n_blocks
+    static const int64_t shapes[][5] = {{5, 2, 64, 16, 8}, {3, 1, 8, 4, 4}, {9, 4, 128, 16, 16}};
+    static const enum dtype caches[] = {DTYPE_F32, DTYPE_F16, DTYPE_BF16};
+    for (size_t i = 0; i < 3; i++) {
+        for (size_t ct = 0; ct < 3; ct++) {
+            int64_t T = shapes[i][0], KVH = shapes[i][1], D = shapes[i][2];
+            int64_t BS = shapes[i][3], NB = shapes[i][4];
+            struct pcase pc = {.op = OP_KV_STORE, .wtype = DTYPE_F32};
+            pc.outputs = (1u << 3) | (1u << 4);
+            snprintf(pc.shape, sizeof pc.shape, "%lld,%lld,%lld,block_size=%lld", (long long)T,
+                     (long long)KVH, (long long)D, (long long)BS);
+            snprintf(pc.dtype, sizeof pc.dtype, "%s", dtype_name(caches[ct]));
+            if (pc_add(&pc, 1, DTYPE_F32, 3, (int64_t[]){D, KVH, T}) &&
+                pc_add(&pc, 2, DTYPE_F32, 3, (int64_t[]){D, KVH, T}) &&
+                pc_add(&pc, 3, caches[ct], 4, (int64_t[]){D, KVH, BS, NB}) &&
+                pc_add(&pc, 4, caches[ct], 4, (int64_t[]){D, KVH, BS, NB}) &&
+                pc_add(&pc, 5, DTYPE_I32, 1, (int64_t[]){T})) {
+                // Distinct slots spread over the cache; every third token skipped.
+                for (int64_t t = 0; t < T; t++)
+                    pc_i32(&pc, 5)[t] = t % 3 == 2 ? -1 : (int32_t)((t * 7 + 3) % (BS * NB));
+                pc_check(pr, &pc);
+            }
+            pc_free(&pc);
+        }
+    }
+}
+
+struct attn_config {
+    int64_t n_heads, n_kv_heads, head_dim, block_size;
+    int n_seqs;
+    int32_t seq_len[4], n_q[4];
+};
+
+static void grid_attention(struct parity *pr)
+{
+    static const struct attn_config configs[] = {
+        {4, 2, 64, 16, 4, {1, 37, 70, 16}, {1, 1, 5, 16}},
+        {8, 8, 128, 16, 2, {300, 5}, {1, 5}},
+        {6, 2, 8, 4, 2, {9, 13}, {9, 1}},
+        {4, 1, 36, 8, 1, {20}, {3}},
+        {16, 2, 64, 32, 3, {33, 64, 2}, {2, 64, 1}},
+    };
+    static const enum dtype caches[] = {DTYPE_F32, DTYPE_F16, DTYPE_BF16};
+    for (size_t i = 0; i < sizeof configs / sizeof configs[0]; i++) {
+        const struct attn_config *a = &configs[i];
+        int64_t n_tokens = 0, max_blocks = 0, n_blocks = 3;
+        for (int s = 0; s < a->n_seqs; s++) {
+            int64_t nb = (a->seq_len[s] + a->block_size - 1) / a->block_size;
+            n_tokens += a->n_q[s];
+            n_blocks += nb;
+            max_blocks = nb > max_blocks ? nb : max_blocks;
+        }
+        for (size_t ct = 0; ct < 3; ct++) {
+            struct pcase pc = {.op = OP_ATTENTION, .wtype = DTYPE_F32, .outputs = 1};
+            pc.p.scale = 1.0f / sqrtf((float)a->head_dim);
+            int len = snprintf(pc.shape, sizeof pc.shape, "h=%lld,kv=%lld,d=%lld,bs=%lld,seqs=",
+                               (long long)a->n_heads, (long long)a->n_kv_heads,
+                               (long long)a->head_dim, (long long)a->block_size);
+            for (int s = 0; s < a->n_seqs && len < (int)sizeof pc.shape; s++)
+                len += snprintf(pc.shape + len, sizeof pc.shape - (size_t)len, "%s%d/%d",
+                                s ? "+" : "", (int)a->n_q[s], (int)a->seq_len[s]);
+            snprintf(pc.dtype, sizeof pc.dtype, "%s", dtype_name(caches[ct]));
+            int64_t D = a->head_dim, KVH = a->n_kv_heads, BS = a->block_size;
+            bool ok = pc_add(&pc, 0, DTYPE_F32, 3, (int64_t[]){D, a->n_heads, n_tokens}) &&
+                      pc_add(&pc, 1, DTYPE_F32, 3, (int64_t[]){D, a->n_heads, n_tokens}) &&
+                      pc_add(&pc, 2, caches[ct], 4, (int64_t[]){D, KVH, BS, n_blocks}) &&
+                      pc_add(&pc, 3, caches[ct], 4, (int64_t[]){D, KVH, BS, n_blocks}) &&
+                      pc_add(&pc, 4, DTYPE_I32, 2, (int64_t[]){max_blocks, a->n_seqs}) &&
+                      pc_add(&pc, 5, DTYPE_I32, 1, (int64_t[]){a->n_seqs}) &&
+                      pc_add(&pc, 6, DTYPE_I32, 1, (int64_t[]){a->n_seqs + 1});
+            if (ok) {
+                // Blocks handed out in a shuffled order, as a block pool would.
+                int32_t next = 0, *tables = pc_i32(&pc, 4), *qsl = pc_i32(&pc, 6);
+                int32_t stride = 5; // coprime with every n_blocks above
+                while (n_blocks % stride == 0)
+                    stride++;
+                for (int s = 0; s < a->n_seqs; s++) {
+                    for (int64_t b = 0; b < max_blocks; b++)
+                        tables[s * max_blocks + b] = (int32_t)((next++ * stride) % n_blocks);
+                    pc_i32(&pc, 5)[s] = a->seq_len[s];
+                    qsl[s + 1] = qsl[s] + a->n_q[s];
+                }
+                pc_check(pr, &pc);
+            }
+            pc_free(&pc);
+        }
+    }
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: vllmc op-parity [--device cpu|cuda] [--op NAME] [--threads N]\n"
+               "Checks every op provider of the device against cpu-ref by NMSE on random\n"
+               "inputs; prints one line per check and exits 1 on any failure.\n");
+}
+
+int op_parity_main(int argc, char **argv)
+{
+    const char *device = "cpu";
+    struct parity pr = {0};
+    struct backend_options o;
+    backend_options_default(&o);
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--device") && i + 1 < argc) {
+            device = argv[++i];
+        } else if (!strcmp(argv[i], "--op") && i + 1 < argc) {
+            pr.only_op = argv[++i];
+        } else if (!strcmp(argv[i], "--threads") && i + 1 < argc) {
+            o.n_threads = atoi(argv[++i]);
+        } else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+            usage(stdout);
+            return 0;
+        } else {
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (pr.only_op) {
+        bool known = false;
+        for (int op = 0; op < OP_KIND_COUNT; op++)
+            known |= !strcmp(pr.only_op, op_kind_name((enum op_kind)op));
+        if (!known) {
+            fprintf(stderr, "op-parity: unknown op '%s'\n", pr.only_op);
+            return 2;
+        }
+    }
+    // Every provider is checked, whatever VLLMC_OP_PROVIDER_DISABLE says.
+    o.disable = "";
+    struct err err = {0};
+    if (backend_create("cpu", &o, &pr.ref_be, &err) ||
+        backend_create(device, &o, &pr.be, &err)) {
+        fprintf(stderr, "op-parity: %s\n", err.msg);
+        backend_free(pr.ref_be);
+        return 1;
+    }
+    if (want(&pr, OP_EMBEDDING))
+        grid_embedding(&pr);
+    if (want(&pr, OP_RMSNORM))
+        grid_rows(&pr, OP_RMSNORM);
+    if (want(&pr, OP_ADD_RMSNORM))
+        grid_rows(&pr, OP_ADD_RMSNORM);
+    if (want(&pr, OP_MATMUL))
+        grid_matmul(&pr);
+    if (want(&pr, OP_ROPE))
+        grid_rope(&pr, OP_ROPE);
+    if (want(&pr, OP_QK_NORM_ROPE))
+        grid_rope(&pr, OP_QK_NORM_ROPE);
+    if (want(&pr, OP_SILU_MUL))
+        grid_rows(&pr, OP_SILU_MUL);
+    if (want(&pr, OP_ADD))
+        grid_rows(&pr, OP_ADD);
+    if (want(&pr, OP_KV_STORE))
+        grid_kv_store(&pr);
+    if (want(&pr, OP_ATTENTION))
+        grid_attention(&pr);
+    printf("op-parity: device=%s checks=%d failed=%d\n", device, pr.n_checks, pr.n_failed);
+    backend_free(pr.be);
+    backend_free(pr.ref_be);
+    return pr.n_failed ? 1 : 0;
+}
