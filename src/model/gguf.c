@@ -4,16 +4,11 @@
 // count never drives an allocation. Values borrow the file bytes.
 #include "model/gguf.h"
 
-#include <errno.h>
-#include <fcntl.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "core/alloc.h"
+#include "model/file_map.h"
 
 #define GGUF_DEFAULT_ALIGNMENT 32
 #define GGUF_MAX_DIMS 4
@@ -32,8 +27,7 @@ struct gguf_file {
     struct gguf_tensor_info *tensors;          // [n_tensors] owned
     const struct gguf_kv **kv_sorted;          // [n_kv] owned: by key, for lookups
     const struct gguf_tensor_info **t_sorted;  // [n_tensors] owned: by name
-    void *map;                  // owned read-only mapping (gguf_open), or NULL
-    size_t map_bytes;
+    struct file_map map;        // owned mapping (gguf_open), or zeroed
 };
 
 // A cursor over the image. pool, when set, receives STRING array elements.
@@ -503,36 +497,19 @@ fail:
 enum vllmc_status gguf_open(const char *path, struct gguf_file **out, struct err *err)
 {
     *out = NULL;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return err_set(err, VLLMC_ERR_IO, "gguf: %s: %s", path, strerror(errno));
-    struct stat st;
-    if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
-        close(fd);
-        return err_set(err, VLLMC_ERR_IO, "gguf: %s: not a regular file", path);
-    }
-    size_t n = (size_t)st.st_size;
-    void *map = NULL;
-    if (n) {
-        map = mmap(NULL, n, PROT_READ, MAP_PRIVATE, fd, 0);
-        if (map == MAP_FAILED) {
-            int e = errno;
-            close(fd);
-            return err_set(err, VLLMC_ERR_IO, "gguf: %s: mmap failed: %s", path, strerror(e));
-        }
-    }
-    close(fd);
+    struct file_map fm;
     struct err perr = {0};
-    enum vllmc_status rc = gguf_parse(map, n, out, &perr);
+    enum vllmc_status rc = file_map_open(path, &fm, &perr);
+    if (rc)
+        return err_set(err, rc, "gguf: %s", perr.msg); // perr names the file
+    rc = gguf_parse(fm.addr, fm.n_bytes, out, &perr);
     if (rc) {
-        if (map)
-            munmap(map, n);
+        file_map_close(&fm);
         // Name the file: "gguf: PATH: <what is wrong>".
         const char *msg = strncmp(perr.msg, "gguf: ", 6) ? perr.msg : perr.msg + 6;
         return err_set(err, rc, "gguf: %s: %s", path, msg);
     }
-    (*out)->map = map;
-    (*out)->map_bytes = n;
+    (*out)->map = fm;
     return VLLMC_OK;
 }
 
@@ -540,8 +517,7 @@ void gguf_free(struct gguf_file *g)
 {
     if (!g)
         return;
-    if (g->map)
-        munmap(g->map, g->map_bytes);
+    file_map_close(&g->map);
     mem_free(g->t_sorted);
     mem_free(g->tensors);
     mem_free(g->str_pool);

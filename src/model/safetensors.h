@@ -17,6 +17,8 @@ struct st_tensor {
     int64_t ne[4];      // innermost first (the JSON shape reversed), unused = 1
     const void *data;   // borrowed from the mapping
     size_t n_bytes;
+    int shard;          // index of the file holding it: 0 for a single file, else the
+                        // order in which the index first names the shards
 };
 
 struct safetensors;

@@ -125,7 +125,6 @@ for folder in ("stories260K-hf", "stories260K-hf-bf16", "stories260K-hf-sharded"
             small[k] = {"dtype": v["dtype"], "shape": shape, "data_offsets": [off, off + size]}
             off += size
         write(sdir, folder + "-" + name.split(".")[0] + "-small", st_file(small, bytes(i & 255 for i in range(off))))
-        write(sdir, folder + "-" + name.split(".")[0] + "-head2k", b[:2048])
 
 write(sdir, "crafted-all-dtypes", st_file({
     "__metadata__": {"format": "pt"},

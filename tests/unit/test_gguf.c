@@ -540,7 +540,7 @@ static void test_open_errors(void)
 {
     struct gguf_file *g = NULL;
     struct err e = {0};
-    CHECK_EQ_INT(gguf_open(MODELS "no-such-file.gguf", &g, &e), VLLMC_ERR_IO);
+    CHECK_EQ_INT(gguf_open(MODELS "no-such-file.gguf", &g, &e), VLLMC_ERR_NOT_FOUND);
     CHECK(strstr(e.msg, "no-such-file.gguf") != NULL);
     CHECK_EQ_INT(gguf_open(MODELS, &g, &e), VLLMC_ERR_IO);
     // A safetensors file is not GGUF: the message names the file and the magic.
