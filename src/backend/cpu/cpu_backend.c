@@ -9,6 +9,7 @@
 
 #include "backend/backend_impl.h"
 #include "backend/cpu/avx2/avx2.h"
+#include "backend/cpu/quant/qmatmul.h"
 #include "backend/cpu/ref/ref.h"
 #include "core/alloc.h"
 
@@ -17,6 +18,7 @@ enum cpu_need {
     CPU_NEED_NONE,
     CPU_NEED_AVX2,   // AVX2 + FMA + F16C
     CPU_NEED_AVX512, // the above + AVX-512 F/BW/VL
+    CPU_NEED_AVX512_VNNI, // the above + AVX-512 VNNI
 };
 
 struct cpu_provider_entry {
@@ -45,6 +47,9 @@ static const struct cpu_provider_entry cpu_provider_table[] = {
     {&cpu_avx2_rope, CPU_NEED_AVX2},
     {&cpu_avx2_qk_norm_rope, CPU_NEED_AVX2},
     {&cpu_avx2_attention, CPU_NEED_AVX2},
+    // Quantized weights with 8-bit activations.
+    {&cpu_q_avx2_matmul, CPU_NEED_AVX2},
+    {&cpu_q_avx512_matmul, CPU_NEED_AVX512_VNNI},
 };
 
 #define CPU_N_TABLE (sizeof cpu_provider_table / sizeof cpu_provider_table[0])
@@ -71,7 +76,8 @@ static void cpu_table_build(void)
     bool has_avx512 = has_avx2 && features.avx512f && features.avx512bw && features.avx512vl;
     for (size_t i = 0; i < CPU_N_TABLE; i++) {
         enum cpu_need need = cpu_provider_table[i].need;
-        if ((need == CPU_NEED_AVX2 && !has_avx2) || (need == CPU_NEED_AVX512 && !has_avx512))
+        if ((need == CPU_NEED_AVX2 && !has_avx2) || (need == CPU_NEED_AVX512 && !has_avx512) ||
+            (need == CPU_NEED_AVX512_VNNI && !(has_avx512 && features.avx512vnni)))
             continue;
         enabled_providers[n_enabled_providers++] = cpu_provider_table[i].provider;
     }

@@ -4,6 +4,8 @@
 
 #include <string.h>
 
+#include "backend/cpu/quant/dequant.h"
+
 static void dequant_row_f32(const void *src, float *dst, int64_t n)
 {
     memcpy(dst, src, (size_t)n * sizeof(float));
@@ -31,5 +33,7 @@ static const dequant_row_fn dequant_rows[DTYPE_COUNT] = {
 
 dequant_row_fn cpu_dequant_row(enum dtype t)
 {
-    return (unsigned)t < DTYPE_COUNT ? dequant_rows[t] : NULL;
+    if ((unsigned)t >= DTYPE_COUNT)
+        return NULL;
+    return dequant_rows[t] ? dequant_rows[t] : quant_dequant_row_fn(t);
 }

@@ -1,0 +1,326 @@
+// `cpu-q-avx2`: quantized-weight matmul with AVX2 int8 dot products
+// (vpmaddubsw + vpmaddwd: unsigned weight bytes x signed activation bytes).
+// Same activation layout and lane arithmetic as the AVX-512 kernels, in
+// 32-weight chunks. Weight bytes stay below 64 so the 16-bit pair sums of
+// vpmaddubsw cannot saturate; Q8_0 uses the sign trick instead (|w| x
+// sign(a, w)) with zero point 0.
+#include <immintrin.h>
+#include <string.h>
+
+#include "backend/cpu/cpu_ops.h"
+#include "backend/cpu/quant/blocks.h"
+#include "backend/cpu/quant/qmatmul.h"
+
+#define ALWAYS_INLINE static inline __attribute__((always_inline))
+
+// ---- activation quantization ----
+
+static void quantize_act(const float *x, int64_t k, int zp, uint8_t *dst)
+{
+    int8_t *q = (int8_t *)dst;
+    float *dax = (float *)(dst + qmm_act_dax_off(k));
+    int32_t *corr = (int32_t *)(dst + qmm_act_corr_off(k));
+    float *asum = (float *)(dst + qmm_act_asum_off(k));
+    const __m256i ones8 = _mm256_set1_epi8(1), ones16 = _mm256_set1_epi16(1);
+    const __m256i neg_zp = _mm256_set1_epi32(-zp);
+    const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    for (int64_t j = 0; j < k / 32; j++) {
+        const float *xb = x + 32 * j;
+        __m256 v[4], amax = _mm256_setzero_ps();
+        for (int i = 0; i < 4; i++) {
+            v[i] = _mm256_loadu_ps(xb + 8 * i);
+            amax = _mm256_max_ps(amax, _mm256_and_ps(v[i], abs_mask));
+        }
+        __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(amax), _mm256_extractf128_ps(amax, 1));
+        m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+        m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+        const float d = _mm_cvtss_f32(m4) / 127.0f;
+        const __m256 id = _mm256_set1_ps(d != 0.0f ? 1.0f / d : 0.0f);
+        __m256i i0 = _mm256_cvtps_epi32(_mm256_mul_ps(v[0], id));
+        __m256i i1 = _mm256_cvtps_epi32(_mm256_mul_ps(v[1], id));
+        __m256i i2 = _mm256_cvtps_epi32(_mm256_mul_ps(v[2], id));
+        __m256i i3 = _mm256_cvtps_epi32(_mm256_mul_ps(v[3], id));
+        __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(i0, i1), _mm256_packs_epi32(i2, i3));
+        p = _mm256_permutevar8x32_epi32(p, order);
+        _mm256_store_si256((__m256i *)(q + 32 * j), p);
+        __m256i lane_sums = _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, p), ones16);
+        _mm256_store_si256((__m256i *)(corr + 8 * j), _mm256_mullo_epi32(lane_sums, neg_zp));
+        _mm256_store_ps(dax + 8 * j, _mm256_set1_ps(d));
+        __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(lane_sums),
+                                   _mm256_extracti128_si256(lane_sums, 1));
+        s4 = _mm_add_epi32(s4, _mm_unpackhi_epi64(s4, s4));
+        s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 1));
+        asum[j] = d * (float)_mm_cvtsi128_si32(s4);
+    }
+}
+
+// ---- shared pieces ----
+
+struct act_chunk {
+    __m256i q, corr;
+    __m256 d;
+};
+
+ALWAYS_INLINE struct act_chunk act_load(const uint8_t *a, int64_t k, int64_t j)
+{
+    struct act_chunk ac;
+    ac.q = _mm256_load_si256((const __m256i *)(a + 32 * j));
+    ac.d = _mm256_load_ps((const float *)(a + qmm_act_dax_off(k)) + 8 * j);
+    ac.corr = _mm256_load_si256((const __m256i *)((const int32_t *)(a + qmm_act_corr_off(k)) + 8 * j));
+    return ac;
+}
+
+// acc += (d_w * d_a) * (per-lane sum of 4 products + correction).
+ALWAYS_INLINE __m256 dot_chunk(__m256 acc, __m256i wq, __m256 wd, struct act_chunk ac)
+{
+    __m256i s = _mm256_madd_epi16(_mm256_maddubs_epi16(wq, ac.q), _mm256_set1_epi16(1));
+    s = _mm256_add_epi32(s, ac.corr);
+    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(wd, ac.d), acc);
+}
+
+// Signed weights: |w| x sign(a, w) keeps vpmaddubsw's first operand unsigned.
+ALWAYS_INLINE __m256 dot_chunk_signed(__m256 acc, __m256i wq, __m256 wd, struct act_chunk ac)
+{
+    __m256i p = _mm256_maddubs_epi16(_mm256_sign_epi8(wq, wq), _mm256_sign_epi8(ac.q, wq));
+    __m256i s = _mm256_add_epi32(_mm256_madd_epi16(p, _mm256_set1_epi16(1)), ac.corr);
+    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(wd, ac.d), acc);
+}
+
+ALWAYS_INLINE float fp16(uint16_t h)
+{
+    return _cvtsh_ss(h);
+}
+
+ALWAYS_INLINE float hsum8(__m256 v)
+{
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+#define TILE_STORE(acc, R, C, out)                                                                 \
+    for (int r = 0; r < (R); r++)                                                                  \
+        for (int c = 0; c < (C); c++)                                                              \
+            (out)[r * QMM_TILE + c] = hsum8((acc)[r][c]);
+
+#define TILE_DISPATCH(f, R, C, w, a, k, out)                                                       \
+    switch (((R) - 1) * 4 + (C) - 1) {                                                             \
+    case 0: f(1, 1, w, a, k, out); break;                                                          \
+    case 1: f(1, 2, w, a, k, out); break;                                                          \
+    case 2: f(1, 3, w, a, k, out); break;                                                          \
+    case 3: f(1, 4, w, a, k, out); break;                                                          \
+    case 4: f(2, 1, w, a, k, out); break;                                                          \
+    case 5: f(2, 2, w, a, k, out); break;                                                          \
+    case 6: f(2, 3, w, a, k, out); break;                                                          \
+    case 7: f(2, 4, w, a, k, out); break;                                                          \
+    case 8: f(3, 1, w, a, k, out); break;                                                          \
+    case 9: f(3, 2, w, a, k, out); break;                                                          \
+    case 10: f(3, 3, w, a, k, out); break;                                                         \
+    case 11: f(3, 4, w, a, k, out); break;                                                         \
+    case 12: f(4, 1, w, a, k, out); break;                                                         \
+    case 13: f(4, 2, w, a, k, out); break;                                                         \
+    case 14: f(4, 3, w, a, k, out); break;                                                         \
+    default: f(4, 4, w, a, k, out); break;                                                         \
+    }
+
+#define TILE_ZERO(acc, R, C)                                                                       \
+    for (int r = 0; r < (R); r++)                                                                  \
+        for (int c = 0; c < (C); c++)                                                              \
+            (acc)[r][c] = _mm256_setzero_ps();
+
+// ---- Q4_0 (zp 8) ----
+
+ALWAYS_INLINE void q4_0_tile(const int R, const int C, const uint8_t *const *w,
+                             const uint8_t *const *a, int64_t k, float *out)
+{
+    const __m128i m4 = _mm_set1_epi8(0x0F);
+    __m256 acc[4][4];
+    TILE_ZERO(acc, R, C)
+    for (int64_t j = 0; j < k / 32; j++) {
+        __m256i wq[4];
+        __m256 wd[4];
+        for (int r = 0; r < R; r++) {
+            const struct block_q4_0 *b = (const struct block_q4_0 *)w[r] + j;
+            __m128i x = _mm_loadu_si128((const __m128i *)b->qs);
+            wq[r] = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(x, 4), m4), _mm_and_si128(x, m4));
+            wd[r] = _mm256_set1_ps(fp16(b->d));
+        }
+        for (int c = 0; c < C; c++) {
+            struct act_chunk ac = act_load(a[c], k, j);
+            for (int r = 0; r < R; r++)
+                acc[r][c] = dot_chunk(acc[r][c], wq[r], wd[r], ac);
+        }
+    }
+    TILE_STORE(acc, R, C, out)
+}
+
+static void q4_0_tile_any(int R, int C, const uint8_t *const *w, const uint8_t *const *a,
+                          int64_t k, float *out)
+{
+    TILE_DISPATCH(q4_0_tile, R, C, w, a, k, out)
+}
+
+// ---- Q8_0 (signed weights, zp 0) ----
+
+ALWAYS_INLINE void q8_0_tile(const int R, const int C, const uint8_t *const *w,
+                             const uint8_t *const *a, int64_t k, float *out)
+{
+    __m256 acc[4][4];
+    TILE_ZERO(acc, R, C)
+    for (int64_t j = 0; j < k / 32; j++) {
+        __m256i wq[4];
+        __m256 wd[4];
+        for (int r = 0; r < R; r++) {
+            const struct block_q8_0 *b = (const struct block_q8_0 *)w[r] + j;
+            wq[r] = _mm256_loadu_si256((const __m256i *)b->qs);
+            wd[r] = _mm256_set1_ps(fp16(b->d));
+        }
+        for (int c = 0; c < C; c++) {
+            struct act_chunk ac = act_load(a[c], k, j);
+            for (int r = 0; r < R; r++)
+                acc[r][c] = dot_chunk_signed(acc[r][c], wq[r], wd[r], ac);
+        }
+    }
+    TILE_STORE(acc, R, C, out)
+}
+
+static void q8_0_tile_any(int R, int C, const uint8_t *const *w, const uint8_t *const *a,
+                          int64_t k, float *out)
+{
+    TILE_DISPATCH(q8_0_tile, R, C, w, a, k, out)
+}
+
+// ---- Q4_K (zp 0, mins per super-block) ----
+
+ALWAYS_INLINE void q4k_scales(const struct block_q4_k *b, float *sc, __m256 *mn)
+{
+    uint32_t u[3];
+    memcpy(u, b->scales, 12);
+    uint32_t s[2] = {u[0] & 0x3f3f3f3fu, (u[2] & 0x0f0f0f0fu) | ((u[0] >> 6) & 0x03030303u) << 4};
+    uint32_t m[2] = {u[1] & 0x3f3f3f3fu,
+                     ((u[2] >> 4) & 0x0f0f0f0fu) | ((u[1] >> 6) & 0x03030303u) << 4};
+    __m256 sv = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_set_epi32(0, 0, (int)s[1], (int)s[0])));
+    __m256 mv = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_set_epi32(0, 0, (int)m[1], (int)m[0])));
+    _mm256_storeu_ps(sc, _mm256_mul_ps(sv, _mm256_set1_ps(fp16(b->d))));
+    *mn = _mm256_mul_ps(mv, _mm256_set1_ps(-fp16(b->dmin)));
+}
+
+ALWAYS_INLINE void q4_k_tile(const int R, const int C, const uint8_t *const *w,
+                             const uint8_t *const *a, int64_t k, float *out)
+{
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    __m256 acc[4][4];
+    TILE_ZERO(acc, R, C)
+    for (int64_t s = 0; s < k / QK_K; s++) {
+        float sc[4][8];
+        __m256 mn[4];
+        for (int r = 0; r < R; r++)
+            q4k_scales((const struct block_q4_k *)w[r] + s, sc[r], &mn[r]);
+        for (int sub = 0; sub < 8; sub++) {
+            __m256i wq[4];
+            __m256 wd[4];
+            for (int r = 0; r < R; r++) {
+                const struct block_q4_k *b = (const struct block_q4_k *)w[r] + s;
+                __m256i x = _mm256_loadu_si256((const __m256i *)(b->qs + 32 * (sub / 2)));
+                wq[r] = _mm256_and_si256(sub % 2 ? _mm256_srli_epi16(x, 4) : x, m4);
+                wd[r] = _mm256_set1_ps(sc[r][sub]);
+            }
+            for (int c = 0; c < C; c++) {
+                struct act_chunk ac = act_load(a[c], k, 8 * s + sub);
+                for (int r = 0; r < R; r++)
+                    acc[r][c] = dot_chunk(acc[r][c], wq[r], wd[r], ac);
+            }
+        }
+        for (int c = 0; c < C; c++) {
+            __m256 as = _mm256_loadu_ps((const float *)(a[c] + qmm_act_asum_off(k)) + 8 * s);
+            for (int r = 0; r < R; r++)
+                acc[r][c] = _mm256_fmadd_ps(mn[r], as, acc[r][c]);
+        }
+    }
+    TILE_STORE(acc, R, C, out)
+}
+
+static void q4_k_tile_any(int R, int C, const uint8_t *const *w, const uint8_t *const *a,
+                          int64_t k, float *out)
+{
+    TILE_DISPATCH(q4_k_tile, R, C, w, a, k, out)
+}
+
+// ---- Q6_K (zp 32) ----
+
+ALWAYS_INLINE void q6_k_tile(const int R, const int C, const uint8_t *const *w,
+                             const uint8_t *const *a, int64_t k, float *out)
+{
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(0x03);
+    __m256 acc[4][4];
+    TILE_ZERO(acc, R, C)
+    for (int64_t s = 0; s < k / QK_K; s++) {
+        for (int g8 = 0; g8 < 8; g8++) {
+            // Weights 128h + 32g + l: nibble g / 2 of ql[64h + 32 (g % 2) + l],
+            // bits 2g of qh[32h + l]; sub-blocks 8h + 2g (l < 16) and + 1.
+            const int h = g8 / 4, g = g8 % 4;
+            __m256i wq[4];
+            __m256 wd[4];
+            for (int r = 0; r < R; r++) {
+                const struct block_q6_k *b = (const struct block_q6_k *)w[r] + s;
+                __m256i lo = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * h + 32 * (g % 2)));
+                lo = _mm256_and_si256(_mm256_srli_epi16(lo, 4 * (g / 2)), m4);
+                __m256i hi = _mm256_loadu_si256((const __m256i *)(b->qh + 32 * h));
+                hi = _mm256_and_si256(_mm256_srli_epi16(hi, 2 * g), m2);
+                wq[r] = _mm256_or_si256(lo, _mm256_slli_epi16(hi, 4));
+                const float d = fp16(b->d);
+                const int sub = 8 * h + 2 * g;
+                wd[r] = _mm256_set_m128(_mm_set1_ps(d * (float)b->scales[sub + 1]),
+                                        _mm_set1_ps(d * (float)b->scales[sub]));
+            }
+            for (int c = 0; c < C; c++) {
+                struct act_chunk ac = act_load(a[c], k, 8 * s + g8);
+                for (int r = 0; r < R; r++)
+                    acc[r][c] = dot_chunk(acc[r][c], wq[r], wd[r], ac);
+            }
+        }
+    }
+    TILE_STORE(acc, R, C, out)
+}
+
+static void q6_k_tile_any(int R, int C, const uint8_t *const *w, const uint8_t *const *a,
+                          int64_t k, float *out)
+{
+    TILE_DISPATCH(q6_k_tile, R, C, w, a, k, out)
+}
+
+// ---- the provider ----
+
+static const struct qmm_type_kernel avx2_kernels[] = {
+    {DTYPE_Q4_0, 8, 64, q4_0_tile_any},
+    {DTYPE_Q8_0, 0, 64, q8_0_tile_any},
+    {DTYPE_Q4_K, 0, QK_K, q4_k_tile_any},
+    {DTYPE_Q6_K, 32, QK_K, q6_k_tile_any},
+};
+
+const struct qmm_isa qmm_isa_avx2 = {
+    .name = "cpu-q-avx2",
+    .quantize = quantize_act,
+    .kernels = avx2_kernels,
+    .n_kernels = (int)(sizeof avx2_kernels / sizeof avx2_kernels[0]),
+};
+
+static bool q_avx2_supports(const struct op_call *c)
+{
+    return qmm_supports(&qmm_isa_avx2, c);
+}
+
+static enum vllmc_status q_avx2_run(const struct op_call *c)
+{
+    return qmm_run(&qmm_isa_avx2, c);
+}
+
+const struct op_provider cpu_q_avx2_matmul = {
+    .name = "cpu-q-avx2",
+    .op = OP_MATMUL,
+    .priority = 60,
+    .supports = q_avx2_supports,
+    .run = q_avx2_run,
+};

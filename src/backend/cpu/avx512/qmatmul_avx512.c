@@ -1,0 +1,338 @@
+// `cpu-q-avx512`: quantized-weight matmul with AVX-512 VNNI int8 dot products
+// (vpdpbusd: unsigned weight bytes x signed activation bytes, 64 per
+// instruction). Each kernel unpacks a 64-weight chunk of up to four weight
+// rows once and reuses it for up to four tokens. Listed only on CPUs with
+// AVX-512 F/BW/VL/VNNI (cpu_backend.c).
+#include <immintrin.h>
+#include <string.h>
+
+#include "backend/cpu/cpu_ops.h"
+#include "backend/cpu/quant/blocks.h"
+#include "backend/cpu/quant/qmatmul.h"
+
+#define ALWAYS_INLINE static inline __attribute__((always_inline))
+
+// ---- activation quantization ----
+
+static void quantize_act(const float *x, int64_t k, int zp, uint8_t *dst)
+{
+    int8_t *q = (int8_t *)dst;
+    float *dax = (float *)(dst + qmm_act_dax_off(k));
+    int32_t *corr = (int32_t *)(dst + qmm_act_corr_off(k));
+    float *asum = (float *)(dst + qmm_act_asum_off(k));
+    const __m512i ones = _mm512_set1_epi8(1);
+    const __m512i neg_zp = _mm512_set1_epi32(-zp);
+    const __m512 abs_mask = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff));
+    for (int64_t j = 0; j < k / 64; j++) {
+        __m512i q32[2];
+        float d[2];
+        for (int b = 0; b < 2; b++) {
+            const float *xb = x + 64 * j + 32 * b;
+            __m512 v0 = _mm512_loadu_ps(xb), v1 = _mm512_loadu_ps(xb + 16);
+            __m512 amax = _mm512_max_ps(_mm512_and_ps(v0, abs_mask), _mm512_and_ps(v1, abs_mask));
+            d[b] = _mm512_reduce_max_ps(amax) / 127.0f;
+            const float id = d[b] != 0.0f ? 1.0f / d[b] : 0.0f;
+            __m512i i0 = _mm512_cvtps_epi32(_mm512_mul_ps(v0, _mm512_set1_ps(id)));
+            __m512i i1 = _mm512_cvtps_epi32(_mm512_mul_ps(v1, _mm512_set1_ps(id)));
+            __m128i b0 = _mm512_cvtsepi32_epi8(i0), b1 = _mm512_cvtsepi32_epi8(i1);
+            q32[b] = _mm512_castsi256_si512(_mm256_set_m128i(b1, b0));
+        }
+        __m512i qv = _mm512_inserti64x4(q32[0], _mm512_castsi512_si256(q32[1]), 1);
+        _mm512_store_si512(q + 64 * j, qv);
+        __m512i lane_sums = _mm512_dpbusd_epi32(_mm512_setzero_si512(), ones, qv);
+        _mm512_store_si512(corr + 16 * j, _mm512_mullo_epi32(lane_sums, neg_zp));
+        __m512 dv = _mm512_mask_mov_ps(_mm512_set1_ps(d[0]), 0xFF00, _mm512_set1_ps(d[1]));
+        _mm512_store_ps(dax + 16 * j, dv);
+        asum[2 * j] = d[0] * (float)_mm512_mask_reduce_add_epi32(0x00FF, lane_sums);
+        asum[2 * j + 1] = d[1] * (float)_mm512_mask_reduce_add_epi32(0xFF00, lane_sums);
+    }
+}
+
+// ---- shared pieces of the tile kernels ----
+
+// Activation chunk j of one token: bytes, per-lane d and zero-point correction.
+struct act_chunk {
+    __m512i q, corr;
+    __m512 d;
+};
+
+ALWAYS_INLINE struct act_chunk act_load(const uint8_t *a, int64_t k, int64_t j)
+{
+    struct act_chunk ac;
+    ac.q = _mm512_load_si512(a + 64 * j);
+    ac.d = _mm512_load_ps((const float *)(a + qmm_act_dax_off(k)) + 16 * j);
+    ac.corr = _mm512_load_si512((const int32_t *)(a + qmm_act_corr_off(k)) + 16 * j);
+    return ac;
+}
+
+// acc += (d_w * d_a) * (sum over each lane's 4 products - zp * sum of the 4 q_a).
+ALWAYS_INLINE __m512 dot_chunk(__m512 acc, __m512i wq, __m512 wd, struct act_chunk ac)
+{
+    __m512i s = _mm512_dpbusd_epi32(ac.corr, wq, ac.q);
+    return _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(wd, ac.d), acc);
+}
+
+ALWAYS_INLINE float fp16(uint16_t h)
+{
+    return _cvtsh_ss(h);
+}
+
+// [a x 8 lanes, b x 8 lanes]
+ALWAYS_INLINE __m512 two_scales(float a, float b)
+{
+    return _mm512_mask_mov_ps(_mm512_set1_ps(a), 0xFF00, _mm512_set1_ps(b));
+}
+
+// Writes the R x C tile sums in fixed lane order.
+#define TILE_STORE(acc, R, C, out)                                                                 \
+    for (int r = 0; r < (R); r++)                                                                  \
+        for (int c = 0; c < (C); c++)                                                              \
+            (out)[r * QMM_TILE + c] = _mm512_reduce_add_ps((acc)[r][c]);
+
+// Expands a tile body f(R, C) into the 16 shapes, so each is compiled with
+// constant bounds and its accumulators live in registers.
+#define TILE_DISPATCH(f, R, C, w, a, k, out)                                                       \
+    switch (((R) - 1) * 4 + (C) - 1) {                                                             \
+    case 0: f(1, 1, w, a, k, out); break;                                                          \
+    case 1: f(1, 2, w, a, k, out); break;                                                          \
+    case 2: f(1, 3, w, a, k, out); break;                                                          \
+    case 3: f(1, 4, w, a, k, out); break;                                                          \
+    case 4: f(2, 1, w, a, k, out); break;                                                          \
+    case 5: f(2, 2, w, a, k, out); break;                                                          \
+    case 6: f(2, 3, w, a, k, out); break;                                                          \
+    case 7: f(2, 4, w, a, k, out); break;                                                          \
+    case 8: f(3, 1, w, a, k, out); break;                                                          \
+    case 9: f(3, 2, w, a, k, out); break;                                                          \
+    case 10: f(3, 3, w, a, k, out); break;                                                         \
+    case 11: f(3, 4, w, a, k, out); break;                                                         \
+    case 12: f(4, 1, w, a, k, out); break;                                                         \
+    case 13: f(4, 2, w, a, k, out); break;                                                         \
+    case 14: f(4, 3, w, a, k, out); break;                                                         \
+    default: f(4, 4, w, a, k, out); break;                                                         \
+    }
+
+// ---- Q4_0: two 32-blocks per chunk, zp 8 ----
+
+ALWAYS_INLINE void q4_0_tile(const int R, const int C, const uint8_t *const *w,
+                             const uint8_t *const *a, int64_t k, float *out)
+{
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    const int64_t s4 = 0x0004000400040004;
+    const __m512i hi_shift = _mm512_set_epi64(s4, s4, 0, 0, s4, s4, 0, 0);
+    __m512 acc[4][4];
+    for (int r = 0; r < R; r++)
+        for (int c = 0; c < C; c++)
+            acc[r][c] = _mm512_setzero_ps();
+    for (int64_t j = 0; j < k / 64; j++) {
+        __m512i wq[4];
+        __m512 wd[4];
+        for (int r = 0; r < R; r++) {
+            const struct block_q4_0 *b = (const struct block_q4_0 *)w[r] + 2 * j;
+            // [qs0, qs0, qs1, qs1], then low nibbles of lanes 0, 2 and high of 1, 3.
+            __m512i x = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)b[0].qs));
+            x = _mm512_mask_broadcast_i32x4(x, 0xFF00, _mm_loadu_si128((const __m128i *)b[1].qs));
+            wq[r] = _mm512_and_si512(_mm512_srlv_epi16(x, hi_shift), m4);
+            wd[r] = two_scales(fp16(b[0].d), fp16(b[1].d));
+        }
+        for (int c = 0; c < C; c++) {
+            struct act_chunk ac = act_load(a[c], k, j);
+            for (int r = 0; r < R; r++)
+                acc[r][c] = dot_chunk(acc[r][c], wq[r], wd[r], ac);
+        }
+    }
+    TILE_STORE(acc, R, C, out)
+}
+
+static void q4_0_tile_any(int R, int C, const uint8_t *const *w, const uint8_t *const *a,
+                          int64_t k, float *out)
+{
+    TILE_DISPATCH(q4_0_tile, R, C, w, a, k, out)
+}
+
+// ---- Q8_0: two 32-blocks per chunk; bytes flipped to unsigned, zp 128 ----
+
+ALWAYS_INLINE void q8_0_tile(const int R, const int C, const uint8_t *const *w,
+                             const uint8_t *const *a, int64_t k, float *out)
+{
+    const __m512i flip = _mm512_set1_epi8((char)0x80);
+    __m512 acc[4][4];
+    for (int r = 0; r < R; r++)
+        for (int c = 0; c < C; c++)
+            acc[r][c] = _mm512_setzero_ps();
+    for (int64_t j = 0; j < k / 64; j++) {
+        __m512i wq[4];
+        __m512 wd[4];
+        for (int r = 0; r < R; r++) {
+            const struct block_q8_0 *b = (const struct block_q8_0 *)w[r] + 2 * j;
+            __m512i x = _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)b[0].qs));
+            x = _mm512_inserti64x4(x, _mm256_loadu_si256((const __m256i *)b[1].qs), 1);
+            wq[r] = _mm512_xor_si512(x, flip);
+            wd[r] = two_scales(fp16(b[0].d), fp16(b[1].d));
+        }
+        for (int c = 0; c < C; c++) {
+            struct act_chunk ac = act_load(a[c], k, j);
+            for (int r = 0; r < R; r++)
+                acc[r][c] = dot_chunk(acc[r][c], wq[r], wd[r], ac);
+        }
+    }
+    TILE_STORE(acc, R, C, out)
+}
+
+static void q8_0_tile_any(int R, int C, const uint8_t *const *w, const uint8_t *const *a,
+                          int64_t k, float *out)
+{
+    TILE_DISPATCH(q8_0_tile, R, C, w, a, k, out)
+}
+
+// ---- Q4_K: super-blocks of 256, four chunks each; mins added per super-block ----
+
+// d * scale of the 8 sub-blocks and dmin * min, from the 12 packed bytes.
+ALWAYS_INLINE void q4k_scales(const struct block_q4_k *b, __m256 *sc, __m256 *mn)
+{
+    uint32_t u[3];
+    memcpy(u, b->scales, 12);
+    uint32_t sc03 = u[0] & 0x3f3f3f3fu, mn03 = u[1] & 0x3f3f3f3fu;
+    uint32_t sc47 = (u[2] & 0x0f0f0f0fu) | ((u[0] >> 6) & 0x03030303u) << 4;
+    uint32_t mn47 = ((u[2] >> 4) & 0x0f0f0f0fu) | ((u[1] >> 6) & 0x03030303u) << 4;
+    __m256 s = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_set_epi32(0, 0, (int)sc47, (int)sc03)));
+    __m256 m = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_set_epi32(0, 0, (int)mn47, (int)mn03)));
+    *sc = _mm256_mul_ps(s, _mm256_set1_ps(fp16(b->d)));
+    *mn = _mm256_mul_ps(m, _mm256_set1_ps(-fp16(b->dmin)));
+}
+
+ALWAYS_INLINE void q4_k_tile(const int R, const int C, const uint8_t *const *w,
+                             const uint8_t *const *a, int64_t k, float *out)
+{
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    const __m512i hi_shift = _mm512_set_epi64(0x0004000400040004, 0x0004000400040004,
+                                              0x0004000400040004, 0x0004000400040004, 0, 0, 0, 0);
+    __m512 acc[4][4];
+    for (int r = 0; r < R; r++)
+        for (int c = 0; c < C; c++)
+            acc[r][c] = _mm512_setzero_ps();
+    for (int64_t s = 0; s < k / QK_K; s++) {
+        __m256 sc[4], mn[4];
+        for (int r = 0; r < R; r++) {
+            const struct block_q4_k *b = (const struct block_q4_k *)w[r] + s;
+            q4k_scales(b, &sc[r], &mn[r]);
+        }
+        for (int p = 0; p < 4; p++) {
+            // Lanes 0-7 take sub-block 2p's scale, lanes 8-15 sub-block 2p+1's.
+            const __m512i idx = _mm512_mask_mov_epi32(_mm512_set1_epi32(2 * p), 0xFF00,
+                                                      _mm512_set1_epi32(2 * p + 1));
+            __m512i wq[4];
+            __m512 wd[4];
+            for (int r = 0; r < R; r++) {
+                const struct block_q4_k *b = (const struct block_q4_k *)w[r] + s;
+                __m512i x = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(b->qs + 32 * p)));
+                wq[r] = _mm512_and_si512(_mm512_srlv_epi16(x, hi_shift), m4);
+                wd[r] = _mm512_permutexvar_ps(idx, _mm512_castps256_ps512(sc[r]));
+            }
+            for (int c = 0; c < C; c++) {
+                struct act_chunk ac = act_load(a[c], k, 4 * s + p);
+                for (int r = 0; r < R; r++)
+                    acc[r][c] = dot_chunk(acc[r][c], wq[r], wd[r], ac);
+            }
+        }
+        for (int c = 0; c < C; c++) {
+            const float *asum = (const float *)(a[c] + qmm_act_asum_off(k)) + 8 * s;
+            __m512 as = _mm512_zextps256_ps512(_mm256_loadu_ps(asum));
+            for (int r = 0; r < R; r++)
+                acc[r][c] = _mm512_fmadd_ps(_mm512_zextps256_ps512(mn[r]), as, acc[r][c]);
+        }
+    }
+    TILE_STORE(acc, R, C, out)
+}
+
+static void q4_k_tile_any(int R, int C, const uint8_t *const *w, const uint8_t *const *a,
+                          int64_t k, float *out)
+{
+    TILE_DISPATCH(q4_k_tile, R, C, w, a, k, out)
+}
+
+// ---- Q6_K: super-blocks of 256, 16 sub-blocks of 16; zp 32 ----
+
+ALWAYS_INLINE void q6_k_tile(const int R, const int C, const uint8_t *const *w,
+                             const uint8_t *const *a, int64_t k, float *out)
+{
+    const __m512i m4 = _mm512_set1_epi8(0x0F), m2 = _mm512_set1_epi8(0x03);
+    // Lane i of a chunk covers weights 4i..4i+3, in sub-block i / 4.
+    const __m512i expand4 = _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
+    __m512 acc[4][4];
+    for (int r = 0; r < R; r++)
+        for (int c = 0; c < C; c++)
+            acc[r][c] = _mm512_setzero_ps();
+    for (int64_t s = 0; s < k / QK_K; s++) {
+        for (int p = 0; p < 4; p++) {
+            const int h = p / 2, gg = p % 2;
+            // Low nibbles: byte l of ql[64h..] holds weight 64gg + l (and
+            // 64gg + 32 + l - 32 for l >= 32) in nibble gg. High 2 bits: bits
+            // 4gg (first 32 weights) and 4gg + 2 (last 32) of qh[32h + l].
+            const __m512i lo_shift = _mm512_set1_epi16((short)(4 * gg));
+            const __m512i hi_shift = _mm512_mask_mov_epi32(_mm512_set1_epi16((short)(4 * gg)),
+                                                           0xFF00,
+                                                           _mm512_set1_epi16((short)(4 * gg + 2)));
+            __m512i wq[4];
+            __m512 wd[4];
+            for (int r = 0; r < R; r++) {
+                const struct block_q6_k *b = (const struct block_q6_k *)w[r] + s;
+                __m512i lo = _mm512_loadu_si512(b->ql + 64 * h);
+                lo = _mm512_and_si512(_mm512_srlv_epi16(lo, lo_shift), m4);
+                __m512i hi = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(b->qh + 32 * h)));
+                hi = _mm512_and_si512(_mm512_srlv_epi16(hi, hi_shift), m2);
+                wq[r] = _mm512_or_si512(lo, _mm512_slli_epi16(hi, 4));
+                int32_t sc4;
+                memcpy(&sc4, b->scales + 8 * h + 4 * gg, 4);
+                __m128 scf = _mm_cvtepi32_ps(_mm_cvtepi8_epi32(_mm_cvtsi32_si128(sc4)));
+                scf = _mm_mul_ps(scf, _mm_set1_ps(fp16(b->d)));
+                wd[r] = _mm512_permutexvar_ps(expand4, _mm512_castps128_ps512(scf));
+            }
+            for (int c = 0; c < C; c++) {
+                struct act_chunk ac = act_load(a[c], k, 4 * s + p);
+                for (int r = 0; r < R; r++)
+                    acc[r][c] = dot_chunk(acc[r][c], wq[r], wd[r], ac);
+            }
+        }
+    }
+    TILE_STORE(acc, R, C, out)
+}
+
+static void q6_k_tile_any(int R, int C, const uint8_t *const *w, const uint8_t *const *a,
+                          int64_t k, float *out)
+{
+    TILE_DISPATCH(q6_k_tile, R, C, w, a, k, out)
+}
+
+// ---- the provider ----
+
+static const struct qmm_type_kernel avx512_kernels[] = {
+    {DTYPE_Q4_0, 8, 64, q4_0_tile_any},
+    {DTYPE_Q8_0, 128, 64, q8_0_tile_any},
+    {DTYPE_Q4_K, 0, QK_K, q4_k_tile_any},
+    {DTYPE_Q6_K, 32, QK_K, q6_k_tile_any},
+};
+
+const struct qmm_isa qmm_isa_avx512 = {
+    .name = "cpu-q-avx512",
+    .quantize = quantize_act,
+    .kernels = avx512_kernels,
+    .n_kernels = (int)(sizeof avx512_kernels / sizeof avx512_kernels[0]),
+};
+
+static bool q_avx512_supports(const struct op_call *c)
+{
+    return qmm_supports(&qmm_isa_avx512, c);
+}
+
+static enum vllmc_status q_avx512_run(const struct op_call *c)
+{
+    return qmm_run(&qmm_isa_avx512, c);
+}
+
+const struct op_provider cpu_q_avx512_matmul = {
+    .name = "cpu-q-avx512",
+    .op = OP_MATMUL,
+    .priority = 70,
+    .supports = q_avx512_supports,
+    .run = q_avx512_run,
+};

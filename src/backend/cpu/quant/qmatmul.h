@@ -1,0 +1,79 @@
+// Matmul on packed quantized weights with 8-bit activations: the ISA-independent
+// driver (gate, activation quantization, tiling, threading) shared by the
+// `cpu-q-avx2` and `cpu-q-avx512` providers, which supply the kernels.
+//
+// Activations are quantized per 32-block (x ~= d * q, q int8, d = max|x| / 127)
+// into a layout the kernels read with aligned vector loads. A 64-weight chunk
+// of a weight row is unpacked to unsigned bytes u with per-lane scales, so
+// w = d_w * (u - zp) (+ m_w for the types with a min); one int32 lane holds
+// the dot product of 4 consecutive weights, exact in integers.
+//
+// Batch invariance: an output element is one dot product over the whole k,
+// computed by the same instruction sequence whatever the tile shape, the
+// number of rows in the call or the thread, so results never depend on batching.
+#ifndef VLLMC_BACKEND_CPU_QUANT_QMATMUL_H
+#define VLLMC_BACKEND_CPU_QUANT_QMATMUL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backend/op.h"
+#include "core/dtype.h"
+
+#define QMM_TILE 4 // largest tile: QMM_TILE weight rows x QMM_TILE tokens
+
+// Byte layout of one quantized activation row of k values (k % 64 == 0),
+// 64-byte aligned sections:
+//   q    int8    [k]       the quantized values
+//   dax  float   [k / 4]   per int32 lane (4 values): d of the lane's 32-block
+//   corr int32   [k / 4]   per lane: -zp * (sum of the lane's 4 q)
+//   asum float   [k / 32]  per 32-block: d * sum(q) (for the types with a min)
+static inline size_t qmm_act_dax_off(int64_t k) { return (size_t)k; }
+static inline size_t qmm_act_corr_off(int64_t k) { return 2 * (size_t)k; }
+static inline size_t qmm_act_asum_off(int64_t k) { return 3 * (size_t)k; }
+static inline size_t qmm_act_row_bytes(int64_t k)
+{
+    return (3 * (size_t)k + (size_t)k / 8 + 63) / 64 * 64;
+}
+
+// Quantizes x [k] into one activation row at dst (64-byte aligned) for a
+// weight type with zero point zp.
+typedef void (*qmm_quantize_fn)(const float *x, int64_t k, int zp, uint8_t *dst);
+
+// out[r * QMM_TILE + c] = dot(weight row w[r], activation row a[c]) for
+// r < R, c < C (1 <= R, C <= QMM_TILE), over k values.
+typedef void (*qmm_tile_fn)(int R, int C, const uint8_t *const *w, const uint8_t *const *a,
+                            int64_t k, float *out);
+
+struct qmm_type_kernel {
+    enum dtype dtype;
+    int zp;            // zero point of the unpacked weight bytes
+    int k_multiple;    // k must be a multiple of this (64 or 256)
+    qmm_tile_fn tile;
+};
+
+struct qmm_isa {
+    const char *name;                      // provider name
+    qmm_quantize_fn quantize;
+    const struct qmm_type_kernel *kernels; // [n_kernels]
+    int n_kernels;
+};
+
+// The kernel of isa for weight dtype t, or NULL.
+const struct qmm_type_kernel *qmm_find_kernel(const struct qmm_isa *isa, enum dtype t);
+
+// The gate: f32 x and dst rows, a weight dtype isa has a kernel for, k a
+// multiple of its block, optional plain-float bias.
+bool qmm_supports(const struct qmm_isa *isa, const struct op_call *c);
+
+// Runs an OP_MATMUL the gate accepted, threaded on the backend's pool.
+enum vllmc_status qmm_run(const struct qmm_isa *isa, const struct op_call *c);
+
+// The providers built on this driver (src/backend/cpu/avx2/, avx512/).
+extern const struct qmm_isa qmm_isa_avx2;
+extern const struct qmm_isa qmm_isa_avx512;
+extern const struct op_provider cpu_q_avx2_matmul;   // needs AVX2, FMA, F16C
+extern const struct op_provider cpu_q_avx512_matmul; // also AVX-512 F/BW/VL/VNNI
+
+#endif

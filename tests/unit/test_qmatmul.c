@@ -1,0 +1,220 @@
+// The quantized-weight matmul providers (cpu-q-avx2, cpu-q-avx512) against a
+// float64 dot product of the exactly dequantized weights. The only error the
+// providers may add is that of quantizing the activations to 8 bits: per
+// 32-block of x, |x - x_q| <= max|x| / 254 (round to nearest of x / d with
+// d = max|x| / 127), so for each output
+//     |y - y_exact| <= sum_b (max_b|x| / 254) * sum_{i in b} |w_i|  + fp32 rounding,
+// the bound checked here (rounding allowance: 1e-5 * sum |w| |x|).
+// Also: batch invariance (a row's result is bitwise the same alone or in a
+// batch of 7), and the selection (fast provider for its types, cpu-ref else).
+#include <math.h>
+#include <stdlib.h>
+
+#include "backend/backend_impl.h"
+#include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/quant/dequant.h"
+#include "backend/cpu/quant/qmatmul.h"
+#include "backend/cpu/quant/quantize.h"
+#include "check.h"
+#include "core/alloc.h"
+
+static unsigned rng_state = 12345;
+
+static float frand(void)
+{
+    rng_state = rng_state * 1664525u + 1013904223u;
+    return (float)((rng_state >> 8) & 0xffff) / 32768.0f - 1.0f;
+}
+
+// Bell-shaped values with occasional outliers, like real activations.
+static float xrand(int i)
+{
+    float v = frand() + frand() + frand();
+    return i % 97 == 3 ? 20.0f * v : v;
+}
+
+struct case_data {
+    enum dtype t;
+    int64_t m, n, k;
+    float *x;        // [m, k]
+    uint8_t *w;      // [n, row_bytes]
+    float *wf;       // [n, k] dequantized
+    float *bias;     // [n]
+};
+
+static void case_init(struct case_data *cd, enum dtype t, int64_t m, int64_t n, int64_t k)
+{
+    cd->t = t;
+    cd->m = m;
+    cd->n = n;
+    cd->k = k;
+    size_t rb = dtype_row_bytes(t, k);
+    cd->x = mem_alloc((size_t)(m * k) * sizeof(float));
+    cd->w = mem_alloc(rb * (size_t)n);
+    cd->wf = mem_alloc((size_t)(n * k) * sizeof(float));
+    cd->bias = mem_alloc((size_t)n * sizeof(float));
+    float *row = mem_alloc((size_t)k * sizeof(float));
+    for (int64_t i = 0; i < m * k; i++)
+        cd->x[i] = xrand((int)i);
+    for (int64_t j = 0; j < n; j++) {
+        float scale = 0.02f * (float)(1 + j % 5);
+        for (int64_t i = 0; i < k; i++)
+            row[i] = scale * frand();
+        quant_quantize_row_fn(t)(row, cd->w + (size_t)j * rb, k);
+        quant_dequant_row_fn(t)(cd->w + (size_t)j * rb, cd->wf + j * k, k);
+        cd->bias[j] = 0.1f * (float)j;
+    }
+    mem_free(row);
+}
+
+static void case_free(struct case_data *cd)
+{
+    mem_free(cd->x);
+    mem_free(cd->w);
+    mem_free(cd->wf);
+    mem_free(cd->bias);
+}
+
+// Runs rows [i0, i0 + m) of the case on provider p; y [m, n].
+static enum vllmc_status run_provider(struct backend *be, const struct op_provider *p,
+                                      const struct case_data *cd, int64_t i0, int64_t m, float *y,
+                                      bool with_bias)
+{
+    struct tensor tx, tw, ty, tb;
+    tensor_init_2d(&tx, DTYPE_F32, cd->x + i0 * cd->k, cd->k, m);
+    tensor_init_2d(&tw, cd->t, cd->w, cd->k, cd->n);
+    tensor_init_2d(&ty, DTYPE_F32, y, cd->n, m);
+    tensor_init_1d(&tb, DTYPE_F32, cd->bias, cd->n);
+    struct op_call c = {.op = OP_MATMUL, .dst = &ty, .src = {&tx, &tw, with_bias ? &tb : NULL},
+                        .backend = be};
+    CHECK(p->supports(&c));
+    return p->run(&c);
+}
+
+static void check_against_exact(struct backend *be, const struct op_provider *p, enum dtype t,
+                                int64_t m, int64_t n, int64_t k)
+{
+    struct case_data cd;
+    case_init(&cd, t, m, n, k);
+    float *y = mem_alloc((size_t)(m * n) * sizeof(float));
+    CHECK_EQ_INT(run_provider(be, p, &cd, 0, m, y, true), VLLMC_OK);
+    int n_bad = 0;
+    double worst = 0.0; // largest error as a fraction of the bound
+    for (int64_t i = 0; i < m; i++) {
+        const float *x = cd.x + i * k;
+        for (int64_t j = 0; j < n; j++) {
+            const float *w = cd.wf + j * k;
+            double exact = cd.bias[j], bound = 0.0, mag = 0.0;
+            for (int64_t b = 0; b < k / 32; b++) {
+                double amax = 0.0, wabs = 0.0;
+                for (int64_t l = 32 * b; l < 32 * b + 32; l++) {
+                    exact += (double)w[l] * x[l];
+                    amax = fmax(amax, fabs(x[l]));
+                    wabs += fabs(w[l]);
+                    mag += fabs((double)w[l] * x[l]);
+                }
+                bound += amax / 254.0 * wabs;
+            }
+            bound += 1e-5 * mag + 1e-6;
+            double err = fabs(y[i * n + j] - exact);
+            worst = fmax(worst, err / bound);
+            if (err > bound && n_bad++ < 5)
+                fprintf(stderr, "%s %s m=%lld: y[%lld][%lld] = %.7g, exact %.7g, bound %.3g\n",
+                        p->name, dtype_name(t), (long long)m, (long long)i, (long long)j,
+                        (double)y[i * n + j], exact, bound);
+        }
+    }
+    CHECK_EQ_INT(n_bad, 0);
+    printf("  %s %s m=%lld n=%lld k=%lld: worst error / bound = %.3f\n", p->name, dtype_name(t),
+           (long long)m, (long long)n, (long long)k, worst);
+
+    // Batch invariance: each row alone gives the same bits as in the batch.
+    float *y1 = mem_alloc((size_t)n * sizeof(float));
+    int n_diff = 0;
+    for (int64_t i = 0; i < m; i++) {
+        CHECK_EQ_INT(run_provider(be, p, &cd, i, 1, y1, true), VLLMC_OK);
+        if (memcmp(y1, y + i * n, (size_t)n * sizeof(float)))
+            n_diff++;
+    }
+    CHECK_EQ_INT(n_diff, 0);
+    mem_free(y1);
+    mem_free(y);
+    case_free(&cd);
+}
+
+static const enum dtype fast_types[] = {DTYPE_Q4_0, DTYPE_Q8_0, DTYPE_Q4_K, DTYPE_Q6_K};
+
+static void check_isa(const struct op_provider *p)
+{
+    struct backend_options o;
+    backend_options_default(&o);
+    o.n_threads = 2;
+    struct backend *be = NULL;
+    struct err err = {0};
+    CHECK_EQ_INT(backend_create("cpu", &o, &be, &err), VLLMC_OK);
+    for (size_t i = 0; i < sizeof fast_types / sizeof fast_types[0]; i++) {
+        check_against_exact(be, p, fast_types[i], 7, 37, 512);
+        check_against_exact(be, p, fast_types[i], 1, 64, 1024);
+    }
+    backend_free(be);
+}
+
+static void test_avx2(void)
+{
+    if (!cpu_features_get()->avx2 || !cpu_features_get()->fma) {
+        printf("  no AVX2 on this CPU: skipped\n");
+        return;
+    }
+    check_isa(&cpu_q_avx2_matmul);
+}
+
+static void test_avx512(void)
+{
+    const struct cpu_features *f = cpu_features_get();
+    if (!f->avx512f || !f->avx512bw || !f->avx512vl || !f->avx512vnni) {
+        printf("  no AVX-512 VNNI on this CPU: skipped\n");
+        return;
+    }
+    check_isa(&cpu_q_avx512_matmul);
+}
+
+// The gate takes the fast types at block-aligned k and leaves the rest to cpu-ref.
+static void test_selection(void)
+{
+    struct backend *be = NULL;
+    struct err err = {0};
+    CHECK_EQ_INT(backend_create("cpu", NULL, &be, &err), VLLMC_OK);
+    static uint8_t wbuf[64 * 256];
+    static float x[256], y[64];
+    struct tensor tx, tw, ty;
+    struct op_call c = {.op = OP_MATMUL, .dst = &ty, .src = {&tx, &tw}, .backend = be};
+    const struct op_provider *p;
+    bool fast = cpu_features_get()->avx2;
+
+    tensor_init_2d(&tx, DTYPE_F32, x, 256, 1);
+    tensor_init_2d(&ty, DTYPE_F32, y, 64, 1);
+    tensor_init_2d(&tw, DTYPE_Q4_K, wbuf, 256, 64);
+    p = backend_select_provider(be, &c);
+    CHECK(p && (!fast || !strncmp(p->name, "cpu-q-", 6)));
+
+    tensor_init_2d(&tw, DTYPE_Q5_1, wbuf, 256, 64); // no fast kernel: the reference
+    p = backend_select_provider(be, &c);
+    CHECK(p && !strcmp(p->name, "cpu-ref"));
+
+    tensor_init_2d(&tx, DTYPE_F32, x, 96, 1); // k = 96: not a multiple of 64
+    tensor_init_2d(&tw, DTYPE_Q4_0, wbuf, 96, 64);
+    p = backend_select_provider(be, &c);
+    CHECK(p && !strcmp(p->name, "cpu-ref"));
+    backend_free(be);
+}
+
+int main(int argc, char **argv)
+{
+    static const struct check_case cases[] = {
+        {"avx2", test_avx2},
+        {"avx512", test_avx512},
+        {"selection", test_selection},
+        {NULL, NULL},
+    };
+    return check_run(cases, argc, argv);
+}
