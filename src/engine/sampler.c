@@ -1,0 +1,336 @@
+// Sampler: logits processors, penalties, greedy and random sampling with
+// min_p / top_k / top_p, and raw logprobs.
+#include "engine/sampler.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/alloc.h"
+#include "core/status.h"
+
+enum vllmc_status sampler_create(int n_vocab, int32_t eos_id, const int32_t *extra_eos_ids,
+                                 int n_extra_eos, struct sampler **out)
+{
+    *out = NULL;
+    if (n_vocab < 1 || n_extra_eos < 0)
+        return VLLMC_ERR_INVALID_ARG;
+    struct sampler *sm = mem_calloc(1, sizeof *sm);
+    if (!sm)
+        return VLLMC_ERR_NOMEM;
+    size_t n = (size_t)n_vocab;
+    sm->n_vocab = n_vocab;
+    sm->eos_id = eos_id;
+    sm->logits = mem_alloc(n * sizeof *sm->logits);
+    sm->cand = mem_alloc(n * sizeof *sm->cand);
+    sm->tmp = mem_alloc(n * sizeof *sm->tmp);
+    sm->counts = mem_calloc(n, sizeof *sm->counts);
+    sm->seen = mem_calloc(n, sizeof *sm->seen);
+    sm->extra_eos_ids = mem_alloc((size_t)n_extra_eos * sizeof *sm->extra_eos_ids);
+    if (!sm->logits || !sm->cand || !sm->tmp || !sm->counts || !sm->seen || !sm->extra_eos_ids) {
+        sampler_free(sm);
+        return VLLMC_ERR_NOMEM;
+    }
+    if (n_extra_eos)
+        memcpy(sm->extra_eos_ids, extra_eos_ids, (size_t)n_extra_eos * sizeof *extra_eos_ids);
+    sm->n_extra_eos = n_extra_eos;
+    *out = sm;
+    return VLLMC_OK;
+}
+
+void sampler_free(struct sampler *sm)
+{
+    if (!sm)
+        return;
+    mem_free(sm->extra_eos_ids);
+    mem_free(sm->seen);
+    mem_free(sm->counts);
+    mem_free(sm->tmp);
+    mem_free(sm->cand);
+    mem_free(sm->logits);
+    mem_free(sm);
+}
+
+bool sampler_is_stop_token(const struct sampler *sm, const struct vllmc_sampling_params *sp,
+                           int32_t token)
+{
+    if (!sp->ignore_eos) {
+        if (token == sm->eos_id)
+            return true;
+        for (int i = 0; i < sm->n_extra_eos; i++)
+            if (token == sm->extra_eos_ids[i])
+                return true;
+    }
+    for (int i = 0; i < sp->n_stop_token_ids; i++)
+        if (token == sp->stop_token_ids[i])
+            return true;
+    return false;
+}
+
+// ---- logits processors and penalties ----
+
+static void mask_token(float *logits, int n_vocab, int32_t id)
+{
+    if (id >= 0 && id < n_vocab)
+        logits[id] = -INFINITY;
+}
+
+void sampler_apply_processors(struct sampler *sm, const struct sample_input *in, float *logits)
+{
+    const struct vllmc_sampling_params *sp = in->sp;
+    int n_vocab = sm->n_vocab;
+    for (int i = 0; i < sp->n_logit_bias; i++) {
+        int32_t id = sp->logit_bias[i].token_id;
+        if (id >= 0 && id < n_vocab)
+            logits[id] += sp->logit_bias[i].bias;
+    }
+    // min_tokens masks every id that could stop the sequence, the EOS ids
+    // included even under ignore_eos (vLLM's _all_stop_token_ids).
+    if (in->n_output < sp->min_tokens) {
+        mask_token(logits, n_vocab, sm->eos_id);
+        for (int i = 0; i < sm->n_extra_eos; i++)
+            mask_token(logits, n_vocab, sm->extra_eos_ids[i]);
+        for (int i = 0; i < sp->n_stop_token_ids; i++)
+            mask_token(logits, n_vocab, sp->stop_token_ids[i]);
+    }
+    bool rep = sp->repetition_penalty != 1.0f;
+    bool freq = sp->frequency_penalty != 0.0f;
+    bool pres = sp->presence_penalty != 0.0f;
+    if (!rep && !freq && !pres)
+        return;
+    // Repetition counts prompt and output tokens; frequency and presence count
+    // only the output (OpenAI's definition, as vLLM applies them).
+    for (int i = 0; i < in->n_output; i++) {
+        int32_t id = in->output_ids[i];
+        if (id >= 0 && id < n_vocab) {
+            sm->counts[id]++;
+            sm->seen[id] = 1;
+        }
+    }
+    if (rep)
+        for (int i = 0; i < in->n_prompt; i++) {
+            int32_t id = in->prompt_ids[i];
+            if (id >= 0 && id < n_vocab)
+                sm->seen[id] = 1;
+        }
+    // Visit each distinct token once (through the seen flags), then clear them.
+    for (int pass = 0; pass < 2; pass++) {
+        const int32_t *ids = pass ? in->prompt_ids : in->output_ids;
+        int n = pass ? in->n_prompt : in->n_output;
+        for (int i = 0; i < n; i++) {
+            int32_t id = ids[i];
+            if (id < 0 || id >= n_vocab || !sm->seen[id])
+                continue;
+            sm->seen[id] = 0;
+            float l = logits[id];
+            if (rep)
+                l = l > 0 ? l / sp->repetition_penalty : l * sp->repetition_penalty;
+            int c = sm->counts[id];
+            l -= sp->frequency_penalty * (float)c;
+            l -= sp->presence_penalty * (float)(c > 0);
+            logits[id] = l;
+            sm->counts[id] = 0;
+        }
+    }
+}
+
+// ---- random sampling: temperature, min_p, top_k, top_p ----
+
+// Descending logit, then ascending id: a total order, so results never depend
+// on the sort algorithm.
+static int cand_cmp_desc(const void *a, const void *b)
+{
+    const struct sampler_cand *x = a, *y = b;
+    if (x->logit != y->logit)
+        return x->logit > y->logit ? -1 : 1;
+    return (x->id > y->id) - (x->id < y->id);
+}
+
+static void swap_f(float *a, float *b)
+{
+    float t = *a;
+    *a = *b;
+    *b = t;
+}
+
+// The k-th largest (1-based) of v[0..n), reordering v (quickselect).
+static float kth_largest(float *v, int n, int k)
+{
+    int lo = 0, hi = n - 1, target = k - 1;
+    while (lo < hi) {
+        float pivot = v[lo + (hi - lo) / 2];
+        int i = lo, j = hi;
+        while (i <= j) {
+            while (v[i] > pivot)
+                i++;
+            while (v[j] < pivot)
+                j--;
+            if (i <= j) {
+                swap_f(&v[i], &v[j]);
+                i++;
+                j--;
+            }
+        }
+        if (target <= j)
+            hi = j;
+        else if (target >= i)
+            lo = i;
+        else
+            return v[target];
+    }
+    return v[target];
+}
+
+// Fills sm->cand with the tokens a random row may draw (logits already divided
+// by the temperature) and returns their count; when sorted, they are in
+// descending order.
+static int sampler_filter(struct sampler *sm, const struct vllmc_sampling_params *sp,
+                          const float *logits)
+{
+    float inv_t = 1.0f / sp->temperature;
+    int m = 0;
+    float vmax = -INFINITY;
+    for (int i = 0; i < sm->n_vocab; i++) {
+        if (logits[i] == -INFINITY)
+            continue;
+        float v = logits[i] * inv_t;
+        sm->cand[m++] = (struct sampler_cand){v, i};
+        if (v > vmax)
+            vmax = v;
+    }
+    if (m == 0)
+        return 0;
+    // min_p: drop tokens whose probability is below min_p times the largest.
+    if (sp->min_p > 0.0f) {
+        int k = 0;
+        for (int i = 0; i < m; i++)
+            if (!(exp((double)sm->cand[i].logit - vmax) < (double)sp->min_p))
+                sm->cand[k++] = sm->cand[i];
+        m = k;
+    }
+    // top_k keeps every token whose logit reaches the k-th largest (ties stay).
+    if (sp->top_k > 0 && sp->top_k < m) {
+        for (int i = 0; i < m; i++)
+            sm->tmp[i] = sm->cand[i].logit;
+        float kth = kth_largest(sm->tmp, m, sp->top_k);
+        int k = 0;
+        for (int i = 0; i < m; i++)
+            if (sm->cand[i].logit >= kth)
+                sm->cand[k++] = sm->cand[i];
+        m = k;
+    }
+    // top_p drops the least likely tokens while their total stays at most 1 - p
+    // (vLLM's ascending cumulative sum); the most likely token always stays.
+    if (sp->top_p < 1.0f) {
+        qsort(sm->cand, (size_t)m, sizeof *sm->cand, cand_cmp_desc);
+        double total = 0;
+        for (int i = 0; i < m; i++)
+            total += exp((double)sm->cand[i].logit - vmax);
+        double tail = 0, limit = 1.0 - (double)sp->top_p;
+        int keep = m;
+        for (int j = m - 1; j >= 1; j--) {
+            tail += exp((double)sm->cand[j].logit - vmax) / total;
+            if (tail > limit)
+                break;
+            keep = j;
+        }
+        m = keep;
+    }
+    return m;
+}
+
+void sampler_distribution(struct sampler *sm, const struct vllmc_sampling_params *sp,
+                          const float *logits, double *probs)
+{
+    for (int i = 0; i < sm->n_vocab; i++)
+        probs[i] = 0;
+    if (sp->temperature < SAMPLER_GREEDY_EPS) {
+        int best = 0;
+        for (int i = 1; i < sm->n_vocab; i++)
+            if (logits[i] > logits[best])
+                best = i;
+        probs[best] = 1;
+        return;
+    }
+    int m = sampler_filter(sm, sp, logits);
+    double vmax = -INFINITY, total = 0;
+    for (int i = 0; i < m; i++)
+        if (sm->cand[i].logit > vmax)
+            vmax = sm->cand[i].logit;
+    for (int i = 0; i < m; i++)
+        total += exp((double)sm->cand[i].logit - vmax);
+    for (int i = 0; i < m; i++)
+        probs[sm->cand[i].id] = exp((double)sm->cand[i].logit - vmax) / total;
+}
+
+int32_t sampler_sample(struct sampler *sm, const struct sample_input *in, const float *logits)
+{
+    float *l = sm->logits;
+    memcpy(l, logits, (size_t)sm->n_vocab * sizeof *l);
+    sampler_apply_processors(sm, in, l);
+    if (in->sp->temperature < SAMPLER_GREEDY_EPS) {
+        int32_t best = 0;
+        for (int32_t i = 1; i < sm->n_vocab; i++)
+            if (l[i] > l[best])
+                best = i;
+        return best;
+    }
+    int m = sampler_filter(sm, in->sp, l);
+    // One uniform draw per sampled token, inverse CDF over the candidates.
+    double u = rng_uniform(in->rng);
+    if (m == 0)
+        return 0; // every logit masked: nothing sensible to draw
+    double vmax = -INFINITY, total = 0;
+    for (int i = 0; i < m; i++)
+        if (sm->cand[i].logit > vmax)
+            vmax = sm->cand[i].logit;
+    for (int i = 0; i < m; i++)
+        total += exp((double)sm->cand[i].logit - vmax);
+    double target = u * total, acc = 0;
+    for (int i = 0; i < m; i++) {
+        acc += exp((double)sm->cand[i].logit - vmax);
+        if (acc > target)
+            return sm->cand[i].id;
+    }
+    return sm->cand[m - 1].id; // rounding left target at the very end
+}
+
+// ---- logprobs ----
+
+void sampler_logprobs(const float *logits, int n_vocab, int32_t token, int k,
+                      struct vllmc_logprob *out, struct vllmc_top_logprob *top)
+{
+    float vmax = -INFINITY;
+    for (int i = 0; i < n_vocab; i++)
+        if (logits[i] > vmax)
+            vmax = logits[i];
+    double sum = 0;
+    for (int i = 0; i < n_vocab; i++)
+        sum += exp((double)logits[i] - vmax);
+    double lse = vmax + log(sum);
+    float lt = logits[token];
+    int rank = 0;
+    int n_top = 0;
+    if (k > n_vocab)
+        k = n_vocab;
+    for (int i = 0; i < n_vocab; i++) {
+        float v = logits[i];
+        rank += v >= lt;
+        if (k <= 0 || (n_top == k && !(v > top[k - 1].logprob)))
+            continue;
+        // Insert into the sorted top list (values kept as raw logits for now).
+        int j = n_top < k ? n_top++ : k - 1;
+        while (j > 0 && top[j - 1].logprob < v) {
+            top[j] = top[j - 1];
+            j--;
+        }
+        top[j] = (struct vllmc_top_logprob){.token_id = i, .logprob = v};
+    }
+    for (int i = 0; i < n_top; i++)
+        top[i].logprob = (float)((double)top[i].logprob - lse);
+    out->token_id = token;
+    out->logprob = (float)((double)lt - lse);
+    out->rank = rank;
+    out->n_top = n_top;
+    out->top = top;
+}
