@@ -430,17 +430,18 @@ enum vllmc_status safetensors_open(const char *path, struct safetensors **out, s
         rc = path_join(idx, sizeof idx, path, "model.safetensors.index.json", err);
         if (!rc)
             rc = path_join(single, sizeof single, path, "model.safetensors", err);
-        if (!rc && !stat(idx, &sb))
-            rc = open_index(st, path, idx, err);
-        else if (!rc && !stat(single, &sb)) {
+        // transformers' order: the single file first, then the index.
+        if (!rc && !stat(single, &sb)) {
             rc = open_file(st, single, err);
             if (!rc)
                 rc = index_names(st, err);
-        }
-        else if (!rc)
+        } else if (!rc && !stat(idx, &sb)) {
+            rc = open_index(st, path, idx, err);
+        } else if (!rc) {
             rc = err_set(err, VLLMC_ERR_NOT_FOUND,
                          "safetensors: %s: no model.safetensors or model.safetensors.index.json",
                          path);
+        }
     } else {
         rc = open_file(st, path, err);
         if (!rc)

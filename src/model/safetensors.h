@@ -27,7 +27,7 @@ struct safetensors;
 enum vllmc_status safetensors_parse(const void *bytes, size_t n_bytes, struct safetensors **out,
                                     struct err *err);
 // Opens a model: a .safetensors file, or a directory with model.safetensors or
-// model.safetensors.index.json (every shard mapped).
+// else model.safetensors.index.json (every shard mapped once). Errors name the file.
 enum vllmc_status safetensors_open(const char *path, struct safetensors **out, struct err *err);
 void safetensors_free(struct safetensors *st);
 
