@@ -91,6 +91,22 @@ enum vllmc_status detok_push(struct detok *d, int32_t id, const char **text, siz
     return VLLMC_OK;
 }
 
+enum vllmc_status detok_prime(struct detok *d, const int32_t *ids, size_t n_ids)
+{
+    for (size_t i = 0; i < n_ids; i++) {
+        const char *text;
+        size_t n;
+        enum vllmc_status rc = detok_push(d, ids[i], &text, &n);
+        if (rc)
+            return rc;
+    }
+    // A character cut at the end of the prompt belongs to the prompt.
+    d->pending.len = 0;
+    d->out.len = 0;
+    d->n_emitted = d->n_read;
+    return VLLMC_OK;
+}
+
 enum vllmc_status detok_flush(struct detok *d, const char **text, size_t *n_bytes)
 {
     enum vllmc_status rc = detok_emit(d, true);

@@ -24,6 +24,11 @@ void detok_free(struct detok *d); // NULL is a no-op
 // VLLMC_ERR_INVALID_ARG and changes nothing.
 enum vllmc_status detok_push(struct detok *d, int32_t id, const char **text, size_t *n_bytes);
 
+// Feeds the prompt's ids as context without returning their text, so that generated text
+// continues it: SentencePiece's leading-space rule applies at the start of the prompt, not
+// of the generated text ("Lily and Tom were friends." + "▁They" streams " They").
+enum vllmc_status detok_prime(struct detok *d, const int32_t *ids, size_t n_ids);
+
 // Ends the stream: bytes still held (an incomplete character) come out as U+FFFD. The
 // detokenizer can then start a new stream.
 enum vllmc_status detok_flush(struct detok *d, const char **text, size_t *n_bytes);
