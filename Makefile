@@ -20,8 +20,9 @@ build: deps
 	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_ARGS) >/dev/null
 	@cmake --build $(BUILD) -j $(JOBS)
 
+# Until the server exists, run the bundled model on the terminal.
 run: build
-	./$(BUILD)/vllmc serve
+	./$(BUILD)/vllmc generate --max-tokens 256
 
 test: build
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)

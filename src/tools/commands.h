@@ -3,6 +3,9 @@
 #ifndef VLLMC_TOOLS_COMMANDS_H
 #define VLLMC_TOOLS_COMMANDS_H
 
+int generate_main(int argc, char **argv);  // generate.c
+int info_main(int argc, char **argv);      // info.c
 int op_parity_main(int argc, char **argv); // op_parity.c
+int parity_main(int argc, char **argv);    // parity.c
 
 #endif

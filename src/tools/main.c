@@ -20,8 +20,11 @@ static int version_main(int argc, char **argv)
 }
 
 static const struct command commands[] = {
-    {"version", version_main, "print the version"},
+    {"generate", generate_main, "complete a prompt on the terminal"},
+    {"info", info_main, "architecture, shapes, tensor types and memory of a model"},
+    {"parity", parity_main, "greedy tokens against a reference (EXACT / TOP_K_MATCH / FAIL)"},
     {"op-parity", op_parity_main, "check every op provider against cpu-ref (NMSE)"},
+    {"version", version_main, "print the version"},
 };
 
 #define N_COMMANDS (sizeof commands / sizeof commands[0])

@@ -1,0 +1,250 @@
+// The forward pass of every supported architecture, written only as
+// backend_run_op() calls so that each backend and provider runs it unchanged.
+// Activations live in scratch carved once from backend memory at load time.
+#include "model/model.h"
+
+#include <math.h>
+
+#include "backend/backend.h"
+#include "model/kv_cache.h"
+
+#define SCRATCH_ALIGN 256
+
+// Per-token widths (in floats) of the scratch regions, in carving order.
+enum scratch_region {
+    SCR_X,     // residual stream [n, dim]
+    SCR_H,     // normed input of a block / projection output [n, dim]
+    SCR_Q,     // [n, n_heads, head_dim]
+    SCR_K,     // [n, n_kv_heads, head_dim]
+    SCR_V,     // [n, n_kv_heads, head_dim]
+    SCR_ATT,   // attention output [n, n_heads, head_dim]
+    SCR_GATE,  // [n, ff_dim]
+    SCR_UP,    // [n, ff_dim]
+    SCR_ACT,   // silu(gate) * up [n, ff_dim]
+    SCR_G,     // residual rows gathered for the logits [n_logits, dim]
+    SCR_COUNT
+};
+
+static int64_t scratch_width(const struct model_hparams *hp, enum scratch_region r)
+{
+    switch (r) {
+    case SCR_X:
+    case SCR_H:
+    case SCR_G:
+        return hp->dim;
+    case SCR_Q:
+    case SCR_ATT:
+        return (int64_t)hp->n_heads * hp->head_dim;
+    case SCR_K:
+    case SCR_V:
+        return (int64_t)hp->n_kv_heads * hp->head_dim;
+    case SCR_GATE:
+    case SCR_UP:
+    case SCR_ACT:
+        return hp->ff_dim;
+    case SCR_COUNT:
+        break;
+    }
+    return 0;
+}
+
+static size_t scratch_region_bytes(const struct model_hparams *hp, enum scratch_region r,
+                                   int n_tokens)
+{
+    size_t n = (size_t)scratch_width(hp, r) * (size_t)n_tokens * sizeof(float);
+    return (n + SCRATCH_ALIGN - 1) / SCRATCH_ALIGN * SCRATCH_ALIGN;
+}
+
+size_t model_scratch_bytes(const struct model_hparams *hp, int n_tokens)
+{
+    size_t total = 0;
+    for (int r = 0; r < SCR_COUNT; r++)
+        total += scratch_region_bytes(hp, (enum scratch_region)r, n_tokens);
+    return total;
+}
+
+// The activations of one call as tensor views over the scratch.
+struct fwd {
+    struct model *m;
+    struct backend *be;
+    struct err *err;
+    struct tensor x, h, q2, k2, v2, att2, gate, up, act; // 2-D views [n, width]
+    struct tensor q3, k3, v3, att3;                       // [n, heads, head_dim] views
+    struct tensor g, hl;                                  // [n_logits, dim]
+};
+
+static void fwd_view(struct fwd *f, struct tensor *t, enum scratch_region r, int64_t rows)
+{
+    const struct model_hparams *hp = &f->m->hp;
+    uint8_t *p = f->m->scratch;
+    for (int i = 0; i < (int)r; i++)
+        p += scratch_region_bytes(hp, (enum scratch_region)i, f->m->n_tokens_max);
+    VLLMC_ASSERT(tensor_init_2d(t, DTYPE_F32, p, scratch_width(hp, r), rows));
+    t->location = backend_location(f->be);
+}
+
+static void fwd_heads(struct tensor *t3, const struct tensor *t2, int n_heads, int head_dim)
+{
+    VLLMC_ASSERT(tensor_init_3d(t3, DTYPE_F32, t2->data, head_dim, n_heads, t2->ne[1]));
+    t3->location = t2->location;
+}
+
+static enum vllmc_status fwd_run(struct fwd *f, struct op_call *c)
+{
+    c->backend = f->be;
+    enum vllmc_status rc = backend_run_op(f->be, c);
+    if (rc)
+        err_copy(f->err, backend_err(f->be));
+    return rc;
+}
+
+static enum vllmc_status fwd_matmul(struct fwd *f, struct tensor *dst, struct tensor *x,
+                                    struct tensor *w, struct tensor *bias)
+{
+    struct op_call c = {.op = OP_MATMUL, .dst = dst, .src = {x, w, bias && bias->data ? bias : NULL}};
+    return fwd_run(f, &c);
+}
+
+static enum vllmc_status fwd_rmsnorm(struct fwd *f, struct tensor *dst, struct tensor *x,
+                                     struct tensor *w)
+{
+    struct op_call c = {.op = OP_RMSNORM, .dst = dst, .src = {x, w}, .p.eps = f->m->hp.rms_eps};
+    return fwd_run(f, &c);
+}
+
+// residual += x; dst = rmsnorm(residual) * w
+static enum vllmc_status fwd_add_rmsnorm(struct fwd *f, struct tensor *dst, struct tensor *x,
+                                         struct tensor *w, struct tensor *residual)
+{
+    struct op_call c = {.op = OP_ADD_RMSNORM, .dst = dst, .src = {x, w, residual},
+                        .p.eps = f->m->hp.rms_eps};
+    return fwd_run(f, &c);
+}
+
+// RoPE in place on t [n, heads, head_dim], with the per-head norm first when qk_norm.
+static enum vllmc_status fwd_rope(struct fwd *f, struct tensor *t, const struct model_batch *b,
+                                  struct tensor *norm)
+{
+    const struct model_hparams *hp = &f->m->hp;
+    struct op_call c = {.op = hp->qk_norm ? OP_QK_NORM_ROPE : OP_ROPE,
+                        .dst = t,
+                        .src = {(struct tensor *)&b->positions, &f->m->rope_inv_freq,
+                                hp->qk_norm ? norm : NULL},
+                        .p = {.eps = hp->rms_eps, .rope_dim = hp->rope_dim,
+                              .rope_neox = hp->rope_neox}};
+    return fwd_run(f, &c);
+}
+
+static enum vllmc_status fwd_attention(struct fwd *f, const struct model_batch *b,
+                                       struct kv_cache *kv, int l)
+{
+    const struct model_hparams *hp = &f->m->hp;
+    struct op_call store = {.op = OP_KV_STORE,
+                            .src = {&f->k3, &f->v3, &kv->k[l], &kv->v[l],
+                                    (struct tensor *)&b->slot_mapping}};
+    enum vllmc_status rc = fwd_run(f, &store);
+    if (rc)
+        return rc;
+    struct op_call att = {.op = OP_ATTENTION,
+                          .dst = &f->att3,
+                          .src = {&f->q3, &kv->k[l], &kv->v[l], (struct tensor *)&b->block_tables,
+                                  (struct tensor *)&b->seq_lens,
+                                  (struct tensor *)&b->query_start_loc},
+                          .p = {.scale = 1.0f / sqrtf((float)hp->head_dim),
+                                .max_seq_len = b->max_seq_len,
+                                .max_q_len = b->max_q_len}};
+    return fwd_run(f, &att);
+}
+
+static enum vllmc_status fwd_check(struct fwd *f, const struct model_batch *b,
+                                   const struct kv_cache *kv, const struct tensor *logits)
+{
+    const struct model *m = f->m;
+    if (b->n_tokens < 1 || b->n_tokens > m->n_tokens_max)
+        return err_set(f->err, VLLMC_ERR_INVALID_ARG, "forward: %d tokens (scratch holds %d)",
+                       b->n_tokens, m->n_tokens_max);
+    if (b->n_seqs < 1 || b->n_seqs > b->n_tokens || b->n_logits < 0 ||
+        b->n_logits > b->n_tokens)
+        return err_set(f->err, VLLMC_ERR_INVALID_ARG, "forward: %d seqs, %d logits for %d tokens",
+                       b->n_seqs, b->n_logits, b->n_tokens);
+    if (b->input_ids.ne[0] != b->n_tokens || b->positions.ne[0] != b->n_tokens ||
+        b->slot_mapping.ne[0] != b->n_tokens || b->seq_lens.ne[0] != b->n_seqs ||
+        b->query_start_loc.ne[0] != b->n_seqs + 1 || b->block_tables.ne[1] != b->n_seqs ||
+        b->logits_indices.ne[0] != b->n_logits)
+        return err_set(f->err, VLLMC_ERR_INVALID_ARG, "forward: batch tensors disagree with counts");
+    if (kv->n_layers != m->hp.n_layers || kv->n_kv_heads != m->hp.n_kv_heads ||
+        kv->head_dim != m->hp.head_dim)
+        return err_set(f->err, VLLMC_ERR_INVALID_ARG, "forward: kv cache made for another model");
+    if (b->n_logits &&
+        (!logits || logits->dtype != DTYPE_F32 || logits->ne[0] != m->hp.n_vocab ||
+         logits->ne[1] != b->n_logits))
+        return err_set(f->err, VLLMC_ERR_INVALID_ARG,
+                       "forward: logits must be f32 [%d, %d]", b->n_logits, m->hp.n_vocab);
+    return VLLMC_OK;
+}
+
+enum vllmc_status model_forward(struct model *m, const struct model_batch *b, struct kv_cache *kv,
+                                struct tensor *logits, struct err *err)
+{
+    const struct model_hparams *hp = &m->hp;
+    struct fwd f = {.m = m, .be = m->backend, .err = err};
+    enum vllmc_status rc = fwd_check(&f, b, kv, logits);
+    if (rc)
+        return rc;
+    int64_t n = b->n_tokens;
+    fwd_view(&f, &f.x, SCR_X, n);
+    fwd_view(&f, &f.h, SCR_H, n);
+    fwd_view(&f, &f.q2, SCR_Q, n);
+    fwd_view(&f, &f.k2, SCR_K, n);
+    fwd_view(&f, &f.v2, SCR_V, n);
+    fwd_view(&f, &f.att2, SCR_ATT, n);
+    fwd_view(&f, &f.gate, SCR_GATE, n);
+    fwd_view(&f, &f.up, SCR_UP, n);
+    fwd_view(&f, &f.act, SCR_ACT, n);
+    fwd_heads(&f.q3, &f.q2, hp->n_heads, hp->head_dim);
+    fwd_heads(&f.k3, &f.k2, hp->n_kv_heads, hp->head_dim);
+    fwd_heads(&f.v3, &f.v2, hp->n_kv_heads, hp->head_dim);
+    fwd_heads(&f.att3, &f.att2, hp->n_heads, hp->head_dim);
+
+    struct op_call embed = {.op = OP_EMBEDDING, .dst = &f.x,
+                            .src = {&m->token_embd, (struct tensor *)&b->input_ids}};
+    if ((rc = fwd_run(&f, &embed)) || (rc = fwd_rmsnorm(&f, &f.h, &f.x, &m->layers[0].attn_norm)))
+        return rc;
+
+    for (int l = 0; l < hp->n_layers; l++) {
+        struct model_layer *L = &m->layers[l];
+        if ((rc = fwd_matmul(&f, &f.q2, &f.h, &L->wq, &L->bq)) ||
+            (rc = fwd_matmul(&f, &f.k2, &f.h, &L->wk, &L->bk)) ||
+            (rc = fwd_matmul(&f, &f.v2, &f.h, &L->wv, &L->bv)) ||
+            (rc = fwd_rope(&f, &f.q3, b, &L->q_norm)) || (rc = fwd_rope(&f, &f.k3, b, &L->k_norm)) ||
+            (rc = fwd_attention(&f, b, kv, l)) ||
+            (rc = fwd_matmul(&f, &f.h, &f.att2, &L->wo, NULL)) ||
+            (rc = fwd_add_rmsnorm(&f, &f.h, &f.h, &L->ffn_norm, &f.x)) ||
+            (rc = fwd_matmul(&f, &f.gate, &f.h, &L->w_gate, NULL)) ||
+            (rc = fwd_matmul(&f, &f.up, &f.h, &L->w_up, NULL)))
+            return rc;
+        struct op_call silu = {.op = OP_SILU_MUL, .dst = &f.act, .src = {&f.gate, &f.up}};
+        if ((rc = fwd_run(&f, &silu)) || (rc = fwd_matmul(&f, &f.h, &f.act, &L->w_down, NULL)))
+            return rc;
+        if (l + 1 < hp->n_layers) {
+            rc = fwd_add_rmsnorm(&f, &f.h, &f.h, &m->layers[l + 1].attn_norm, &f.x);
+        } else {
+            struct op_call add = {.op = OP_ADD, .dst = &f.x, .src = {&f.x, &f.h}};
+            rc = fwd_run(&f, &add);
+        }
+        if (rc)
+            return rc;
+    }
+    if (!b->n_logits)
+        return VLLMC_OK;
+
+    // Only the requested rows reach the final norm and lm_head: gather them
+    // with the embedding op, the residual stream serving as the table.
+    fwd_view(&f, &f.g, SCR_G, b->n_logits);
+    fwd_view(&f, &f.hl, SCR_H, b->n_logits);
+    struct op_call gather = {.op = OP_EMBEDDING, .dst = &f.g,
+                             .src = {&f.x, (struct tensor *)&b->logits_indices}};
+    if ((rc = fwd_run(&f, &gather)) || (rc = fwd_rmsnorm(&f, &f.hl, &f.g, &m->output_norm)))
+        return rc;
+    return fwd_matmul(&f, logits, &f.hl, &m->output, NULL);
+}

@@ -1,0 +1,43 @@
+// Shared pieces of the vllmc sub-commands: option parsing, the default
+// model, backend creation and the model's tokenizer.
+#ifndef VLLMC_TOOLS_CLI_H
+#define VLLMC_TOOLS_CLI_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "core/status.h"
+
+struct backend;
+struct model;
+struct tokenizer;
+
+// Matches argv[*i] against a long (and optional short) option that takes a
+// value, accepting "--name value", "--name=value" and "-s value". On a match
+// *value points at the value and *i moves past it; a missing value is a usage
+// error reported on stderr (returns true with *value NULL).
+bool cli_opt(int argc, char **argv, int *i, const char *name, const char *short_name,
+             const char **value);
+
+// Strict number parsing for option values; false (with a message) on junk.
+bool cli_parse_int(const char *opt, const char *s, long min, long max, long *out);
+bool cli_parse_float(const char *opt, const char *s, double *out);
+// Parses "1,2,3" into a new array (mem_free) of *n ids.
+bool cli_parse_ids(const char *s, int32_t **ids, int *n);
+
+// The bundled model: the build's models/ folder, else next to the binary, else
+// the installed share directory. Never NULL; the first candidate if none exists.
+const char *cli_default_model(void);
+
+// Creates the named backend ("cpu" or "cuda") with n_threads (0 = all cores).
+int cli_backend_create(const char *device, int n_threads, bool log_providers,
+                       struct backend **out);
+
+// The tokenizer of a loaded model: GGUF tokenizer.ggml.* metadata, or the
+// folder's tokenizer.json (+ tokenizer_config.json). VLLMC_ERR_NOT_FOUND when
+// the model has none.
+enum vllmc_status cli_tokenizer_load(const struct model *m, struct tokenizer **out,
+                                     struct err *err);
+
+#endif
