@@ -26,17 +26,17 @@ status=0
 [ "$status" -eq 1 ] || fail "truncated file: exit status $status"
 [ "$(wc -l <"$tmp/err")" -eq 1 ] && grep -q "cut.gguf" "$tmp/err" || fail "truncated file: $(cat "$tmp/err")"
 
-"$bin" parity --reference "$golden/stories260K.greedy.json" >"$tmp/p1" || fail "parity batch 1: $(cat "$tmp/p1")"
+"$bin" parity -t 1 --reference "$golden/stories260K.greedy.json" >"$tmp/p1" || fail "parity batch 1: $(cat "$tmp/p1")"
 grep -q "parity: 4 EXACT, 0 TOP_K_MATCH, 0 FAIL" "$tmp/p1" || fail "parity batch 1: $(cat "$tmp/p1")"
-"$bin" parity -m "$shared/models/stories260K-hf-sharded" --batch 8 \
+"$bin" parity -t 1 -m "$shared/models/stories260K-hf-sharded" --batch 8 \
     --reference "$golden/stories260K.greedy.json" >"$tmp/p8" || fail "parity batch 8: $(cat "$tmp/p8")"
 grep -q "parity: 8 EXACT" "$tmp/p8" || fail "parity batch 8: $(cat "$tmp/p8")"
 
 # BF16 weights change prompt 3's greedy text: the F32 reference must flag it.
 status=0
-"$bin" parity -m "$shared/models/stories260K-hf-bf16" --reference "$golden/stories260K.greedy.json" \
+"$bin" parity -t 1 -m "$shared/models/stories260K-hf-bf16" --reference "$golden/stories260K.greedy.json" \
     >"$tmp/pb" || status=$?
 [ "$status" -eq 1 ] && grep -q "FAIL at step" "$tmp/pb" || fail "bf16 vs f32: status $status: $(cat "$tmp/pb")"
-"$bin" parity -m "$shared/models/stories260K-hf-bf16" \
+"$bin" parity -t 1 -m "$shared/models/stories260K-hf-bf16" \
     --reference "$golden/stories260K-hf-bf16.greedy.json" >"$tmp/pb" || fail "bf16: $(cat "$tmp/pb")"
 echo "test_model_cli: ok"
