@@ -1,5 +1,5 @@
 // Shared pieces of the vllmc sub-commands: option parsing, the default
-// model, backend creation and the model's tokenizer.
+// model and backend creation.
 #ifndef VLLMC_TOOLS_CLI_H
 #define VLLMC_TOOLS_CLI_H
 
@@ -11,7 +11,6 @@
 
 struct backend;
 struct model;
-struct tokenizer;
 
 // Matches argv[*i] against a long (and optional short) option that takes a
 // value, accepting "--name value", "--name=value" and "-s value". On a match
@@ -33,11 +32,5 @@ const char *cli_default_model(void);
 // Creates the named backend ("cpu" or "cuda") with n_threads (0 = all cores).
 int cli_backend_create(const char *device, int n_threads, bool log_providers,
                        struct backend **out);
-
-// The tokenizer of a loaded model: GGUF tokenizer.ggml.* metadata, or the
-// folder's tokenizer.json (+ tokenizer_config.json). VLLMC_ERR_NOT_FOUND when
-// the model has none.
-enum vllmc_status cli_tokenizer_load(const struct model *m, struct tokenizer **out,
-                                     struct err *err);
 
 #endif

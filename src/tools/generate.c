@@ -11,14 +11,13 @@
 #include "model/batch_builder.h"
 #include "model/kv_cache.h"
 #include "model/model.h"
+#include "engine/tokenizer_load.h"
+#include "tokenizer/detok.h"
 #include "tokenizer/tokenizer.h"
 #include "tools/cli.h"
 #include "tools/commands.h"
 
 #define GEN_BLOCK_SIZE 16
-// Tokens of context decoded again with each new token, so that pieces which
-// depend on their neighbours (leading spaces, multi-byte characters) come out right.
-#define GEN_DETOK_WINDOW 6
 
 struct gen_opts {
     const char *model;
@@ -45,6 +44,7 @@ struct gen {
     struct backend *be;
     struct model *m;
     struct tokenizer *tok;            // NULL when the model has none
+    struct detok *detok;              // streaming text of the generated ids, with tok
     struct kv_cache *kv;
     struct batch_builder bb;
     float *logits;                    // [n_vocab] on the host
@@ -57,9 +57,6 @@ struct gen {
     int n_blocks;
     struct gen_candidate *cands;      // [n_vocab] sampling scratch
     uint64_t rng;
-    // incremental detokenization (offsets into ids)
-    int prefix_off;
-    int read_off;
 };
 
 static void gen_usage(FILE *f)
@@ -247,35 +244,24 @@ static int gen_prefill(struct gen *g)
     return 0;
 }
 
-// Prints the text the newest tokens add (vLLM's incremental detokenization:
-// decode a short window before and after, print the difference once it no
-// longer ends inside a multi-byte character).
+// Prints the text the newest token completes (held back while a multi-byte
+// character is still incomplete).
 static void gen_emit(struct gen *g)
 {
     if (g->o.print_ids)
         return;
-    if (!g->tok) {
-        printf("%s%d", g->n_ids - 1 > g->n_prompt ? " " : "", g->ids[g->n_ids - 1]);
+    int32_t id = g->ids[g->n_ids - 1];
+    if (!g->detok) {
+        printf("%s%d", g->n_ids - 1 > g->n_prompt ? " " : "", id);
         fflush(stdout);
         return;
     }
-    char *prefix = NULL, *full = NULL;
-    size_t n_prefix = 0, n_full = 0;
-    unsigned flags = TOKENIZER_DECODE_SKIP_SPECIAL;
-    if (tokenizer_decode(g->tok, g->ids + g->prefix_off, (size_t)(g->read_off - g->prefix_off),
-                         flags, &prefix, &n_prefix) ||
-        tokenizer_decode(g->tok, g->ids + g->prefix_off, (size_t)(g->n_ids - g->prefix_off), flags,
-                         &full, &n_full))
-        goto out;
-    if (n_full > n_prefix && !(n_full >= 3 && !memcmp(full + n_full - 3, "\xEF\xBF\xBD", 3))) {
-        fwrite(full + n_prefix, 1, n_full - n_prefix, stdout);
+    const char *text;
+    size_t n;
+    if (!detok_push(g->detok, id, &text, &n) && n) {
+        fwrite(text, 1, n, stdout);
         fflush(stdout);
-        g->prefix_off = g->read_off;
-        g->read_off = g->n_ids;
     }
-out:
-    mem_free(prefix);
-    mem_free(full);
 }
 
 static bool gen_is_end(const struct gen *g, int32_t id)
@@ -356,13 +342,19 @@ static int gen_setup(struct gen *g)
         fprintf(stderr, "vllmc: %s\n", err.msg);
         return 1;
     }
-    enum vllmc_status st = cli_tokenizer_load(g->m, &g->tok, &err);
+    enum vllmc_status st = g->m->gguf ? tokenizer_load_gguf(g->m->gguf, &g->tok, &err)
+                                      : tokenizer_load_path(g->m->path, &g->tok, &err);
     if (st && st != VLLMC_ERR_NOT_FOUND) {
         fprintf(stderr, "vllmc: tokenizer: %s\n", err.msg);
         return 1;
     }
     if ((rc = gen_prompt(g)))
         return rc;
+    if (g->tok && (detok_create(g->tok, TOKENIZER_DECODE_SKIP_SPECIAL, &g->detok) ||
+                   detok_prime(g->detok, g->ids, (size_t)g->n_prompt))) {
+        fprintf(stderr, "vllmc: out of memory\n");
+        return 1;
+    }
     g->n_blocks = (g->n_ctx + GEN_BLOCK_SIZE - 1) / GEN_BLOCK_SIZE;
     struct kv_cache_params kp;
     kv_cache_params_default(&kp);
@@ -389,8 +381,6 @@ static int gen_setup(struct gen *g)
     for (int i = 0; i < g->n_blocks; i++)
         g->block_table[i] = i;
     g->rng = g->o.seed;
-    g->read_off = g->n_prompt;
-    g->prefix_off = g->n_prompt > GEN_DETOK_WINDOW ? g->n_prompt - GEN_DETOK_WINDOW : 0;
     return 0;
 }
 
@@ -405,6 +395,7 @@ static void gen_teardown(struct gen *g)
     mem_free(g->block_table);
     mem_free(g->ids);
     kv_cache_free(g->kv);
+    detok_free(g->detok);
     tokenizer_free(g->tok);
     model_free(g->m);
     backend_free(g->be);
@@ -437,6 +428,10 @@ static int gen_run(struct gen *g)
             printf("%s%d", i > g->n_prompt ? ", " : "", g->ids[i]);
         printf("]\n");
     } else {
+        const char *text;
+        size_t n;
+        if (g->detok && !detok_flush(g->detok, &text, &n))
+            fwrite(text, 1, n, stdout);
         printf("\n");
     }
     fflush(stdout);
