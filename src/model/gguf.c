@@ -14,20 +14,20 @@
 #define GGUF_MAX_DIMS 4
 
 struct gguf_file {
-    const uint8_t *bytes;       // borrowed from the caller, or the mapping below
+    const uint8_t *bytes; // borrowed from the caller, or the mapping below
     size_t n_bytes;
     uint32_t version;
-    size_t alignment;           // of tensor offsets and the data section start
-    size_t data_offset;         // file offset of the data section
+    size_t alignment;   // of tensor offsets and the data section start
+    size_t data_offset; // file offset of the data section
     size_t n_kv;
-    struct gguf_kv *kvs;        // [n_kv] owned
-    size_t *kv_str_base;        // [n_kv] owned: STRING arrays' first index into str_pool
-    struct gguf_str *str_pool;  // [n_arr_strs] owned: the elements of every STRING array
+    struct gguf_kv *kvs;       // [n_kv] owned
+    size_t *kv_str_base;       // [n_kv] owned: STRING arrays' first index into str_pool
+    struct gguf_str *str_pool; // [n_arr_strs] owned: the elements of every STRING array
     size_t n_tensors;
-    struct gguf_tensor_info *tensors;          // [n_tensors] owned
-    const struct gguf_kv **kv_sorted;          // [n_kv] owned: by key, for lookups
-    const struct gguf_tensor_info **t_sorted;  // [n_tensors] owned: by name
-    struct file_map map;        // owned mapping (gguf_open), or zeroed
+    struct gguf_tensor_info *tensors;         // [n_tensors] owned
+    const struct gguf_kv **kv_sorted;         // [n_kv] owned: by key, for lookups
+    const struct gguf_tensor_info **t_sorted; // [n_tensors] owned: by name
+    struct file_map map;                      // owned mapping (gguf_open), or zeroed
 };
 
 // A cursor over the image. pool, when set, receives STRING array elements.
@@ -36,13 +36,13 @@ struct reader {
     size_t n, pos;
     uint32_t version;
     struct err *err;
-    struct gguf_str *pool;      // next free pool slot (second walk only)
-    size_t n_arr_strs;          // STRING array elements seen so far
+    struct gguf_str *pool; // next free pool slot (second walk only)
+    size_t n_arr_strs;     // STRING array elements seen so far
 };
 
 static const char *const type_names[GGUF_TYPE_COUNT] = {
-    "uint8", "int8", "uint16", "int16", "uint32", "int32", "float32",
-    "bool",  "string", "array", "uint64", "int64", "float64",
+    "uint8", "int8",   "uint16", "int16",  "uint32", "int32",   "float32",
+    "bool",  "string", "array",  "uint64", "int64",  "float64",
 };
 
 // Size of a packed scalar of type t; 0 for STRING and ARRAY.
@@ -108,9 +108,10 @@ static enum vllmc_status rd_str(struct reader *r, struct gguf_str *out, const ch
     if (rc)
         return rc;
     if (len > r->n - r->pos)
-        return err_set(r->err, VLLMC_ERR_FORMAT,
-                       "gguf: %s at offset %zu: string length %llu past end of file (%zu bytes left)",
-                       what, r->pos, (unsigned long long)len, r->n - r->pos);
+        return err_set(
+            r->err, VLLMC_ERR_FORMAT,
+            "gguf: %s at offset %zu: string length %llu past end of file (%zu bytes left)", what,
+            r->pos, (unsigned long long)len, r->n - r->pos);
     out->ptr = (const char *)r->p + r->pos;
     out->len = len;
     r->pos += (size_t)len;
@@ -123,10 +124,18 @@ static void decode_scalar(enum gguf_type t, const uint8_t *b, struct gguf_value 
 {
     uint64_t u = le_u64(b, type_size(t));
     switch (t) {
-    case GGUF_TYPE_INT8: v->i64 = (int8_t)u; break;
-    case GGUF_TYPE_INT16: v->i64 = (int16_t)u; break;
-    case GGUF_TYPE_INT32: v->i64 = (int32_t)u; break;
-    case GGUF_TYPE_INT64: v->i64 = (int64_t)u; break;
+    case GGUF_TYPE_INT8:
+        v->i64 = (int8_t)u;
+        break;
+    case GGUF_TYPE_INT16:
+        v->i64 = (int16_t)u;
+        break;
+    case GGUF_TYPE_INT32:
+        v->i64 = (int32_t)u;
+        break;
+    case GGUF_TYPE_INT64:
+        v->i64 = (int64_t)u;
+        break;
     case GGUF_TYPE_FLOAT32: {
         uint32_t w = (uint32_t)u;
         float f;
@@ -134,9 +143,15 @@ static void decode_scalar(enum gguf_type t, const uint8_t *b, struct gguf_value 
         v->f64 = f;
         break;
     }
-    case GGUF_TYPE_FLOAT64: memcpy(&v->f64, &u, 8); break;
-    case GGUF_TYPE_BOOL: v->u64 = u != 0; break;
-    default: v->u64 = u; break;
+    case GGUF_TYPE_FLOAT64:
+        memcpy(&v->f64, &u, 8);
+        break;
+    case GGUF_TYPE_BOOL:
+        v->u64 = u != 0;
+        break;
+    default:
+        v->u64 = u;
+        break;
     }
 }
 
@@ -169,9 +184,10 @@ static enum vllmc_status rd_array(struct reader *r, struct gguf_value *v, const 
     // the count is bounded by the bytes left before anything is walked.
     size_t min_el = et == GGUF_TYPE_STRING ? count_size(r) : type_size(et);
     if (n > (r->n - r->pos) / min_el)
-        return err_set(r->err, VLLMC_ERR_FORMAT,
-                       "gguf: key '%s': array of %llu %s elements past end of file (%zu bytes left)",
-                       key, (unsigned long long)n, type_names[et], r->n - r->pos);
+        return err_set(
+            r->err, VLLMC_ERR_FORMAT,
+            "gguf: key '%s': array of %llu %s elements past end of file (%zu bytes left)", key,
+            (unsigned long long)n, type_names[et], r->n - r->pos);
     v->arr.type = et;
     v->arr.n = n;
     v->arr.data = r->p + r->pos;
@@ -301,8 +317,8 @@ static enum vllmc_status gguf_walk(struct gguf_file *g, struct reader *r)
         return rc;
     if (memcmp(magic, "GGUF", 4))
         return err_set(r->err, VLLMC_ERR_FORMAT,
-                       "gguf: bad magic %02x %02x %02x %02x (not a GGUF file)", magic[0],
-                       magic[1], magic[2], magic[3]);
+                       "gguf: bad magic %02x %02x %02x %02x (not a GGUF file)", magic[0], magic[1],
+                       magic[2], magic[3]);
     rc = rd_uint(r, 4, &version, "version");
     if (rc)
         return rc;
@@ -323,11 +339,12 @@ static enum vllmc_status gguf_walk(struct gguf_file *g, struct reader *r)
     // The smallest key/value is a length prefix, an empty key, a type and one
     // byte; the smallest tensor info a name prefix, n_dims, one dim, type, offset.
     size_t left = r->n - r->pos, cs = count_size(r);
-    if (n_kv > left / (cs + 4 + 1))
+    size_t min_kv = cs + 4 + 1, min_ti = cs + 4 + cs + 4 + 8;
+    if (n_kv > left / min_kv)
         return err_set(r->err, VLLMC_ERR_FORMAT,
                        "gguf: metadata count %llu cannot fit in the %zu bytes left",
                        (unsigned long long)n_kv, left);
-    if (n_tensors > left / (cs + 4 + cs + 4 + 8))
+    if (n_tensors > (left - (size_t)n_kv * min_kv) / min_ti)
         return err_set(r->err, VLLMC_ERR_FORMAT,
                        "gguf: tensor count %llu cannot fit in the %zu bytes left",
                        (unsigned long long)n_tensors, left);
@@ -369,9 +386,10 @@ static enum vllmc_status gguf_walk(struct gguf_file *g, struct reader *r)
     size_t pad = (g->alignment - r->pos % g->alignment) % g->alignment;
     g->data_offset = r->pos + pad;
     if (g->n_tensors && pad > r->n - r->pos)
-        return err_set(r->err, VLLMC_ERR_FORMAT,
-                       "gguf: truncated file: data section at offset %zu is past the end (%zu bytes)",
-                       g->data_offset, r->n);
+        return err_set(
+            r->err, VLLMC_ERR_FORMAT,
+            "gguf: truncated file: data section at offset %zu is past the end (%zu bytes)",
+            g->data_offset, r->n);
     return VLLMC_OK;
 }
 
@@ -388,7 +406,8 @@ static int str_cmp(struct gguf_str a, struct gguf_str b)
 
 static int kv_cmp(const void *a, const void *b)
 {
-    return str_cmp((*(const struct gguf_kv *const *)a)->key, (*(const struct gguf_kv *const *)b)->key);
+    return str_cmp((*(const struct gguf_kv *const *)a)->key,
+                   (*(const struct gguf_kv *const *)b)->key);
 }
 
 static int tensor_name_cmp(const void *a, const void *b)
@@ -414,10 +433,10 @@ static enum vllmc_status gguf_check(struct gguf_file *g, struct err *err)
     for (size_t i = 0; i < g->n_tensors; i++) {
         struct gguf_tensor_info *t = &g->tensors[i];
         if (t->offset > data_bytes)
-            return err_set(err, VLLMC_ERR_FORMAT,
-                           "gguf: tensor '%s' starts past end of file (data offset %zu + %llu > %zu)",
-                           str_show(t->name, show), g->data_offset,
-                           (unsigned long long)t->offset, g->n_bytes);
+            return err_set(
+                err, VLLMC_ERR_FORMAT,
+                "gguf: tensor '%s' starts past end of file (data offset %zu + %llu > %zu)",
+                str_show(t->name, show), g->data_offset, (unsigned long long)t->offset, g->n_bytes);
         if (t->n_bytes > data_bytes - t->offset)
             return err_set(err, VLLMC_ERR_FORMAT,
                            "gguf: tensor '%s' extends past end of file (offset %llu + %zu > %zu)",

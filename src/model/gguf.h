@@ -44,8 +44,8 @@ struct gguf_value {
             enum gguf_type type; // element type (never ARRAY of ARRAY in practice;
                                  // nested arrays are rejected)
             uint64_t n;
-            const void *data;    // borrowed: packed elements, or for STRING
-                                 // arrays the first length prefix
+            const void *data; // borrowed: packed elements, or for STRING
+                              // arrays the first length prefix
         } arr;
     };
 };
@@ -58,10 +58,10 @@ struct gguf_kv {
 struct gguf_tensor_info {
     struct gguf_str name;
     int n_dims;
-    int64_t ne[4];     // innermost first, unused = 1
+    int64_t ne[4]; // innermost first, unused = 1
     enum dtype dtype;
-    uint64_t offset;   // relative to the data section
-    const void *data;  // borrowed: start of the tensor's bytes
+    uint64_t offset;  // relative to the data section
+    const void *data; // borrowed: start of the tensor's bytes
     size_t n_bytes;
 };
 

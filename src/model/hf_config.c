@@ -144,8 +144,7 @@ static enum vllmc_status parse_rope(const json_t *root, const char *key, const c
                        model_json_type(r));
     const char *type_key = json_object_get(r, "rope_type") ? "rope_type" : "type";
     if (!json_is_string(json_object_get(r, type_key)))
-        return err_set(err, VLLMC_ERR_FORMAT, "%s: \"%s\" needs a \"rope_type\" string", doc,
-                       key);
+        return err_set(err, VLLMC_ERR_FORMAT, "%s: \"%s\" needs a \"rope_type\" string", doc, key);
     struct hf_rope_scaling *s = &c->rope_scaling;
     memset(s, 0, sizeof *s);
     enum vllmc_status rc = get_str(r, type_key, doc, s->type_name, sizeof s->type_name, err);
@@ -210,8 +209,8 @@ static enum vllmc_status parse_architectures(const json_t *root, const char *doc
     return VLLMC_OK;
 }
 
-static enum vllmc_status config_from_json(const json_t *root, const char *doc,
-                                          struct hf_config *c, struct err *err)
+static enum vllmc_status config_from_json(const json_t *root, const char *doc, struct hf_config *c,
+                                          struct err *err)
 {
     if (!json_is_object(root))
         return err_set(err, VLLMC_ERR_FORMAT, "%s: must be a JSON object (found %s)", doc,
@@ -235,8 +234,7 @@ static enum vllmc_status config_from_json(const json_t *root, const char *doc,
     if (!rc)
         rc = get_str(root, "model_type", doc, c->model_type, sizeof c->model_type, err);
     for (size_t i = 0; !rc && i < sizeof ints / sizeof ints[0]; i++)
-        rc = get_int(root, ints[i].key, doc, 0, (int64_t *)((char *)c + ints[i].offset), NULL,
-                     err);
+        rc = get_int(root, ints[i].key, doc, 0, (int64_t *)((char *)c + ints[i].offset), NULL, err);
     if (!rc)
         rc = get_num(root, "rms_norm_eps", doc, &c->rms_norm_eps, NULL, err);
     if (!rc)
@@ -327,11 +325,10 @@ static enum vllmc_status gen_parse_doc(const char *json, size_t n, const char *d
 // ---- files ----
 
 // Maps path, or path/name when path is a folder, and hands the bytes to parse.
-static enum vllmc_status load_json_file(const char *path, const char *name,
-                                        enum vllmc_status (*parse)(const char *, size_t,
-                                                                   const char *, void *,
-                                                                   struct err *),
-                                        void *out, struct err *err)
+static enum vllmc_status
+load_json_file(const char *path, const char *name,
+               enum vllmc_status (*parse)(const char *, size_t, const char *, void *, struct err *),
+               void *out, struct err *err)
 {
     char buf[4096];
     struct stat sb;
@@ -367,8 +364,7 @@ static enum vllmc_status gen_parse_any(const char *json, size_t n, const char *d
 
 // ---- public ----
 
-enum vllmc_status hf_config_parse(const char *json, size_t n, struct hf_config *c,
-                                  struct err *err)
+enum vllmc_status hf_config_parse(const char *json, size_t n, struct hf_config *c, struct err *err)
 {
     return config_parse_doc(json, n, "config.json", c, err);
 }

@@ -26,12 +26,12 @@ struct st_shard {
 };
 
 struct safetensors {
-    struct st_tensor *tensors;        // [n_tensors] owned
+    struct st_tensor *tensors; // [n_tensors] owned
     size_t n_tensors, cap_tensors;
-    const struct st_tensor **sorted;  // [n_tensors] owned: by name
-    struct st_shard *shards;          // [n_shards] owned
+    const struct st_tensor **sorted; // [n_tensors] owned: by name
+    struct st_shard *shards;         // [n_shards] owned
     size_t n_shards;
-    char *metadata_json;              // owned, or NULL
+    char *metadata_json; // owned, or NULL
 };
 
 static const struct {
@@ -67,8 +67,9 @@ static enum vllmc_status entry_parse(const char *name, const json_t *v, size_t d
                                      struct st_tensor *t, uint64_t *begin, struct err *err)
 {
     if (!json_is_object(v))
-        return err_set(err, VLLMC_ERR_FORMAT, "safetensors: tensor '%s': entry is not an object (found %s)",
-                       name, model_json_type(v));
+        return err_set(err, VLLMC_ERR_FORMAT,
+                       "safetensors: tensor '%s': entry is not an object (found %s)", name,
+                       model_json_type(v));
     const json_t *jd = json_object_get(v, "dtype"), *js = json_object_get(v, "shape"),
                  *jo = json_object_get(v, "data_offsets");
     if (!json_is_string(jd))
@@ -78,8 +79,7 @@ static enum vllmc_status entry_parse(const char *name, const json_t *v, size_t d
         return err_set(err, VLLMC_ERR_FORMAT, "safetensors: tensor '%s': \"shape\" %s", name,
                        js ? "is not an array" : "is missing");
     if (!json_is_array(jo) || json_array_size(jo) != 2)
-        return err_set(err, VLLMC_ERR_FORMAT,
-                       "safetensors: tensor '%s': \"data_offsets\" %s", name,
+        return err_set(err, VLLMC_ERR_FORMAT, "safetensors: tensor '%s': \"data_offsets\" %s", name,
                        jo ? "is not an array of two integers" : "is missing");
     const char *dname = json_string_value(jd);
     size_t i;
@@ -177,9 +177,8 @@ static enum vllmc_status shard_add(struct safetensors *st, const uint8_t *bytes,
                        (unsigned long long)hlen, ST_MAX_HEADER_BYTES);
     if (hlen < 2 || bytes[8] != '{')
         return err_set(err, VLLMC_ERR_FORMAT, "safetensors: header is not a JSON object");
-    enum vllmc_status rc =
-        model_json_parse((const char *)bytes + 8, (size_t)hlen, "safetensors header", &sh->header,
-                         err);
+    enum vllmc_status rc = model_json_parse((const char *)bytes + 8, (size_t)hlen,
+                                            "safetensors header", &sh->header, err);
     if (rc)
         return rc;
     if (!json_is_object(sh->header))
@@ -213,8 +212,7 @@ static enum vllmc_status shard_add(struct safetensors *st, const uint8_t *bytes,
         size_t cap = st->n_tensors + n_new;
         struct st_tensor *t = mem_realloc(st->tensors, (cap ? cap : 1) * sizeof *t);
         if (!t)
-            return err_set(err, VLLMC_ERR_NOMEM, "safetensors: out of memory for %zu tensors",
-                           cap);
+            return err_set(err, VLLMC_ERR_NOMEM, "safetensors: out of memory for %zu tensors", cap);
         st->tensors = t;
         st->cap_tensors = cap;
     }
@@ -240,7 +238,8 @@ static enum vllmc_status shard_add(struct safetensors *st, const uint8_t *bytes,
         qsort(first, n_new, sizeof *first, by_data);
     for (i = 1; i < n_new; i++) {
         const struct st_tensor *a = &first[i - 1], *b = &first[i];
-        if (a->n_bytes && b->n_bytes && (const uint8_t *)a->data + a->n_bytes > (const uint8_t *)b->data)
+        if (a->n_bytes && b->n_bytes &&
+            (const uint8_t *)a->data + a->n_bytes > (const uint8_t *)b->data)
             return err_set(err, VLLMC_ERR_FORMAT,
                            "safetensors: tensors '%s' and '%s' overlap (data offsets %zu+%zu and "
                            "%zu)",
@@ -287,8 +286,8 @@ enum vllmc_status safetensors_parse(const void *bytes, size_t n_bytes, struct sa
     if (!st)
         return err_set(err, VLLMC_ERR_NOMEM, "safetensors: out of memory");
     struct file_map none = {0};
-    enum vllmc_status rc = shard_add(st, bytes ? bytes : (const void *)"", bytes ? n_bytes : 0,
-                                     none, err);
+    enum vllmc_status rc =
+        shard_add(st, bytes ? bytes : (const void *)"", bytes ? n_bytes : 0, none, err);
     if (!rc)
         rc = index_names(st, err);
     if (rc) {
@@ -346,8 +345,8 @@ static enum vllmc_status open_index(struct safetensors *st, const char *dir, con
     if (rc)
         return err_set(err, rc, "safetensors: %s", e.msg);
     if (fm.n_bytes > ST_MAX_INDEX_BYTES)
-        rc = err_set(err, VLLMC_ERR_FORMAT, "safetensors: %s: index larger than %u bytes",
-                     idx_path, ST_MAX_INDEX_BYTES);
+        rc = err_set(err, VLLMC_ERR_FORMAT, "safetensors: %s: index larger than %u bytes", idx_path,
+                     ST_MAX_INDEX_BYTES);
     else
         rc = model_json_parse(fm.addr, fm.n_bytes, idx_path, &root, err);
     file_map_close(&fm);

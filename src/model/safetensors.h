@@ -11,14 +11,14 @@
 #include "core/status.h"
 
 struct st_tensor {
-    const char *name;   // owned by the safetensors object, NUL-terminated
-    enum dtype dtype;   // F32, F16, BF16, I32, I64, I8, U8 (others rejected with a clear error)
+    const char *name; // owned by the safetensors object, NUL-terminated
+    enum dtype dtype; // F32, F16, BF16, I32, I64, I8, U8 (others rejected with a clear error)
     int n_dims;
-    int64_t ne[4];      // innermost first (the JSON shape reversed), unused = 1
-    const void *data;   // borrowed from the mapping
+    int64_t ne[4];    // innermost first (the JSON shape reversed), unused = 1
+    const void *data; // borrowed from the mapping
     size_t n_bytes;
-    int shard;          // index of the file holding it: 0 for a single file, else the
-                        // order in which the index first names the shards
+    int shard; // index of the file holding it: 0 for a single file, else the
+               // order in which the index first names the shards
 };
 
 struct safetensors;

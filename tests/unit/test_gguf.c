@@ -125,7 +125,7 @@ static struct buf craft_file(enum craft c, uint32_t version)
     put_key(&b, "t.u64", GGUF_TYPE_UINT64);
     put_u64(&b, 0x8000000000000001ull);
     put_key(&b, "t.i64", GGUF_TYPE_INT64);
-    put_u64(&b, (uint64_t)-(1ll << 40));
+    put_u64(&b, (uint64_t) - (1ll << 40));
     put_key(&b, "t.f64", GGUF_TYPE_FLOAT64);
     put(&b, "\x00\x00\x00\x00\x00\x00\x0a\x40", 8); // 3.25
     put_key(&b, "t.arr_i32", GGUF_TYPE_ARRAY);
@@ -370,8 +370,8 @@ static void check_tok(const struct gguf_file *g, uint64_t i, const char *want)
     struct gguf_str s = {0};
     CHECK(gguf_arr_str(g, "tokenizer.ggml.tokens", i, &s));
     if (!gguf_str_eq(s, want)) {
-        fprintf(stderr, "  token %llu: '%.*s' != '%s'\n", (unsigned long long)i, (int)s.len,
-                s.ptr, want);
+        fprintf(stderr, "  token %llu: '%.*s' != '%s'\n", (unsigned long long)i, (int)s.len, s.ptr,
+                want);
         check_failures++;
     }
 }
@@ -401,10 +401,8 @@ static void test_stories260k_v3(void)
     CHECK(!gguf_get_f64(g, "llama.rope.freq_base", &f));
     CHECK(gguf_get_f64(g, "llama.attention.layer_norm_rms_epsilon", &f));
     CHECK_NEAR(f, 1e-5, 0, 1e-6);
-    CHECK(gguf_get_arr(g, "tokenizer.ggml.tokens", &et, &u) && et == GGUF_TYPE_STRING &&
-          u == 512);
-    CHECK(gguf_get_arr(g, "tokenizer.ggml.scores", &et, &u) && et == GGUF_TYPE_FLOAT32 &&
-          u == 512);
+    CHECK(gguf_get_arr(g, "tokenizer.ggml.tokens", &et, &u) && et == GGUF_TYPE_STRING && u == 512);
+    CHECK(gguf_get_arr(g, "tokenizer.ggml.scores", &et, &u) && et == GGUF_TYPE_FLOAT32 && u == 512);
     check_tok(g, 0, "<unk>");
     check_tok(g, 1, "<s>");
     check_tok(g, 2, "</s>");
@@ -552,16 +550,11 @@ static void test_open_errors(void)
 int main(int argc, char **argv)
 {
     static const struct check_case cases[] = {
-        {"crafted_valid", test_crafted_valid},
-        {"crafted_corrupt", test_crafted_corrupt},
-        {"every_truncation", test_every_truncation},
-        {"oom", test_oom},
-        {"stories260k_v3", test_stories260k_v3},
-        {"stories260k_v1", test_stories260k_v1},
-        {"llama2_tiny_f16", test_llama2_tiny_f16},
-        {"vocab_files", test_vocab_files},
-        {"open_errors", test_open_errors},
-        {NULL, NULL},
+        {"crafted_valid", test_crafted_valid},       {"crafted_corrupt", test_crafted_corrupt},
+        {"every_truncation", test_every_truncation}, {"oom", test_oom},
+        {"stories260k_v3", test_stories260k_v3},     {"stories260k_v1", test_stories260k_v1},
+        {"llama2_tiny_f16", test_llama2_tiny_f16},   {"vocab_files", test_vocab_files},
+        {"open_errors", test_open_errors},           {NULL, NULL},
     };
     return check_run(cases, argc, argv);
 }

@@ -130,7 +130,7 @@ static void test_qwen(void)
     hf_config_deinit(&c);
     CHECK_EQ_INT(hf_config_parse(qwen3_config, strlen(qwen3_config), &c, &e), VLLMC_OK);
     CHECK_EQ_STR(c.architecture, "Qwen3ForCausalLM");
-    CHECK_EQ_INT(c.head_dim, 128); // explicit, not 1024 / 16
+    CHECK_EQ_INT(c.head_dim, 128);       // explicit, not 1024 / 16
     CHECK_NEAR(c.rope_theta, 1e6, 0, 0); // an integer in the file
     CHECK_EQ_INT(c.rope_scaling.type, HF_ROPE_SCALING_NONE);
     hf_config_deinit(&c);
@@ -184,17 +184,23 @@ static void test_wrong_types(void)
         {"{\"hidden_size\":64.0}", "\"hidden_size\" must be an integer (found real)"},
         {"{\"num_hidden_layers\":-1}", "\"num_hidden_layers\" is -1, below 0"},
         {"{\"rms_norm_eps\":\"1e-5\"}", "\"rms_norm_eps\" must be a number (found string)"},
-        {"{\"tie_word_embeddings\":1}", "\"tie_word_embeddings\" must be true or false (found integer)"},
+        {"{\"tie_word_embeddings\":1}",
+         "\"tie_word_embeddings\" must be true or false (found integer)"},
         {"{\"model_type\":7}", "\"model_type\" must be a string (found integer)"},
-        {"{\"architectures\":\"LlamaForCausalLM\"}", "\"architectures\" must be a list (found string)"},
+        {"{\"architectures\":\"LlamaForCausalLM\"}",
+         "\"architectures\" must be a list (found string)"},
         {"{\"architectures\":[1]}", "\"architectures\"[0] is not a class name string"},
-        {"{\"eos_token_id\":\"2\"}", "\"eos_token_id\" must be a token id or a list of them (found string)"},
+        {"{\"eos_token_id\":\"2\"}",
+         "\"eos_token_id\" must be a token id or a list of them (found string)"},
         {"{\"eos_token_id\":[2,\"3\"]}", "\"eos_token_id\"[1] is not a token id"},
-        {"{\"eos_token_id\":[1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17]}", "lists 17 ids, more than 16"},
+        {"{\"eos_token_id\":[1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17]}",
+         "lists 17 ids, more than 16"},
         {"{\"rope_scaling\":[]}", "\"rope_scaling\" must be an object (found array)"},
         {"{\"rope_scaling\":{\"factor\":2.0}}", "\"rope_scaling\" needs a \"rope_type\" string"},
-        {"{\"rope_scaling\":{\"rope_type\":\"llama3\",\"factor\":\"8\"}}", "\"factor\" must be a number"},
-        {"{\"quantization_config\":\"awq\"}", "\"quantization_config\" must be an object (found string)"},
+        {"{\"rope_scaling\":{\"rope_type\":\"llama3\",\"factor\":\"8\"}}",
+         "\"factor\" must be a number"},
+        {"{\"quantization_config\":\"awq\"}",
+         "\"quantization_config\" must be an object (found string)"},
         {"{\"torch_dtype\":16}", "\"torch_dtype\" must be a string (found integer)"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {

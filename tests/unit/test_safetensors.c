@@ -118,9 +118,10 @@ static void test_crafted_corrupt(void)
         {"{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[\"0\",4]}}", 4,
          VLLMC_ERR_FORMAT, "are not non-negative integers"},
         {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2,2],\"data_offsets\":[0,12]}}", 16,
-         VLLMC_ERR_FORMAT, "tensor 'a': data_offsets [0, 12] hold 12 bytes, its shape and dtype F32 need 16"},
-        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2,2],\"data_offsets\":[0,16]}}", 8,
-         VLLMC_ERR_FORMAT, "tensor 'a': data_offsets [0, 16] outside the 8 data bytes"},
+         VLLMC_ERR_FORMAT,
+         "tensor 'a': data_offsets [0, 12] hold 12 bytes, its shape and dtype F32 need 16"},
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2,2],\"data_offsets\":[0,16]}}", 8, VLLMC_ERR_FORMAT,
+         "tensor 'a': data_offsets [0, 16] outside the 8 data bytes"},
         {"{\"a\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[8,4]}}", 8, VLLMC_ERR_FORMAT,
          "data_offsets [8, 4]"},
         {"{\"a\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,16]},"
