@@ -259,6 +259,8 @@ static enum vllmc_status rd_tensor_info(struct reader *r, size_t alignment,
         return err_set(r->err, VLLMC_ERR_FORMAT, "gguf: tensor '%s' has %llu dimensions (1 to %d)",
                        name, (unsigned long long)n_dims, GGUF_MAX_DIMS);
     ti->n_dims = (int)n_dims;
+    // The product of the dims, zeros counted as ones, bounds every partial
+    // product (the row count included) even for an empty tensor.
     int64_t n_elems = 1;
     for (int d = 0; d < GGUF_MAX_DIMS; d++) {
         ti->ne[d] = 1;
@@ -272,7 +274,7 @@ static enum vllmc_status rd_tensor_info(struct reader *r, size_t alignment,
                            "gguf: tensor '%s': dimension %d (%llu) overflows the element count",
                            name, d, (unsigned long long)dim);
         ti->ne[d] = (int64_t)dim;
-        n_elems *= (int64_t)dim;
+        n_elems *= dim ? (int64_t)dim : 1;
     }
     rc = rd_uint(r, 4, &type, "tensor type");
     if (!rc)
@@ -288,12 +290,13 @@ static enum vllmc_status rd_tensor_info(struct reader *r, size_t alignment,
         return err_set(r->err, VLLMC_ERR_FORMAT,
                        "gguf: tensor '%s': ne[0] = %lld is not a multiple of the %s block size %d",
                        name, (long long)ti->ne[0], info->name, info->block_size);
-    // n_elems fits int64, so blocks * type_size cannot overflow a 64-bit size_t
-    // unless it exceeds the file; check against SIZE_MAX anyway.
-    uint64_t n_blocks = (uint64_t)n_elems / (uint64_t)info->block_size;
-    if (n_blocks > SIZE_MAX / info->type_size)
+    // Rows of ne[0] elements; the element count fits int64, but check the byte
+    // count against size_t anyway.
+    size_t row_bytes = dtype_row_bytes(ti->dtype, ti->ne[0]);
+    uint64_t n_rows = (uint64_t)(ti->ne[1] * ti->ne[2] * ti->ne[3]);
+    if (n_rows && row_bytes > SIZE_MAX / n_rows)
         return err_set(r->err, VLLMC_ERR_FORMAT, "gguf: tensor '%s': byte size overflows", name);
-    ti->n_bytes = (size_t)n_blocks * info->type_size;
+    ti->n_bytes = row_bytes * (size_t)n_rows;
     if (ti->offset % alignment)
         return err_set(r->err, VLLMC_ERR_FORMAT,
                        "gguf: tensor '%s': offset %llu is not a multiple of the alignment %zu",

@@ -99,7 +99,9 @@ static enum vllmc_status entry_parse(const char *name, const json_t *v, size_t d
                        "safetensors: tensor '%s' has %zu dimensions (at most 4 are read)", name,
                        n_dims);
     t->n_dims = (int)n_dims;
-    uint64_t n_elems = 1;
+    // bound multiplies the dims with zeros counted as ones, so every partial
+    // product of ne[] fits int64 even for an empty tensor.
+    uint64_t n_elems = 1, bound = 1;
     for (int d = 0; d < 4; d++)
         t->ne[d] = 1;
     for (size_t d = 0; d < n_dims; d++) {
@@ -110,10 +112,11 @@ static enum vllmc_status entry_parse(const char *name, const json_t *v, size_t d
                            name, d);
         // The JSON shape is outermost first; ne[] is innermost first.
         t->ne[n_dims - 1 - d] = (int64_t)dim;
-        if (dim && n_elems > (uint64_t)INT64_MAX / dim)
+        if (dim && bound > (uint64_t)INT64_MAX / dim)
             return err_set(err, VLLMC_ERR_FORMAT,
                            "safetensors: tensor '%s': element count overflows", name);
         n_elems *= dim;
+        bound *= dim ? dim : 1;
     }
     uint64_t b, e;
     if (!json_count(json_array_get(jo, 0), &b) || !json_count(json_array_get(jo, 1), &e))

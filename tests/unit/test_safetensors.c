@@ -130,6 +130,9 @@ static void test_crafted_corrupt(void)
         {"{\"a\":{\"dtype\":\"U8\",\"shape\":[4294967296,4294967296,4294967296],"
          "\"data_offsets\":[0,4]}}",
          4, VLLMC_ERR_FORMAT, "element count overflows"},
+        {"{\"a\":{\"dtype\":\"U8\",\"shape\":[0,4294967296,4294967296,4294967296],"
+         "\"data_offsets\":[0,0]}}",
+         0, VLLMC_ERR_FORMAT, "element count overflows"},
         {"{\"__metadata__\":[],\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]}}", 1,
          VLLMC_ERR_FORMAT, "\"__metadata__\" is not an object (found array)"},
         {"{\"__metadata__\":{\"format\":1}}", 0, VLLMC_ERR_FORMAT,
