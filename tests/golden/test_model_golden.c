@@ -72,7 +72,7 @@ static int load_golden(const char *name, struct golden_case *cases, int max_case
     return n;
 }
 
-static bool runner_init(struct runner *r, const char *model_rel)
+static bool runner_init_kv(struct runner *r, const char *model_rel, enum dtype kv_dtype)
 {
     char path[1024];
     snprintf(path, sizeof(path), "%s/models/%s", VLLMC_SHARED_DIR, model_rel);
@@ -89,10 +89,16 @@ static bool runner_init(struct runner *r, const char *model_rel)
     kv_cache_params_default(&kp);
     kp.block_size = BLOCK_SIZE;
     kp.n_blocks = N_BLOCKS * MAX_SEQS;
+    kp.dtype = kv_dtype;
     CHECK_EQ_INT(kv_cache_create(r->m, &kp, &r->kv, &err), VLLMC_OK);
     CHECK_EQ_INT(batch_builder_init(&r->bb, r->be, 512, MAX_SEQS, N_BLOCKS), VLLMC_OK);
     r->logits = mem_calloc((size_t)MAX_SEQS * (size_t)r->m->hp.n_vocab, sizeof(float));
     return r->kv && r->logits;
+}
+
+static bool runner_init(struct runner *r, const char *model_rel)
+{
+    return runner_init_kv(r, model_rel, DTYPE_F32);
 }
 
 static void runner_deinit(struct runner *r)
@@ -171,41 +177,58 @@ static int check_greedy(struct runner *r, int seq, const struct golden_case *g, 
     return matched;
 }
 
-static void check_first_logits(struct runner *r, int seq, const struct golden_case *g, double atol)
+// |logit - golden| <= atol + rtol * max|golden logit|: K/V rounding shifts
+// every logit by about the same amount, whatever its own size.
+static void check_first_logits(struct runner *r, int seq, const struct golden_case *g, double atol,
+                               double rtol)
 {
     CHECK(runner_step(r, seq, g->prompt, g->n_prompt, 0));
-    double max_err = 0;
+    double scale = 0, max_err = 0;
+    for (int i = 0; i < g->n_logits; i++)
+        scale = fabs(g->logits[i]) > scale ? fabs(g->logits[i]) : scale;
+    for (int i = 0; i < g->n_top; i++)
+        scale = fabs(g->top_logits[i]) > scale ? fabs(g->top_logits[i]) : scale;
+    double tol = atol + rtol * scale;
     for (int i = 0; i < g->n_logits; i++) {
-        CHECK_NEAR(r->logits[i], g->logits[i], atol, 1e-5);
+        CHECK_NEAR(r->logits[i], g->logits[i], tol, 0);
         double e = fabs(r->logits[i] - g->logits[i]);
         max_err = e > max_err ? e : max_err;
     }
     for (int i = 0; i < g->n_top; i++) {
-        CHECK_NEAR(r->logits[g->top_ids[i]], g->top_logits[i], atol, 1e-5);
+        CHECK_NEAR(r->logits[g->top_ids[i]], g->top_logits[i], tol, 0);
         double e = fabs(r->logits[g->top_ids[i]] - g->top_logits[i]);
         max_err = e > max_err ? e : max_err;
     }
-    printf("  prompt of %d tokens: max |logit - golden| = %.2e over %d logits\n", g->n_prompt,
-           max_err, g->n_logits + g->n_top);
+    printf("  prompt of %d tokens: max |logit - golden| = %.2e (bound %.2e) over %d logits\n",
+           g->n_prompt, max_err, tol, g->n_logits + g->n_top);
 }
 
-static void run_golden(const char *model_rel, const char *golden, double atol, int n_strict)
+// rtol is twice the epsilon of the KV cache dtype (1e-5 for f32 arithmetic
+// against the float64 reference).
+static void run_golden_kv(const char *model_rel, const char *golden, double atol, int n_strict,
+                          enum dtype kv_dtype)
 {
     static struct golden_case cases[8];
     int n = load_golden(golden, cases, 8);
     CHECK(n > 0);
     struct runner r;
-    if (!runner_init(&r, model_rel)) {
+    if (!runner_init_kv(&r, model_rel, kv_dtype)) {
         CHECK(!"model did not load");
         runner_deinit(&r);
         return;
     }
     for (int c = 0; c < n; c++) {
-        check_first_logits(&r, c % MAX_SEQS, &cases[c], atol);
+        double rtol = kv_dtype == DTYPE_F16 ? 2 * 0x1p-10 : kv_dtype == DTYPE_BF16 ? 2 * 0x1p-7 : 1e-5;
+        check_first_logits(&r, c % MAX_SEQS, &cases[c], atol, rtol);
         int matched = check_greedy(&r, c % MAX_SEQS, &cases[c], n_strict);
         printf("  case %d: %d of %d greedy tokens match\n", c, matched, cases[c].n_gen);
     }
     runner_deinit(&r);
+}
+
+static void run_golden(const char *model_rel, const char *golden, double atol, int n_strict)
+{
+    run_golden_kv(model_rel, golden, atol, n_strict, DTYPE_F32);
 }
 
 static void test_stories_gguf_v3(void)
@@ -231,6 +254,18 @@ static void test_stories_hf_sharded(void)
 static void test_stories_hf_bf16(void)
 {
     run_golden("stories260K-hf-bf16", "stories260K-hf-bf16.greedy.json", 1e-4, 32);
+}
+
+// A half-precision KV cache: logits within f16 rounding of K and V, the first
+// 32 greedy tokens exact (later ones may flip only at near-ties).
+static void test_stories_kv_f16(void)
+{
+    run_golden_kv("stories260K.gguf", "stories260K.greedy.json", 1e-4, 32, DTYPE_F16);
+}
+
+static void test_stories_kv_bf16(void)
+{
+    run_golden_kv("stories260K.gguf", "stories260K.greedy.json", 1e-4, 32, DTYPE_BF16);
 }
 
 // Random weights: the reference's margins fall to ~0.001 after a step or two.
@@ -321,6 +356,8 @@ int main(int argc, char **argv)
         {"stories_hf_sharded", test_stories_hf_sharded},
         {"stories_hf_bf16", test_stories_hf_bf16},
         {"llama2_tiny_random_f16", test_llama2_tiny_random_f16},
+        {"stories_kv_f16", test_stories_kv_f16},
+        {"stories_kv_bf16", test_stories_kv_bf16},
         {"chunked_and_batched_prefill", test_chunked_and_batched_prefill},
         {"gguf_and_hf_agree", test_gguf_and_hf_agree},
         {NULL, NULL},

@@ -3,6 +3,7 @@
 // error; qwen2/qwen3 variants load; allocation failures never leak; a qwen2
 // file with zero biases computes exactly what the HF llama folder computes.
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "backend/backend.h"
@@ -496,6 +497,55 @@ static void test_qwen2_gguf_matches_hf_llama(void)
     unlink(path);
 }
 
+// A Hugging Face folder whose config.json disagrees with its weights, or names
+// an architecture we do not run.
+static void test_hf_config_mismatch(void)
+{
+    char dir[256], path[512], target[512];
+    snprintf(dir, sizeof(dir), "/tmp/vllmc_test_hf_%d", (int)getpid());
+    CHECK_EQ_INT(mkdir(dir, 0700), 0);
+    snprintf(path, sizeof(path), "%s/model.safetensors", dir);
+    snprintf(target, sizeof(target), "%s/models/stories260K-hf/model.safetensors",
+             VLLMC_SHARED_DIR);
+    CHECK_EQ_INT(symlink(target, path), 0);
+    const char *configs[][2] = {
+        {"{\"model_type\": \"llama\", \"hidden_size\": 64, \"intermediate_size\": 172, "
+         "\"num_hidden_layers\": 5, \"num_attention_heads\": 8, \"num_key_value_heads\": 2, "
+         "\"vocab_size\": 512, \"rms_norm_eps\": 1e-5}",
+         "tensor model.layers.0.self_attn.k_proj.weight has shape [32, 64], the hyper-parameters "
+         "need [16, 64]"},
+        {"{\"model_type\": \"llama\", \"hidden_size\": 64, \"intermediate_size\": 172, "
+         "\"num_hidden_layers\": 6, \"num_attention_heads\": 8, \"num_key_value_heads\": 4, "
+         "\"vocab_size\": 512}",
+         "tensor model.layers.5.input_layernorm.weight is missing"},
+        {"{\"model_type\": \"gpt2\", \"hidden_size\": 64}", "unsupported model_type 'gpt2'"},
+        {"{\"model_type\": \"llama\", \"hidden_size\": 64, \"intermediate_size\": 172, "
+         "\"num_hidden_layers\": 5, \"num_attention_heads\": 8, \"num_key_value_heads\": 4, "
+         "\"vocab_size\": 512, \"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 4.0}}",
+         "rope_scaling type 'yarn' is not supported"},
+    };
+    struct backend *be = test_backend();
+    for (size_t i = 0; i < sizeof(configs) / sizeof(configs[0]); i++) {
+        snprintf(path, sizeof(path), "%s/config.json", dir);
+        FILE *f = fopen(path, "w");
+        VLLMC_ASSERT(f);
+        fputs(configs[i][0], f);
+        fclose(f);
+        struct model *m = NULL;
+        struct err err = {0};
+        CHECK(model_load(dir, be, NULL, &m, &err) != VLLMC_OK);
+        CHECK(m == NULL);
+        if (!strstr(err.msg, configs[i][1]))
+            fprintf(stderr, "  error was: %s\n  expected: %s\n", err.msg, configs[i][1]);
+        CHECK(strstr(err.msg, configs[i][1]) != NULL);
+        unlink(path);
+    }
+    backend_free(be);
+    snprintf(path, sizeof(path), "%s/model.safetensors", dir);
+    unlink(path);
+    rmdir(dir);
+}
+
 int main(int argc, char **argv)
 {
     static const struct check_case cases[] = {
@@ -509,6 +559,7 @@ int main(int argc, char **argv)
         {"load_out_of_memory", test_load_out_of_memory},
         {"llama3_rope_frequencies", test_llama3_rope_frequencies},
         {"qwen2_gguf_matches_hf_llama", test_qwen2_gguf_matches_hf_llama},
+        {"hf_config_mismatch", test_hf_config_mismatch},
         {NULL, NULL},
     };
     int rc = check_run(cases, argc, argv);
