@@ -1,0 +1,339 @@
+// The CUDA backend: device memory, one stream that orders every copy and op,
+// pinned staging for downloads, and the one table of CUDA op providers.
+// A machine without a GPU or driver gets a clear error, never an abort.
+#ifdef VLLMC_HAVE_CUDA
+
+#include "backend/cuda/cuda_backend.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include <cublas_api.h>
+
+#include "backend/backend_impl.h"
+#include "backend/cuda/attention.cuh"
+#include "backend/cuda/cuda_device.h"
+#include "backend/cuda/elementwise.cuh"
+#include "backend/cuda/embedding.cuh"
+#include "backend/cuda/kv_store.cuh"
+#include "backend/cuda/matmul.cuh"
+#include "backend/cuda/norm.cuh"
+#include "backend/cuda/rope.cuh"
+#include "core/alloc.h"
+#include "core/log.h"
+
+#define CUDA_LT_WORKSPACE_BYTES ((size_t)32 << 20)
+#define CUDA_PINNED_BYTES ((size_t)4 << 20)
+
+// ---- the provider table ----
+
+// Priority 100 for the CUDA kernels; the GEMV and cuBLASLt matmul providers
+// split m by their gates (matmul.cu), the tiled kernel takes what they leave.
+#define CUDA_PROVIDER(var, pname, kind, prio, fn)                                                  \
+    static const struct op_provider var = {                                                        \
+        .name = pname,                                                                             \
+        .op = kind,                                                                                \
+        .priority = prio,                                                                          \
+        .supports = fn##_supports,                                                                 \
+        .run = fn##_run,                                                                           \
+    }
+
+CUDA_PROVIDER(cuda_p_embedding, "cuda", OP_EMBEDDING, 100, cuda_embedding);
+CUDA_PROVIDER(cuda_p_rmsnorm, "cuda", OP_RMSNORM, 100, cuda_rmsnorm);
+CUDA_PROVIDER(cuda_p_add_rmsnorm, "cuda", OP_ADD_RMSNORM, 100, cuda_add_rmsnorm);
+CUDA_PROVIDER(cuda_p_gemv, "cuda-gemv", OP_MATMUL, 100, cuda_gemv);
+CUDA_PROVIDER(cuda_p_cublaslt, "cublaslt", OP_MATMUL, 90, cuda_cublaslt);
+CUDA_PROVIDER(cuda_p_matmul_tiled, "cuda-tiled", OP_MATMUL, 10, cuda_matmul_tiled);
+CUDA_PROVIDER(cuda_p_rope, "cuda", OP_ROPE, 100, cuda_rope);
+CUDA_PROVIDER(cuda_p_qk_norm_rope, "cuda", OP_QK_NORM_ROPE, 100, cuda_qk_norm_rope);
+CUDA_PROVIDER(cuda_p_silu_mul, "cuda", OP_SILU_MUL, 100, cuda_silu_mul);
+CUDA_PROVIDER(cuda_p_add, "cuda", OP_ADD, 100, cuda_add);
+CUDA_PROVIDER(cuda_p_kv_store, "cuda", OP_KV_STORE, 100, cuda_kv_store);
+CUDA_PROVIDER(cuda_p_attention, "cuda-paged", OP_ATTENTION, 100, cuda_attention);
+
+static const struct op_provider *const cuda_provider_table[] = {
+    &cuda_p_embedding, &cuda_p_rmsnorm,      &cuda_p_add_rmsnorm, &cuda_p_gemv,
+    &cuda_p_cublaslt,  &cuda_p_matmul_tiled, &cuda_p_rope,        &cuda_p_qk_norm_rope,
+    &cuda_p_silu_mul,  &cuda_p_add,          &cuda_p_kv_store,    &cuda_p_attention,
+};
+
+#define CUDA_N_PROVIDERS (sizeof cuda_provider_table / sizeof cuda_provider_table[0])
+
+// ---- errors and gate helpers ----
+
+enum vllmc_status cuda_fail(struct err *e, int code, bool is_cublas, const char *stmt,
+                            const char *file, int line)
+{
+    const char *what = is_cublas ? cublasLtGetStatusString((cublasStatus_t)code)
+                                 : cudaGetErrorString((cudaError_t)code);
+    // A failed launch leaves a sticky error only for faults; clear the rest.
+    if (!is_cublas)
+        (void)cudaGetLastError();
+    return err_set(e, VLLMC_ERR_BACKEND, "cuda: %s failed: %s (%d) at %s:%d", stmt, what, code,
+                   file, line);
+}
+
+bool cuda_dtype_is_float(enum dtype t)
+{
+    return t == DTYPE_F32 || t == DTYPE_F16 || t == DTYPE_BF16;
+}
+
+bool cuda_tensor_rows_ok(const struct tensor *t, enum dtype dtype)
+{
+    if (!t || t->location != TENSOR_DEVICE || t->dtype != dtype || !tensor_rows_contiguous(t))
+        return false;
+    const struct dtype_info *info = dtype_info(dtype);
+    if (t->nb[1] % info->type_size)
+        return false;
+    for (int i = 2; i < TENSOR_MAX_DIMS; i++)
+        if (t->ne[i] > 1 && t->nb[i] != t->nb[i - 1] * (size_t)t->ne[i - 1])
+            return false;
+    return true;
+}
+
+bool cuda_tensor_dense_ok(const struct tensor *t, enum dtype dtype)
+{
+    return t && t->location == TENSOR_DEVICE && t->dtype == dtype && tensor_is_contiguous(t);
+}
+
+struct cuda_device *cuda_device_of(const struct op_call *c)
+{
+    return (struct cuda_device *)c->backend->impl;
+}
+
+enum vllmc_status cuda_scratch(struct cuda_device *dev, size_t n_bytes, void **out)
+{
+    struct err *err = dev->err;
+    if (n_bytes > dev->scratch_bytes) {
+        size_t grow = dev->scratch_bytes + dev->scratch_bytes / 2;
+        size_t want = n_bytes > grow ? n_bytes : grow;
+        want = (want + 0xffff) & ~(size_t)0xffff;
+        if (dev->scratch) {
+            // cudaFree waits for the work in flight that may still read it.
+            CUDA_TRY(cudaFree(dev->scratch));
+            dev->scratch = NULL;
+            dev->scratch_bytes = 0;
+        }
+        CUDA_TRY(cudaMalloc(&dev->scratch, want));
+        dev->scratch_bytes = want;
+    }
+    *out = dev->scratch;
+    return VLLMC_OK;
+}
+
+// ---- the device ----
+
+void cuda_device_free(struct cuda_device *dev)
+{
+    if (!dev)
+        return;
+    cudaSetDevice(dev->index);
+    if (dev->stream)
+        cudaStreamSynchronize(dev->stream);
+    if (dev->pinned)
+        cudaFreeHost(dev->pinned);
+    if (dev->scratch)
+        cudaFree(dev->scratch);
+    if (dev->lt_workspace)
+        cudaFree(dev->lt_workspace);
+    if (dev->lt)
+        cublasLtDestroy(dev->lt);
+    if (dev->stream)
+        cudaStreamDestroy(dev->stream);
+    mem_free(dev);
+}
+
+enum vllmc_status cuda_device_create(int index, struct err *err, struct cuda_device **out)
+{
+    *out = NULL;
+    int n_devices = 0;
+    cudaError_t rc = cudaGetDeviceCount(&n_devices);
+    if (rc != cudaSuccess || n_devices == 0) {
+        (void)cudaGetLastError();
+        return err_set(err, VLLMC_ERR_UNSUPPORTED,
+                       "backend cuda: no usable GPU: %s (is an NVIDIA GPU and driver present?)",
+                       rc != cudaSuccess ? cudaGetErrorString(rc) : "no CUDA device found");
+    }
+    if (index < 0 || index >= n_devices)
+        return err_set(err, VLLMC_ERR_INVALID_ARG, "backend cuda: device %d not present (%d found)",
+                       index, n_devices);
+    struct cuda_device *dev = mem_calloc(1, sizeof *dev);
+    if (!dev)
+        return err_set(err, VLLMC_ERR_NOMEM, "backend cuda: out of memory");
+    dev->index = index;
+    enum vllmc_status st = VLLMC_OK;
+#define CREATE_TRY(expr)                                                                           \
+    do {                                                                                           \
+        cudaError_t create_rc_ = (expr);                                                           \
+        if (create_rc_ != cudaSuccess) {                                                           \
+            st = cuda_fail(err, (int)create_rc_, false, #expr, __FILE__, __LINE__);                \
+            goto fail;                                                                             \
+        }                                                                                          \
+    } while (0)
+    CREATE_TRY(cudaSetDevice(index));
+    struct cudaDeviceProp prop;
+    CREATE_TRY(cudaGetDeviceProperties(&prop, index));
+    snprintf(dev->name, sizeof dev->name, "%s", prop.name);
+    dev->cc_major = prop.major;
+    dev->cc_minor = prop.minor;
+    dev->n_sms = prop.multiProcessorCount;
+    dev->smem_optin_bytes = prop.sharedMemPerBlockOptin;
+    if (prop.major < 8) {
+        st = err_set(err, VLLMC_ERR_UNSUPPORTED,
+                     "backend cuda: %s has compute capability %d.%d; sm_80 or newer is needed",
+                     prop.name, prop.major, prop.minor);
+        goto fail;
+    }
+    CREATE_TRY(cudaStreamCreateWithFlags(&dev->stream, cudaStreamNonBlocking));
+    cublasStatus_t brc = cublasLtCreate(&dev->lt);
+    if (brc != CUBLAS_STATUS_SUCCESS) {
+        dev->lt = NULL;
+        st = cuda_fail(err, (int)brc, true, "cublasLtCreate(&dev->lt)", __FILE__, __LINE__);
+        goto fail;
+    }
+    dev->lt_workspace_bytes = CUDA_LT_WORKSPACE_BYTES;
+    CREATE_TRY(cudaMalloc(&dev->lt_workspace, dev->lt_workspace_bytes));
+    dev->pinned_bytes = CUDA_PINNED_BYTES;
+    CREATE_TRY(cudaHostAlloc(&dev->pinned, dev->pinned_bytes, cudaHostAllocDefault));
+#undef CREATE_TRY
+    *out = dev;
+    return VLLMC_OK;
+fail:
+    cuda_device_free(dev);
+    return st;
+}
+
+// ---- memory vtable ----
+
+static struct cuda_device *dev_of(struct backend *be)
+{
+    return (struct cuda_device *)be->impl;
+}
+
+static void cuda_destroy(struct backend *be)
+{
+    cuda_device_free(dev_of(be));
+    be->impl = NULL;
+}
+
+static enum vllmc_status cuda_buffer_alloc(struct backend *be, size_t n_bytes, void **out)
+{
+    struct cuda_device *dev = dev_of(be);
+    struct err *err = &be->err;
+    *out = NULL;
+    CUDA_TRY(cudaSetDevice(dev->index));
+    cudaError_t rc = cudaMalloc(out, n_bytes ? n_bytes : 1);
+    if (rc == cudaErrorMemoryAllocation) {
+        (void)cudaGetLastError();
+        *out = NULL;
+        return err_set(err, VLLMC_ERR_NOMEM, "cuda: cannot allocate %zu bytes on %s", n_bytes,
+                       dev->name);
+    }
+    CUDA_TRY(rc);
+    return VLLMC_OK;
+}
+
+static void cuda_buffer_free(struct backend *be, void *p)
+{
+    (void)be;
+    // Frees wait for work in flight; a failure here has nobody to report to.
+    (void)cudaFree(p);
+}
+
+static enum vllmc_status cuda_fill(struct backend *be, void *dst, int value, size_t n_bytes)
+{
+    struct err *err = &be->err;
+    CUDA_TRY(cudaMemsetAsync(dst, value, n_bytes, dev_of(be)->stream));
+    return VLLMC_OK;
+}
+
+// Returns once the host buffer may be reused (the driver stages pageable memory).
+static enum vllmc_status cuda_upload(struct backend *be, void *dst, const void *host_src, size_t n)
+{
+    struct err *err = &be->err;
+    if (!n)
+        return VLLMC_OK;
+    CUDA_TRY(cudaMemcpyAsync(dst, host_src, n, cudaMemcpyHostToDevice, dev_of(be)->stream));
+    return VLLMC_OK;
+}
+
+// Synchronous: the data is on the host when it returns. Small downloads (the
+// sampled ids of a step) go through the pinned staging buffer, which skips
+// the driver's pageable bounce.
+static enum vllmc_status cuda_download(struct backend *be, void *host_dst, const void *src,
+                                       size_t n)
+{
+    struct cuda_device *dev = dev_of(be);
+    struct err *err = &be->err;
+    if (!n)
+        return VLLMC_OK;
+    if (n <= dev->pinned_bytes) {
+        CUDA_TRY(cudaMemcpyAsync(dev->pinned, src, n, cudaMemcpyDeviceToHost, dev->stream));
+        CUDA_TRY(cudaStreamSynchronize(dev->stream));
+        memcpy(host_dst, dev->pinned, n);
+        return VLLMC_OK;
+    }
+    CUDA_TRY(cudaMemcpyAsync(host_dst, src, n, cudaMemcpyDeviceToHost, dev->stream));
+    CUDA_TRY(cudaStreamSynchronize(dev->stream));
+    return VLLMC_OK;
+}
+
+static enum vllmc_status cuda_sync(struct backend *be)
+{
+    struct err *err = &be->err;
+    CUDA_TRY(cudaStreamSynchronize(dev_of(be)->stream));
+    return VLLMC_OK;
+}
+
+static enum vllmc_status cuda_memory_info(struct backend *be, size_t *free_bytes,
+                                          size_t *total_bytes)
+{
+    struct err *err = &be->err;
+    CUDA_TRY(cudaSetDevice(dev_of(be)->index));
+    CUDA_TRY(cudaMemGetInfo(free_bytes, total_bytes));
+    return VLLMC_OK;
+}
+
+static const struct backend_vtable cuda_vtable = {
+    .name = "cuda",
+    .api_version = BACKEND_API_VERSION,
+    .location = TENSOR_DEVICE,
+    .destroy = cuda_destroy,
+    .buffer_alloc = cuda_buffer_alloc,
+    .buffer_free = cuda_buffer_free,
+    .fill = cuda_fill,
+    .upload = cuda_upload,
+    .download = cuda_download,
+    .sync = cuda_sync,
+    .memory_info = cuda_memory_info,
+};
+
+// ---- creation ----
+
+enum vllmc_status cuda_backend_create(const struct backend_options *o, struct backend **out,
+                                      struct err *err)
+{
+    *out = NULL;
+    struct cuda_device *dev = NULL;
+    enum vllmc_status rc = cuda_device_create(o->device_index, err, &dev);
+    if (rc)
+        return rc;
+    struct backend *be = mem_calloc(1, sizeof *be);
+    if (!be) {
+        cuda_device_free(dev);
+        return err_set(err, VLLMC_ERR_NOMEM, "backend cuda: out of memory");
+    }
+    be->impl = dev;
+    dev->err = &be->err;
+    rc = backend_init(be, &cuda_vtable, o, cuda_provider_table, CUDA_N_PROVIDERS, err);
+    if (rc) {
+        backend_free(be);
+        return rc;
+    }
+    log_info("backend cuda: %s (sm_%d%d, %d SMs)", dev->name, dev->cc_major, dev->cc_minor,
+             dev->n_sms);
+    *out = be;
+    return VLLMC_OK;
+}
+
+#endif

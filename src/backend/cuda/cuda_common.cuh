@@ -1,0 +1,102 @@
+// Device helpers shared by the CUDA op families: element loads that widen
+// f16/bf16 to f32, warp and block reductions, and the C headers made safe for
+// CUDA C++. Every .cu of the backend includes this first.
+#ifndef VLLMC_BACKEND_CUDA_CUDA_COMMON_CUH
+#define VLLMC_BACKEND_CUDA_CUDA_COMMON_CUH
+
+// The C headers use C11's _Noreturn, which C++ spells as an attribute.
+#ifndef _Noreturn
+#define _Noreturn __attribute__((noreturn))
+#endif
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <cublasLt.h>
+#include <stdint.h>
+
+// The core headers are C without linkage guards of their own.
+extern "C" {
+#include "backend/op.h"
+#include "core/dtype.h"
+#include "core/status.h"
+#include "core/tensor.h"
+}
+#include "backend/cuda/cuda_device.h"
+
+// Checks the launch just queued (bad configuration, missing kernel image).
+#define CUDA_TRY_LAUNCH() CUDA_TRY(cudaGetLastError())
+
+#define CUDA_WARP 32
+
+// ---- element conversion ----
+
+__device__ __forceinline__ float cuda_to_f32(float x) { return x; }
+__device__ __forceinline__ float cuda_to_f32(__half x) { return __half2float(x); }
+__device__ __forceinline__ float cuda_to_f32(__nv_bfloat16 x) { return __bfloat162float(x); }
+
+template <typename T> __device__ __forceinline__ T cuda_from_f32(float x);
+template <> __device__ __forceinline__ float cuda_from_f32<float>(float x) { return x; }
+template <> __device__ __forceinline__ __half cuda_from_f32<__half>(float x)
+{
+    return __float2half_rn(x);
+}
+template <> __device__ __forceinline__ __nv_bfloat16 cuda_from_f32<__nv_bfloat16>(float x)
+{
+    return __float2bfloat16_rn(x);
+}
+
+// ---- reductions ----
+
+__device__ __forceinline__ float cuda_warp_sum(float v)
+{
+#pragma unroll
+    for (int off = CUDA_WARP / 2; off > 0; off >>= 1)
+        v += __shfl_xor_sync(0xffffffffu, v, off);
+    return v;
+}
+
+__device__ __forceinline__ float cuda_warp_max(float v)
+{
+#pragma unroll
+    for (int off = CUDA_WARP / 2; off > 0; off >>= 1)
+        v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, off));
+    return v;
+}
+
+// Sum over the block; every thread gets the result. shared: >= 32 floats.
+// blockDim.x must be a multiple of 32.
+__device__ __forceinline__ float cuda_block_sum(float v, float *shared)
+{
+    const int lane = threadIdx.x % CUDA_WARP, warp = threadIdx.x / CUDA_WARP;
+    const int n_warps = blockDim.x / CUDA_WARP;
+    v = cuda_warp_sum(v);
+    __syncthreads(); // shared may still be read by a previous reduction
+    if (lane == 0)
+        shared[warp] = v;
+    __syncthreads();
+    v = lane < n_warps ? shared[lane] : 0.0f;
+    return cuda_warp_sum(v);
+}
+
+__device__ __forceinline__ float cuda_block_max(float v, float *shared)
+{
+    const int lane = threadIdx.x % CUDA_WARP, warp = threadIdx.x / CUDA_WARP;
+    const int n_warps = blockDim.x / CUDA_WARP;
+    v = cuda_warp_max(v);
+    __syncthreads();
+    if (lane == 0)
+        shared[warp] = v;
+    __syncthreads();
+    v = lane < n_warps ? shared[lane] : -INFINITY;
+    return cuda_warp_max(v);
+}
+
+// Row pitch of t in elements of its dtype (rows dense, see cuda_tensor_rows_ok).
+static inline int64_t cuda_row_pitch(const struct tensor *t)
+{
+    const struct dtype_info *info = dtype_info(t->dtype);
+    return (int64_t)(t->nb[1] / info->type_size);
+}
+
+#endif

@@ -1,0 +1,97 @@
+// The device state behind a "cuda" backend (one GPU, one stream, cuBLASLt,
+// scratch and pinned staging) and the CUDA_TRY error convention. Plain C,
+// shared by cuda_backend.c and the .cu files of the op families.
+#ifndef VLLMC_BACKEND_CUDA_CUDA_DEVICE_H
+#define VLLMC_BACKEND_CUDA_CUDA_DEVICE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cublasLt.h>
+#include <cuda_runtime_api.h>
+
+#include "backend/op.h"
+#include "core/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+// One remembered cuBLASLt algorithm choice for a GEMM shape.
+struct cuda_lt_algo {
+    int64_t m, n, k, lda, ldb, ldd; // 0 m = empty slot
+    int a_type;                      // cudaDataType of A and B
+    cublasLtMatmulAlgo_t algo;
+};
+
+#define CUDA_LT_ALGO_SLOTS 64
+
+struct cuda_device {
+    int index;                      // CUDA ordinal
+    char name[256];                 // from cudaGetDeviceProperties
+    int cc_major, cc_minor;         // compute capability
+    int n_sms;                      // multiprocessors
+    size_t smem_optin_bytes;        // largest dynamic shared memory one block may opt into
+    cudaStream_t stream;            // owned: every op and copy of the backend is ordered on it
+    cublasLtHandle_t lt;            // owned
+    void *lt_workspace;             // owned, device [lt_workspace_bytes]
+    size_t lt_workspace_bytes;
+    void *scratch;                  // owned, device [scratch_bytes]: per-op temporaries
+    size_t scratch_bytes;
+    void *pinned;                   // owned, page-locked host staging [pinned_bytes]
+    size_t pinned_bytes;
+    struct cuda_lt_algo lt_algos[CUDA_LT_ALGO_SLOTS]; // heuristic results by shape
+    int lt_algo_next;                                 // next slot to replace
+    struct err *err;                // borrowed: the backend's error slot
+};
+
+// Records a failed CUDA runtime (or cuBLAS, with is_cublas) call in e with the
+// statement text, file and line, and returns VLLMC_ERR_BACKEND.
+enum vllmc_status cuda_fail(struct err *e, int code, bool is_cublas, const char *stmt,
+                            const char *file, int line);
+
+// CUDA_TRY(expr): on a failed CUDA runtime call, record it and return
+// VLLMC_ERR_BACKEND from the enclosing function. Expects `struct err *err` in
+// scope (the backend's slot). Never aborts.
+#define CUDA_TRY(expr)                                                                             \
+    do {                                                                                           \
+        cudaError_t cuda_try_rc_ = (expr);                                                         \
+        if (cuda_try_rc_ != cudaSuccess)                                                           \
+            return cuda_fail(err, (int)cuda_try_rc_, false, #expr, __FILE__, __LINE__);            \
+    } while (0)
+
+// CUBLAS_TRY(expr): the same for cuBLAS/cuBLASLt status codes.
+#define CUBLAS_TRY(expr)                                                                           \
+    do {                                                                                           \
+        cublasStatus_t cublas_try_rc_ = (expr);                                                    \
+        if (cublas_try_rc_ != CUBLAS_STATUS_SUCCESS)                                               \
+            return cuda_fail(err, (int)cublas_try_rc_, true, #expr, __FILE__, __LINE__);           \
+    } while (0)
+
+// Opens GPU ordinal `index`: stream, cuBLASLt, workspaces; errors go to err.
+// *out owns the device (cuda_device_free). VLLMC_ERR_UNSUPPORTED with the
+// driver's reason when no usable GPU is present.
+enum vllmc_status cuda_device_create(int index, struct err *err, struct cuda_device **out);
+void cuda_device_free(struct cuda_device *dev); // NULL is a no-op
+
+// The device of the backend running c (a "cuda" backend, by the provider's gate).
+struct cuda_device *cuda_device_of(const struct op_call *c);
+
+// Per-op temporary device memory of at least n_bytes, valid until the next
+// op. Grows by reallocation, which synchronises the device: run each batch
+// shape once before capturing it in a graph.
+enum vllmc_status cuda_scratch(struct cuda_device *dev, size_t n_bytes, void **out);
+
+// Shared gate pieces. t is non-NULL, on the device, of dtype `dtype`, with
+// dense rows and dims above 1 contiguous (row i at data + i * nb[1]).
+bool cuda_tensor_rows_ok(const struct tensor *t, enum dtype dtype);
+// As above and fully contiguous.
+bool cuda_tensor_dense_ok(const struct tensor *t, enum dtype dtype);
+// f32, f16 or bf16.
+bool cuda_dtype_is_float(enum dtype t);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

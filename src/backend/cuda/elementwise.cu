@@ -1,0 +1,89 @@
+// SiLU-mul and add: a 2-D grid of (column chunk, row); rows carry their own
+// pitch so gate/up halves of one fused matmul output need no copy.
+#include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/elementwise.cuh"
+
+#define ELEM_THREADS 256
+
+enum elem_kind { ELEM_SILU_MUL, ELEM_ADD };
+
+// ---- kernels ----
+
+template <int KIND>
+static __global__ void elem_kernel(float *dst, int64_t dst_pitch, const float *a, int64_t a_pitch,
+                                   const float *b, int64_t b_pitch, int n_cols)
+{
+    const int col = blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t row = blockIdx.y;
+    if (col >= n_cols)
+        return;
+    const float x = a[row * a_pitch + col], y = b[row * b_pitch + col];
+    float r;
+    if (KIND == ELEM_SILU_MUL)
+        r = x / (1.0f + expf(-x)) * y;
+    else
+        r = x + y;
+    dst[row * dst_pitch + col] = r;
+}
+
+// ---- launchers ----
+
+template <int KIND>
+static void elem_launch(float *dst, int64_t dst_pitch, const float *a, int64_t a_pitch,
+                        const float *b, int64_t b_pitch, int n_cols, int64_t n_rows,
+                        cudaStream_t stream)
+{
+    // Rows go on grid y (at most 65535): larger batches are split into slabs.
+    const unsigned gx = (unsigned)((n_cols + ELEM_THREADS - 1) / ELEM_THREADS);
+    for (int64_t r0 = 0; r0 < n_rows; r0 += 65535) {
+        const int64_t nr = n_rows - r0 < 65535 ? n_rows - r0 : 65535;
+        elem_kernel<KIND><<<dim3(gx, (unsigned)nr), ELEM_THREADS, 0, stream>>>(
+            dst + r0 * dst_pitch, dst_pitch, a + r0 * a_pitch, a_pitch, b + r0 * b_pitch, b_pitch,
+            n_cols);
+    }
+}
+
+// ---- providers ----
+
+static bool elem_ok(const struct op_call *c)
+{
+    const struct tensor *d = c->dst, *a = c->src[0], *b = c->src[1];
+    return cuda_tensor_rows_ok(d, DTYPE_F32) && cuda_tensor_rows_ok(a, DTYPE_F32) &&
+           cuda_tensor_rows_ok(b, DTYPE_F32) && tensor_same_shape(d, a) &&
+           tensor_same_shape(a, b) && a->ne[0] <= INT32_MAX;
+}
+
+template <int KIND> static enum vllmc_status elem_run(const struct op_call *c)
+{
+    struct cuda_device *dev = cuda_device_of(c);
+    struct err *err = dev->err;
+    const struct tensor *d = c->dst, *a = c->src[0], *b = c->src[1];
+    const int64_t n_rows = tensor_n_rows(a);
+    if (n_rows == 0 || a->ne[0] == 0)
+        return VLLMC_OK;
+    elem_launch<KIND>((float *)d->data, cuda_row_pitch(d), (const float *)a->data,
+                      cuda_row_pitch(a), (const float *)b->data, cuda_row_pitch(b), (int)a->ne[0],
+                      n_rows, dev->stream);
+    CUDA_TRY_LAUNCH();
+    return VLLMC_OK;
+}
+
+extern "C" bool cuda_silu_mul_supports(const struct op_call *c)
+{
+    return c->op == OP_SILU_MUL && elem_ok(c);
+}
+
+extern "C" enum vllmc_status cuda_silu_mul_run(const struct op_call *c)
+{
+    return elem_run<ELEM_SILU_MUL>(c);
+}
+
+extern "C" bool cuda_add_supports(const struct op_call *c)
+{
+    return c->op == OP_ADD && elem_ok(c);
+}
+
+extern "C" enum vllmc_status cuda_add_run(const struct op_call *c)
+{
+    return elem_run<ELEM_ADD>(c);
+}

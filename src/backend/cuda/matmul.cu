@@ -1,0 +1,552 @@
+// Matmul providers. Decode (m <= CUDA_GEMV_MAX_M) is bandwidth-bound: the
+// GEMV reads each weight byte once with 16-byte loads and keeps all m tokens'
+// sums in registers. Prefill goes to cuBLASLt on tensor cores (activations
+// converted to the weight dtype, f32 accumulation and output). The tiled
+// kernel serves any shape and alignment the other two refuse.
+#include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/matmul.cuh"
+
+#define GEMV_THREADS_MAX 128
+#define TILED_BM 64
+#define TILED_BN 64
+#define TILED_BK 16
+
+// ---- shared pieces ----
+
+// Widens one 16-byte load of weights to floats.
+__device__ __forceinline__ void gemv_unpack(const uint4 &u, float *f, const float *)
+{
+    f[0] = __uint_as_float(u.x);
+    f[1] = __uint_as_float(u.y);
+    f[2] = __uint_as_float(u.z);
+    f[3] = __uint_as_float(u.w);
+}
+
+__device__ __forceinline__ void gemv_unpack(const uint4 &u, float *f, const __nv_bfloat16 *)
+{
+    const uint32_t w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        f[2 * i] = __uint_as_float(w[i] << 16);
+        f[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
+    }
+}
+
+__device__ __forceinline__ void gemv_unpack(const uint4 &u, float *f, const __half *)
+{
+    const uint32_t w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        __half2 h;
+        memcpy(&h, &w[i], sizeof h);
+        const float2 v = __half22float2(h);
+        f[2 * i] = v.x;
+        f[2 * i + 1] = v.y;
+    }
+}
+
+__device__ __forceinline__ float matmul_bias_at(const void *bias, int bias_type, int j)
+{
+    switch (bias_type) {
+    case DTYPE_F16:
+        return __half2float(((const __half *)bias)[j]);
+    case DTYPE_BF16:
+        return __bfloat162float(((const __nv_bfloat16 *)bias)[j]);
+    default:
+        return ((const float *)bias)[j];
+    }
+}
+
+// ---- kernels ----
+
+// One block computes ROWS output columns for all M tokens. Threads stride
+// over k in 16-byte chunks of W (UNROLL chunks in flight per row), x comes
+// through L1 (every block of an SM reads the same activations).
+template <typename TW, int M, int ROWS, int UNROLL>
+static __global__ void __launch_bounds__(GEMV_THREADS_MAX)
+    gemv_kernel(float *dst, int64_t dst_pitch, const float *x, int64_t x_pitch, const TW *w,
+                int64_t w_pitch, const void *bias, int bias_type, int n, int k)
+{
+    constexpr int VEC = 16 / (int)sizeof(TW);
+    __shared__ float red[GEMV_THREADS_MAX / CUDA_WARP][ROWS * M];
+    const int row0 = blockIdx.x * ROWS;
+    const int n_chunks = k / VEC;
+    const uint4 *wrow[ROWS];
+#pragma unroll
+    for (int r = 0; r < ROWS; r++)
+        wrow[r] = (const uint4 *)(w + (int64_t)(row0 + r < n ? row0 + r : row0) * w_pitch);
+
+    float acc[ROWS][M];
+#pragma unroll
+    for (int r = 0; r < ROWS; r++)
+#pragma unroll
+        for (int t = 0; t < M; t++)
+            acc[r][t] = 0.0f;
+
+    const int stride = blockDim.x;
+    int ch = threadIdx.x;
+    for (; ch + (UNROLL - 1) * stride < n_chunks; ch += UNROLL * stride) {
+        uint4 wv[UNROLL][ROWS];
+#pragma unroll
+        for (int u = 0; u < UNROLL; u++)
+#pragma unroll
+            for (int r = 0; r < ROWS; r++)
+                wv[u][r] = __ldcs(wrow[r] + ch + u * stride);
+#pragma unroll
+        for (int u = 0; u < UNROLL; u++) {
+            float wf[ROWS][VEC];
+#pragma unroll
+            for (int r = 0; r < ROWS; r++)
+                gemv_unpack(wv[u][r], wf[r], (const TW *)nullptr);
+            const int64_t col = (int64_t)(ch + u * stride) * VEC;
+#pragma unroll
+            for (int t = 0; t < M; t++) {
+                const float4 *xv = (const float4 *)(x + t * x_pitch + col);
+#pragma unroll
+                for (int q = 0; q < VEC / 4; q++) {
+                    const float4 xq = xv[q];
+#pragma unroll
+                    for (int r = 0; r < ROWS; r++) {
+                        acc[r][t] += wf[r][4 * q] * xq.x + wf[r][4 * q + 1] * xq.y +
+                                     wf[r][4 * q + 2] * xq.z + wf[r][4 * q + 3] * xq.w;
+                    }
+                }
+            }
+        }
+    }
+    for (; ch < n_chunks; ch += stride) {
+        float wf[ROWS][VEC];
+#pragma unroll
+        for (int r = 0; r < ROWS; r++)
+            gemv_unpack(__ldcs(wrow[r] + ch), wf[r], (const TW *)nullptr);
+        const int64_t col = (int64_t)ch * VEC;
+#pragma unroll
+        for (int t = 0; t < M; t++) {
+            const float4 *xv = (const float4 *)(x + t * x_pitch + col);
+#pragma unroll
+            for (int q = 0; q < VEC / 4; q++) {
+                const float4 xq = xv[q];
+#pragma unroll
+                for (int r = 0; r < ROWS; r++)
+                    acc[r][t] += wf[r][4 * q] * xq.x + wf[r][4 * q + 1] * xq.y +
+                                 wf[r][4 * q + 2] * xq.z + wf[r][4 * q + 3] * xq.w;
+            }
+        }
+    }
+
+    const int lane = threadIdx.x % CUDA_WARP, warp = threadIdx.x / CUDA_WARP;
+    const int n_warps = blockDim.x / CUDA_WARP;
+#pragma unroll
+    for (int r = 0; r < ROWS; r++)
+#pragma unroll
+        for (int t = 0; t < M; t++) {
+            const float s = cuda_warp_sum(acc[r][t]);
+            if (lane == 0)
+                red[warp][r * M + t] = s;
+        }
+    __syncthreads();
+    for (int i = threadIdx.x; i < ROWS * M; i += blockDim.x) {
+        const int r = i / M, t = i % M, j = row0 + r;
+        if (j >= n)
+            continue;
+        float s = 0.0f;
+        for (int wi = 0; wi < n_warps; wi++)
+            s += red[wi][i];
+        if (bias)
+            s += matmul_bias_at(bias, bias_type, j);
+        dst[t * dst_pitch + j] = s;
+    }
+}
+
+// Plain tiled SIMT GEMM: 64x64 output tile per block, 4x4 per thread, any
+// sizes and alignments, f32 accumulation.
+template <typename TW>
+static __global__ void __launch_bounds__(256)
+    tiled_kernel(float *dst, int64_t dst_pitch, const float *x, int64_t x_pitch, const TW *w,
+                 int64_t w_pitch, const void *bias, int bias_type, int m, int n, int k)
+{
+    __shared__ float xs[TILED_BK][TILED_BM + 4];
+    __shared__ float ws[TILED_BK][TILED_BN + 4];
+    const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
+    const int m0 = blockIdx.y * TILED_BM, n0 = blockIdx.x * TILED_BN;
+    float acc[4][4] = {};
+    for (int k0 = 0; k0 < k; k0 += TILED_BK) {
+        for (int idx = threadIdx.x; idx < TILED_BM * TILED_BK; idx += blockDim.x) {
+            const int rr = idx / TILED_BK, kk = idx % TILED_BK;
+            const int gm = m0 + rr, gn = n0 + rr, gk = k0 + kk;
+            xs[kk][rr] = gm < m && gk < k ? x[(int64_t)gm * x_pitch + gk] : 0.0f;
+            ws[kk][rr] = gn < n && gk < k ? cuda_to_f32(w[(int64_t)gn * w_pitch + gk]) : 0.0f;
+        }
+        __syncthreads();
+#pragma unroll
+        for (int kk = 0; kk < TILED_BK; kk++) {
+            float a[4], b[4];
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                a[i] = xs[kk][ty * 4 + i];
+                b[i] = ws[kk][tx * 4 + i];
+            }
+#pragma unroll
+            for (int i = 0; i < 4; i++)
+#pragma unroll
+                for (int j = 0; j < 4; j++)
+                    acc[i][j] += a[i] * b[j];
+        }
+        __syncthreads();
+    }
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        const int gm = m0 + ty * 4 + i;
+        if (gm >= m)
+            continue;
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            const int gn = n0 + tx * 4 + j;
+            if (gn < n)
+                dst[(int64_t)gm * dst_pitch + gn] =
+                    acc[i][j] + (bias ? matmul_bias_at(bias, bias_type, gn) : 0.0f);
+        }
+    }
+}
+
+// y [m, k] (dense) = x [m, k] (pitched) in the weight dtype, for cuBLASLt.
+template <typename T>
+static __global__ void convert_kernel(T *y, const float *x, int64_t x_pitch, int k, int64_t total)
+{
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t r = i / k, c = i % k;
+        y[i] = cuda_from_f32<T>(x[r * x_pitch + c]);
+    }
+}
+
+static __global__ void bias_add_kernel(float *dst, int64_t dst_pitch, const void *bias,
+                                       int bias_type, int n, int64_t total)
+{
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t r = i / n;
+        const int j = (int)(i % n);
+        dst[r * dst_pitch + j] += matmul_bias_at(bias, bias_type, j);
+    }
+}
+
+// ---- launchers ----
+
+struct matmul_args {
+    float *dst;
+    int64_t dst_pitch;
+    const float *x;
+    int64_t x_pitch;
+    const void *w;
+    int64_t w_pitch;
+    const void *bias; // may be NULL
+    int bias_type;
+    int m, n, k;
+};
+
+template <typename TW, int M, int ROWS, int UNROLL>
+static void gemv_launch_one(const struct matmul_args *a, cudaStream_t stream)
+{
+    constexpr int VEC = 16 / (int)sizeof(TW);
+    const int n_chunks = a->k / VEC;
+    int threads = CUDA_WARP;
+    while (threads < GEMV_THREADS_MAX && threads * UNROLL < n_chunks)
+        threads *= 2;
+    const unsigned grid = (unsigned)((a->n + ROWS - 1) / ROWS);
+    gemv_kernel<TW, M, ROWS, UNROLL><<<grid, threads, 0, stream>>>(
+        a->dst, a->dst_pitch, a->x, a->x_pitch, (const TW *)a->w, a->w_pitch, a->bias,
+        a->bias_type, a->n, a->k);
+}
+
+// More tokens share each weight load with more output rows per block, so the
+// activations read through L1 stay a small multiple of the weight bytes.
+template <typename TW> static void gemv_launch(const struct matmul_args *a, cudaStream_t stream)
+{
+    switch (a->m) {
+    case 1:
+        gemv_launch_one<TW, 1, 1, 4>(a, stream);
+        break;
+    case 2:
+        gemv_launch_one<TW, 2, 1, 4>(a, stream);
+        break;
+    case 3:
+        gemv_launch_one<TW, 3, 2, 2>(a, stream);
+        break;
+    case 4:
+        gemv_launch_one<TW, 4, 2, 2>(a, stream);
+        break;
+    case 5:
+        gemv_launch_one<TW, 5, 2, 2>(a, stream);
+        break;
+    case 6:
+        gemv_launch_one<TW, 6, 2, 2>(a, stream);
+        break;
+    case 7:
+        gemv_launch_one<TW, 7, 4, 1>(a, stream);
+        break;
+    default:
+        gemv_launch_one<TW, 8, 4, 1>(a, stream);
+        break;
+    }
+}
+
+template <typename TW> static void tiled_launch(const struct matmul_args *a, cudaStream_t stream)
+{
+    const dim3 grid((unsigned)((a->n + TILED_BN - 1) / TILED_BN),
+                    (unsigned)((a->m + TILED_BM - 1) / TILED_BM));
+    tiled_kernel<TW><<<grid, 256, 0, stream>>>(a->dst, a->dst_pitch, a->x, a->x_pitch,
+                                               (const TW *)a->w, a->w_pitch, a->bias,
+                                               a->bias_type, a->m, a->n, a->k);
+}
+
+static unsigned matmul_grid_1d(int64_t total)
+{
+    int64_t blocks = (total + 255) / 256;
+    return (unsigned)(blocks < 65536 ? (blocks > 0 ? blocks : 1) : 65536);
+}
+
+// ---- providers ----
+
+static void matmul_args_init(struct matmul_args *a, const struct op_call *c)
+{
+    const struct tensor *x = c->src[0], *w = c->src[1], *b = c->src[2];
+    a->dst = (float *)c->dst->data;
+    a->dst_pitch = cuda_row_pitch(c->dst);
+    a->x = (const float *)x->data;
+    a->x_pitch = cuda_row_pitch(x);
+    a->w = w->data;
+    a->w_pitch = cuda_row_pitch(w);
+    a->bias = b ? b->data : nullptr;
+    a->bias_type = b ? (int)b->dtype : (int)DTYPE_F32;
+    a->m = (int)tensor_n_rows(x);
+    a->n = (int)w->ne[1];
+    a->k = (int)x->ne[0];
+}
+
+// Shapes every matmul provider needs: x f32 [m, k], W [n, k] of a float
+// dtype, dst f32 [m, n], bias (optional) a dense float vector of n.
+static bool matmul_common_ok(const struct op_call *c)
+{
+    const struct tensor *x = c->src[0], *w = c->src[1], *b = c->src[2];
+    if (c->op != OP_MATMUL || !cuda_tensor_rows_ok(x, DTYPE_F32) || !w ||
+        !cuda_dtype_is_float(w->dtype) || !cuda_tensor_rows_ok(w, w->dtype) ||
+        !cuda_tensor_rows_ok(c->dst, DTYPE_F32))
+        return false;
+    if (w->ne[0] != x->ne[0] || tensor_n_rows(w) != w->ne[1] || c->dst->ne[0] != w->ne[1] ||
+        tensor_n_rows(c->dst) != tensor_n_rows(x))
+        return false;
+    if (b && (!cuda_dtype_is_float(b->dtype) || !cuda_tensor_dense_ok(b, b->dtype) ||
+              tensor_n_elements(b) != w->ne[1]))
+        return false;
+    return x->ne[0] <= INT32_MAX && w->ne[1] <= INT32_MAX && tensor_n_rows(x) <= INT32_MAX;
+}
+
+static bool aligned16(const void *p, size_t pitch_bytes)
+{
+    return ((uintptr_t)p % 16) == 0 && pitch_bytes % 16 == 0;
+}
+
+extern "C" bool cuda_gemv_supports(const struct op_call *c)
+{
+    if (!matmul_common_ok(c))
+        return false;
+    const struct tensor *x = c->src[0], *w = c->src[1];
+    const int64_t m = tensor_n_rows(x);
+    const int vec = (int)(16 / dtype_info(w->dtype)->type_size);
+    return m >= 1 && m <= CUDA_GEMV_MAX_M && x->ne[0] % vec == 0 && x->ne[0] > 0 &&
+           aligned16(x->data, x->nb[1]) && aligned16(w->data, w->nb[1]);
+}
+
+extern "C" enum vllmc_status cuda_gemv_run(const struct op_call *c)
+{
+    struct cuda_device *dev = cuda_device_of(c);
+    struct err *err = dev->err;
+    struct matmul_args a;
+    matmul_args_init(&a, c);
+    if (a.n == 0)
+        return VLLMC_OK;
+    switch (c->src[1]->dtype) {
+    case DTYPE_F16:
+        gemv_launch<__half>(&a, dev->stream);
+        break;
+    case DTYPE_BF16:
+        gemv_launch<__nv_bfloat16>(&a, dev->stream);
+        break;
+    default:
+        gemv_launch<float>(&a, dev->stream);
+        break;
+    }
+    CUDA_TRY_LAUNCH();
+    return VLLMC_OK;
+}
+
+extern "C" bool cuda_matmul_tiled_supports(const struct op_call *c)
+{
+    return matmul_common_ok(c);
+}
+
+extern "C" enum vllmc_status cuda_matmul_tiled_run(const struct op_call *c)
+{
+    struct cuda_device *dev = cuda_device_of(c);
+    struct err *err = dev->err;
+    struct matmul_args a;
+    matmul_args_init(&a, c);
+    if (a.m == 0 || a.n == 0)
+        return VLLMC_OK;
+    switch (c->src[1]->dtype) {
+    case DTYPE_F16:
+        tiled_launch<__half>(&a, dev->stream);
+        break;
+    case DTYPE_BF16:
+        tiled_launch<__nv_bfloat16>(&a, dev->stream);
+        break;
+    default:
+        tiled_launch<float>(&a, dev->stream);
+        break;
+    }
+    CUDA_TRY_LAUNCH();
+    return VLLMC_OK;
+}
+
+// ---- cuBLASLt ----
+
+extern "C" bool cuda_cublaslt_supports(const struct op_call *c)
+{
+    if (!matmul_common_ok(c))
+        return false;
+    const struct tensor *x = c->src[0], *w = c->src[1];
+    // f32 weights keep the exact f32 path; f16/bf16 need k even for 16-byte rows.
+    return tensor_n_rows(x) > CUDA_GEMV_MAX_M && x->ne[0] % 8 == 0 &&
+           aligned16(w->data, w->nb[1]) && aligned16(x->data, x->nb[1]) &&
+           aligned16(c->dst->data, c->dst->nb[1]);
+}
+
+static enum vllmc_status lt_algo_find(struct cuda_device *dev, cublasLtMatmulDesc_t desc,
+                                      cublasLtMatrixLayout_t la, cublasLtMatrixLayout_t lb,
+                                      cublasLtMatrixLayout_t ld, const struct cuda_lt_algo *key,
+                                      cublasLtMatmulAlgo_t *out)
+{
+    struct err *err = dev->err;
+    for (int i = 0; i < CUDA_LT_ALGO_SLOTS; i++) {
+        const struct cuda_lt_algo *e = &dev->lt_algos[i];
+        if (e->m == key->m && e->n == key->n && e->k == key->k && e->lda == key->lda &&
+            e->ldb == key->ldb && e->ldd == key->ldd && e->a_type == key->a_type) {
+            *out = e->algo;
+            return VLLMC_OK;
+        }
+    }
+    cublasLtMatmulPreference_t pref;
+    CUBLAS_TRY(cublasLtMatmulPreferenceCreate(&pref));
+    size_t ws = dev->lt_workspace_bytes;
+    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
+                                         sizeof ws);
+    cublasLtMatmulHeuristicResult_t res;
+    int n_res = 0;
+    cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(dev->lt, desc, la, lb, ld, ld, pref, 1,
+                                                       &res, &n_res);
+    cublasLtMatmulPreferenceDestroy(pref);
+    CUBLAS_TRY(st);
+    if (n_res < 1)
+        return err_set(err, VLLMC_ERR_UNSUPPORTED, "cublaslt: no algorithm for m=%lld n=%lld k=%lld",
+                       (long long)key->m, (long long)key->n, (long long)key->k);
+    struct cuda_lt_algo *slot = &dev->lt_algos[dev->lt_algo_next];
+    dev->lt_algo_next = (dev->lt_algo_next + 1) % CUDA_LT_ALGO_SLOTS;
+    *slot = *key;
+    slot->algo = res.algo;
+    *out = res.algo;
+    return VLLMC_OK;
+}
+
+// D^T [n, m] (column-major) = W^T . X^T: cuBLASLt sees our row-major
+// dst [m, n] as the column-major n x m matrix it writes.
+static enum vllmc_status lt_matmul(struct cuda_device *dev, const struct matmul_args *a,
+                                   cudaDataType_t ab_type, const void *b_ptr, int64_t ldb)
+{
+    struct err *err = dev->err;
+    cublasLtMatmulDesc_t desc = nullptr;
+    cublasLtMatrixLayout_t la = nullptr, lb = nullptr, ld = nullptr;
+    enum vllmc_status rc = VLLMC_OK;
+    cublasStatus_t st = cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F);
+    const cublasOperation_t op_t = CUBLAS_OP_T;
+    if (st == CUBLAS_STATUS_SUCCESS)
+        st = cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_t, sizeof op_t);
+    if (st == CUBLAS_STATUS_SUCCESS)
+        st = cublasLtMatrixLayoutCreate(&la, ab_type, (uint64_t)a->k, (uint64_t)a->n, a->w_pitch);
+    if (st == CUBLAS_STATUS_SUCCESS)
+        st = cublasLtMatrixLayoutCreate(&lb, ab_type, (uint64_t)a->k, (uint64_t)a->m, ldb);
+    if (st == CUBLAS_STATUS_SUCCESS)
+        st = cublasLtMatrixLayoutCreate(&ld, CUDA_R_32F, (uint64_t)a->n, (uint64_t)a->m,
+                                        a->dst_pitch);
+    if (st != CUBLAS_STATUS_SUCCESS) {
+        rc = cuda_fail(err, (int)st, true, "cublasLt descriptor setup", __FILE__, __LINE__);
+        goto done;
+    }
+    {
+        struct cuda_lt_algo key = {};
+        key.m = a->m;
+        key.n = a->n;
+        key.k = a->k;
+        key.lda = a->w_pitch;
+        key.ldb = ldb;
+        key.ldd = a->dst_pitch;
+        key.a_type = (int)ab_type;
+        cublasLtMatmulAlgo_t algo;
+        rc = lt_algo_find(dev, desc, la, lb, ld, &key, &algo);
+        if (rc)
+            goto done;
+        const float alpha = 1.0f, beta = 0.0f;
+        st = cublasLtMatmul(dev->lt, desc, &alpha, a->w, la, b_ptr, lb, &beta, a->dst, ld, a->dst,
+                            ld, &algo, dev->lt_workspace, dev->lt_workspace_bytes, dev->stream);
+        if (st != CUBLAS_STATUS_SUCCESS)
+            rc = cuda_fail(err, (int)st, true, "cublasLtMatmul", __FILE__, __LINE__);
+    }
+done:
+    if (ld)
+        cublasLtMatrixLayoutDestroy(ld);
+    if (lb)
+        cublasLtMatrixLayoutDestroy(lb);
+    if (la)
+        cublasLtMatrixLayoutDestroy(la);
+    if (desc)
+        cublasLtMatmulDescDestroy(desc);
+    return rc;
+}
+
+extern "C" enum vllmc_status cuda_cublaslt_run(const struct op_call *c)
+{
+    struct cuda_device *dev = cuda_device_of(c);
+    struct err *err = dev->err;
+    struct matmul_args a;
+    matmul_args_init(&a, c);
+    if (a.m == 0 || a.n == 0)
+        return VLLMC_OK;
+    const enum dtype wt = c->src[1]->dtype;
+    enum vllmc_status rc;
+    const int64_t total = (int64_t)a.m * a.k;
+    if (wt == DTYPE_F32) {
+        rc = lt_matmul(dev, &a, CUDA_R_32F, a.x, a.x_pitch);
+    } else {
+        void *xc = nullptr;
+        rc = cuda_scratch(dev, (size_t)total * 2, &xc);
+        if (rc)
+            return rc;
+        if (wt == DTYPE_BF16)
+            convert_kernel<__nv_bfloat16><<<matmul_grid_1d(total), 256, 0, dev->stream>>>(
+                (__nv_bfloat16 *)xc, a.x, a.x_pitch, a.k, total);
+        else
+            convert_kernel<__half><<<matmul_grid_1d(total), 256, 0, dev->stream>>>(
+                (__half *)xc, a.x, a.x_pitch, a.k, total);
+        CUDA_TRY_LAUNCH();
+        rc = lt_matmul(dev, &a, wt == DTYPE_BF16 ? CUDA_R_16BF : CUDA_R_16F, xc, a.k);
+    }
+    if (rc)
+        return rc;
+    if (a.bias) {
+        const int64_t n_out = (int64_t)a.m * a.n;
+        bias_add_kernel<<<matmul_grid_1d(n_out), 256, 0, dev->stream>>>(
+            a.dst, a.dst_pitch, a.bias, a.bias_type, a.n, n_out);
+        CUDA_TRY_LAUNCH();
+    }
+    return VLLMC_OK;
+}

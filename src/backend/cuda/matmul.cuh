@@ -1,0 +1,27 @@
+// Matmul on the GPU, dst [m, n] = x [m, k] . W[n, k]^T (+ bias [n]), f32
+// activations and output, f32/f16/bf16 weights: a bandwidth-bound GEMV for
+// few tokens, cuBLASLt for many, and a tiled kernel for any shape left.
+#ifndef VLLMC_BACKEND_CUDA_MATMUL_CUH
+#define VLLMC_BACKEND_CUDA_MATMUL_CUH
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#include "backend/op.h"
+
+// Largest token count the GEMV provider takes; above it cuBLASLt wins
+// (crossover measured on the H200, bench/RESULTS.md).
+#define CUDA_GEMV_MAX_M 8
+
+bool cuda_gemv_supports(const struct op_call *c);
+enum vllmc_status cuda_gemv_run(const struct op_call *c);
+bool cuda_cublaslt_supports(const struct op_call *c);
+enum vllmc_status cuda_cublaslt_run(const struct op_call *c);
+bool cuda_matmul_tiled_supports(const struct op_call *c);
+enum vllmc_status cuda_matmul_tiled_run(const struct op_call *c);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,131 @@
+// RMSNorm and fused residual-add + RMSNorm: one block per row. The fused form
+// writes the new residual and reads it back once, so a layer's norm costs one
+// pass over the hidden state instead of two.
+#include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/norm.cuh"
+
+#define NORM_THREADS_MAX 1024
+
+// ---- kernels ----
+
+// dst [n, dim] = x * rsqrt(mean(x^2) + eps) * w. When res is set (fused add),
+// res [n, dim] += x first and the norm is taken of the sum. dst may alias x.
+template <typename TW, bool FUSED>
+static __global__ void norm_rms_kernel(float *dst, int64_t dst_pitch, const float *x,
+                                       int64_t x_pitch, float *res, int64_t res_pitch,
+                                       const TW *w, int dim, float eps)
+{
+    __shared__ float red[32];
+    const int64_t row = blockIdx.x;
+    const float *xr = x + row * x_pitch;
+    float *dr = dst + row * dst_pitch;
+    float *rr = FUSED ? res + row * res_pitch : nullptr;
+
+    float ss = 0.0f;
+    for (int i = threadIdx.x; i < dim; i += blockDim.x) {
+        float v = xr[i];
+        if (FUSED) {
+            v += rr[i];
+            rr[i] = v;
+        }
+        ss += v * v;
+    }
+    ss = cuda_block_sum(ss, red);
+    const float scale = rsqrtf(ss / (float)dim + eps);
+    // Each thread reads back only the elements it wrote above.
+    for (int i = threadIdx.x; i < dim; i += blockDim.x) {
+        const float v = FUSED ? rr[i] : xr[i];
+        dr[i] = v * scale * cuda_to_f32(w[i]);
+    }
+}
+
+// ---- launchers ----
+
+static int norm_threads(int dim)
+{
+    int t = 32;
+    while (t < NORM_THREADS_MAX && t * 4 < dim)
+        t *= 2;
+    return t;
+}
+
+template <typename TW, bool FUSED>
+static void norm_rms_launch(float *dst, int64_t dst_pitch, const float *x, int64_t x_pitch,
+                            float *res, int64_t res_pitch, const void *w, int dim, int64_t n_rows,
+                            float eps, cudaStream_t stream)
+{
+    norm_rms_kernel<TW, FUSED><<<(unsigned)n_rows, norm_threads(dim), 0, stream>>>(
+        dst, dst_pitch, x, x_pitch, res, res_pitch, (const TW *)w, dim, eps);
+}
+
+template <bool FUSED>
+static void norm_rms_dispatch(const struct tensor *dst, const struct tensor *x,
+                              const struct tensor *w, const struct tensor *res, float eps,
+                              cudaStream_t stream)
+{
+    const int dim = (int)x->ne[0];
+    const int64_t n_rows = tensor_n_rows(x);
+    float *rp = res ? (float *)res->data : nullptr;
+    const int64_t res_pitch = res ? cuda_row_pitch(res) : 0;
+    switch (w->dtype) {
+    case DTYPE_F16:
+        norm_rms_launch<__half, FUSED>((float *)dst->data, cuda_row_pitch(dst),
+                                       (const float *)x->data, cuda_row_pitch(x), rp, res_pitch,
+                                       w->data, dim, n_rows, eps, stream);
+        break;
+    case DTYPE_BF16:
+        norm_rms_launch<__nv_bfloat16, FUSED>((float *)dst->data, cuda_row_pitch(dst),
+                                              (const float *)x->data, cuda_row_pitch(x), rp,
+                                              res_pitch, w->data, dim, n_rows, eps, stream);
+        break;
+    default:
+        norm_rms_launch<float, FUSED>((float *)dst->data, cuda_row_pitch(dst),
+                                      (const float *)x->data, cuda_row_pitch(x), rp, res_pitch,
+                                      w->data, dim, n_rows, eps, stream);
+        break;
+    }
+}
+
+// ---- providers ----
+
+static bool norm_common_ok(const struct op_call *c)
+{
+    const struct tensor *x = c->src[0], *w = c->src[1];
+    return cuda_tensor_rows_ok(c->dst, DTYPE_F32) && cuda_tensor_rows_ok(x, DTYPE_F32) && w &&
+           cuda_dtype_is_float(w->dtype) && cuda_tensor_dense_ok(w, w->dtype) &&
+           tensor_n_elements(w) == x->ne[0] && tensor_same_shape(c->dst, x) &&
+           tensor_n_rows(x) <= INT32_MAX && x->ne[0] > 0;
+}
+
+extern "C" bool cuda_rmsnorm_supports(const struct op_call *c)
+{
+    return c->op == OP_RMSNORM && norm_common_ok(c);
+}
+
+extern "C" enum vllmc_status cuda_rmsnorm_run(const struct op_call *c)
+{
+    struct cuda_device *dev = cuda_device_of(c);
+    struct err *err = dev->err;
+    if (tensor_n_rows(c->src[0]) == 0)
+        return VLLMC_OK;
+    norm_rms_dispatch<false>(c->dst, c->src[0], c->src[1], nullptr, c->p.eps, dev->stream);
+    CUDA_TRY_LAUNCH();
+    return VLLMC_OK;
+}
+
+extern "C" bool cuda_add_rmsnorm_supports(const struct op_call *c)
+{
+    return c->op == OP_ADD_RMSNORM && norm_common_ok(c) &&
+           cuda_tensor_rows_ok(c->src[2], DTYPE_F32) && tensor_same_shape(c->src[2], c->src[0]);
+}
+
+extern "C" enum vllmc_status cuda_add_rmsnorm_run(const struct op_call *c)
+{
+    struct cuda_device *dev = cuda_device_of(c);
+    struct err *err = dev->err;
+    if (tensor_n_rows(c->src[0]) == 0)
+        return VLLMC_OK;
+    norm_rms_dispatch<true>(c->dst, c->src[0], c->src[1], c->src[2], c->p.eps, dev->stream);
+    CUDA_TRY_LAUNCH();
+    return VLLMC_OK;
+}

@@ -1,0 +1,474 @@
+// Every CUDA op provider against cpu-ref on random inputs over a grid of
+// shapes (odd sizes included), by NMSE: <= 1e-6 for f32 paths, <= 5e-4 where
+// f16/bf16 enter the arithmetic. Outputs are poisoned with NaN first, so an
+// element the kernel forgot fails. Skips (exit 77) on a machine with no GPU.
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/backend.h"
+#include "check.h"
+#include "core/alloc.h"
+#include "core/dtype.h"
+
+#define SKIP_CODE 77
+
+static struct backend *cpu, *gpu;
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+
+static uint64_t rng_next(void)
+{
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return rng_state;
+}
+
+static float rng_uniform(void) // [-1, 1)
+{
+    return (float)((double)(rng_next() >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+}
+
+// A tensor with a host copy and a device copy of the same bytes.
+struct pair {
+    struct tensor h, d;
+    size_t n_bytes;
+};
+
+static void pair_init(struct pair *p, enum dtype t, int n_dims, const int64_t *ne)
+{
+    memset(p, 0, sizeof *p);
+    CHECK(tensor_init(&p->h, t, NULL, n_dims, ne));
+    p->n_bytes = tensor_n_bytes(&p->h);
+    p->h.data = mem_alloc(p->n_bytes ? p->n_bytes : 1);
+    VLLMC_ASSERT(p->h.data);
+    p->d = p->h;
+    CHECK_EQ_INT(backend_buffer_alloc(gpu, p->n_bytes, &p->d.data), VLLMC_OK);
+    p->d.location = TENSOR_DEVICE;
+}
+
+static void pair_free(struct pair *p)
+{
+    mem_free(p->h.data);
+    backend_buffer_free(gpu, p->d.data);
+}
+
+static void pair_upload(struct pair *p)
+{
+    CHECK_EQ_INT(backend_upload(gpu, p->d.data, p->h.data, p->n_bytes), VLLMC_OK);
+}
+
+// Random values in [-scale, scale), stored in the pair's dtype.
+static void pair_random(struct pair *p, float scale)
+{
+    int64_t n = tensor_n_elements(&p->h);
+    for (int64_t i = 0; i < n; i++) {
+        float v = rng_uniform() * scale;
+        switch (p->h.dtype) {
+        case DTYPE_F16:
+            ((uint16_t *)p->h.data)[i] = f32_to_fp16(v);
+            break;
+        case DTYPE_BF16:
+            ((uint16_t *)p->h.data)[i] = f32_to_bf16(v);
+            break;
+        default:
+            ((float *)p->h.data)[i] = v;
+            break;
+        }
+    }
+    pair_upload(p);
+}
+
+static void pair_poison(struct pair *p)
+{
+    memset(p->h.data, 0xff, p->n_bytes); // NaN in every float type
+    pair_upload(p);
+}
+
+static float elem_f32(const struct tensor *t, const void *data, int64_t i)
+{
+    switch (t->dtype) {
+    case DTYPE_F16:
+        return fp16_to_f32(((const uint16_t *)data)[i]);
+    case DTYPE_BF16:
+        return bf16_to_f32(((const uint16_t *)data)[i]);
+    default:
+        return ((const float *)data)[i];
+    }
+}
+
+// NMSE of the device copy against the host (reference) copy; NaN anywhere
+// makes it infinite.
+static double pair_nmse(struct pair *p)
+{
+    void *got = mem_alloc(p->n_bytes ? p->n_bytes : 1);
+    VLLMC_ASSERT(got);
+    CHECK_EQ_INT(backend_download(gpu, got, p->d.data, p->n_bytes), VLLMC_OK);
+    double num = 0.0, den = 0.0;
+    int64_t n = tensor_n_elements(&p->h);
+    for (int64_t i = 0; i < n; i++) {
+        double a = elem_f32(&p->h, got, i), b = elem_f32(&p->h, p->h.data, i);
+        if (isnan(a) || isinf(a)) {
+            num = INFINITY;
+            break;
+        }
+        num += (a - b) * (a - b);
+        den += b * b;
+    }
+    mem_free(got);
+    return den > 0.0 ? num / den : num;
+}
+
+// Runs c once through cpu-ref on host tensors and once through the CUDA
+// backend on device tensors. ref/dev give, per slot (0 = dst, 1.. = src),
+// the pair to use; both calls share op and params.
+static void run_both(enum op_kind op, struct op_params prm, struct pair **slots, int n_slots)
+{
+    struct op_call hc = {.op = op, .p = prm}, dc = {.op = op, .p = prm};
+    for (int i = 0; i < n_slots; i++) {
+        struct tensor *h = slots[i] ? &slots[i]->h : NULL, *d = slots[i] ? &slots[i]->d : NULL;
+        if (i == 0) {
+            hc.dst = h;
+            dc.dst = d;
+        } else {
+            hc.src[i - 1] = h;
+            dc.src[i - 1] = d;
+        }
+    }
+    size_t n = 0;
+    const struct op_provider *const *ps = backend_providers(cpu, &n);
+    const struct op_provider *ref = NULL;
+    for (size_t i = 0; i < n; i++)
+        if (ps[i]->op == op && !strcmp(ps[i]->name, "cpu-ref"))
+            ref = ps[i];
+    CHECK(ref != NULL);
+    if (!ref)
+        return;
+    hc.backend = cpu;
+    CHECK(ref->supports(&hc));
+    CHECK_EQ_INT(ref->run(&hc), VLLMC_OK);
+    const struct op_provider *sel = backend_select_provider(gpu, &dc);
+    CHECK(sel != NULL);
+    enum vllmc_status rc = backend_run_op(gpu, &dc);
+    if (rc)
+        fprintf(stderr, "  cuda: %s\n", backend_err(gpu)->msg);
+    CHECK_EQ_INT(rc, VLLMC_OK);
+    CHECK_EQ_INT(backend_sync(gpu), VLLMC_OK);
+}
+
+static double bar_for(enum dtype t)
+{
+    return t == DTYPE_F32 ? 1e-6 : 5e-4;
+}
+
+static void report(const char *what, double nmse, double bar)
+{
+    printf("%-60s nmse=%.3g bar=%.0e %s\n", what, nmse, bar, nmse <= bar ? "ok" : "FAIL");
+    CHECK(nmse <= bar);
+}
+
+static const enum dtype float_types[] = {DTYPE_F32, DTYPE_F16, DTYPE_BF16};
+
+// ---- cases ----
+
+static void test_embedding(void)
+{
+    const int64_t shapes[][3] = {{1000, 4096, 7}, {37, 67, 1}, {5, 1, 3}}; // vocab, dim, tokens
+    for (size_t s = 0; s < 3; s++)
+        for (size_t t = 0; t < 3; t++) {
+            struct pair table, ids, dst;
+            int64_t ne_t[2] = {shapes[s][1], shapes[s][0]}, ne_i[1] = {shapes[s][2]};
+            int64_t ne_d[2] = {shapes[s][1], shapes[s][2]};
+            pair_init(&table, float_types[t], 2, ne_t);
+            pair_init(&ids, DTYPE_I32, 1, ne_i);
+            pair_init(&dst, DTYPE_F32, 2, ne_d);
+            pair_random(&table, 1.0f);
+            for (int64_t i = 0; i < ne_i[0]; i++)
+                ((int32_t *)ids.h.data)[i] = (int32_t)(rng_next() % (uint64_t)shapes[s][0]);
+            pair_upload(&ids);
+            pair_poison(&dst);
+            struct pair *slots[] = {&dst, &table, &ids};
+            run_both(OP_EMBEDDING, (struct op_params){0}, slots, 3);
+            char what[128];
+            snprintf(what, sizeof what, "embedding vocab=%lld dim=%lld n=%lld %s",
+                     (long long)shapes[s][0], (long long)shapes[s][1], (long long)shapes[s][2],
+                     dtype_name(float_types[t]));
+            report(what, pair_nmse(&dst), 1e-6);
+            pair_free(&table);
+            pair_free(&ids);
+            pair_free(&dst);
+        }
+}
+
+static void test_norms(void)
+{
+    const int64_t shapes[][2] = {{1, 1024}, {5, 4096}, {33, 67}, {3, 1}}; // rows, dim
+    for (int fused = 0; fused < 2; fused++)
+        for (size_t s = 0; s < 4; s++)
+            for (size_t t = 0; t < 3; t++) {
+                struct pair x, w, dst, res;
+                int64_t ne_x[2] = {shapes[s][1], shapes[s][0]}, ne_w[1] = {shapes[s][1]};
+                pair_init(&x, DTYPE_F32, 2, ne_x);
+                pair_init(&w, float_types[t], 1, ne_w);
+                pair_init(&dst, DTYPE_F32, 2, ne_x);
+                pair_init(&res, DTYPE_F32, 2, ne_x);
+                pair_random(&x, 3.0f);
+                pair_random(&w, 1.0f);
+                pair_random(&res, 3.0f);
+                pair_poison(&dst);
+                struct pair *slots[] = {&dst, &x, &w, fused ? &res : NULL};
+                struct op_params prm = {.eps = 1e-6f};
+                run_both(fused ? OP_ADD_RMSNORM : OP_RMSNORM, prm, slots, fused ? 4 : 3);
+                char what[128];
+                snprintf(what, sizeof what, "%s n=%lld dim=%lld w=%s",
+                         fused ? "add_rmsnorm" : "rmsnorm", (long long)shapes[s][0],
+                         (long long)shapes[s][1], dtype_name(float_types[t]));
+                report(what, pair_nmse(&dst), 1e-6);
+                if (fused)
+                    report("  residual", pair_nmse(&res), 1e-6);
+                pair_free(&x);
+                pair_free(&w);
+                pair_free(&dst);
+                pair_free(&res);
+            }
+}
+
+static void test_matmul_one(int64_t m, int64_t n, int64_t k, enum dtype wt, bool bias,
+                            const char *disable_note)
+{
+    struct pair x, w, b, dst;
+    int64_t ne_x[2] = {k, m}, ne_w[2] = {k, n}, ne_b[1] = {n}, ne_d[2] = {n, m};
+    pair_init(&x, DTYPE_F32, 2, ne_x);
+    pair_init(&w, wt, 2, ne_w);
+    pair_init(&b, DTYPE_F32, 1, ne_b);
+    pair_init(&dst, DTYPE_F32, 2, ne_d);
+    pair_random(&x, 1.0f);
+    pair_random(&w, 0.5f);
+    pair_random(&b, 1.0f);
+    pair_poison(&dst);
+    struct pair *slots[] = {&dst, &x, &w, bias ? &b : NULL};
+    struct op_call probe = {.op = OP_MATMUL, .dst = &dst.d, .src = {&x.d, &w.d, bias ? &b.d : NULL}};
+    const struct op_provider *p = backend_select_provider(gpu, &probe);
+    run_both(OP_MATMUL, (struct op_params){0}, slots, 4);
+    char what[160];
+    snprintf(what, sizeof what, "matmul m=%lld n=%lld k=%lld w=%s%s %s%s", (long long)m,
+             (long long)n, (long long)k, dtype_name(wt), bias ? " bias" : "",
+             p ? p->name : "none", disable_note);
+    // cuBLASLt rounds the activations to the weight dtype; the rest is exact f32.
+    double bar = p && !strcmp(p->name, "cublaslt") ? bar_for(wt) : 1e-6;
+    report(what, pair_nmse(&dst), bar);
+    pair_free(&x);
+    pair_free(&w);
+    pair_free(&b);
+    pair_free(&dst);
+}
+
+static void test_matmul(void)
+{
+    const int64_t ms[] = {1, 2, 3, 5, 8, 9, 17, 64, 130};
+    const int64_t nk[][2] = {{1024, 1024}, {67, 40}, {1000, 2048}, {33, 37}};
+    for (size_t a = 0; a < sizeof ms / sizeof ms[0]; a++)
+        for (size_t b = 0; b < 4; b++)
+            for (size_t t = 0; t < 3; t++)
+                test_matmul_one(ms[a], nk[b][0], nk[b][1], float_types[t], (a + b + t) % 2, "");
+}
+
+static void rope_inv_freq(struct pair *f, int rope_dim)
+{
+    for (int i = 0; i < rope_dim / 2; i++)
+        ((float *)f->h.data)[i] = powf(1000000.0f, -2.0f * (float)i / (float)rope_dim);
+    pair_upload(f);
+}
+
+static void test_rope(void)
+{
+    const int shapes[][4] = {{3, 4, 128, 128}, {7, 2, 64, 32}, {1, 16, 128, 128}, {5, 3, 80, 80}};
+    for (int qk = 0; qk < 2; qk++)
+        for (int neox = 0; neox < 2; neox++)
+            for (size_t s = 0; s < 4; s++) {
+                const int nt = shapes[s][0], nh = shapes[s][1], hd = shapes[s][2];
+                const int rd = shapes[s][3];
+                struct pair x, pos, freq, w;
+                int64_t ne_x[3] = {hd, nh, nt}, ne_p[1] = {nt}, ne_f[1] = {rd / 2},
+                        ne_w[1] = {hd};
+                pair_init(&x, DTYPE_F32, 3, ne_x);
+                pair_init(&pos, DTYPE_I32, 1, ne_p);
+                pair_init(&freq, DTYPE_F32, 1, ne_f);
+                pair_init(&w, DTYPE_BF16, 1, ne_w);
+                pair_random(&x, 2.0f);
+                pair_random(&w, 1.0f);
+                for (int i = 0; i < nt; i++)
+                    ((int32_t *)pos.h.data)[i] = (int32_t)(rng_next() % 40000);
+                pair_upload(&pos);
+                rope_inv_freq(&freq, rd);
+                struct pair *slots[] = {&x, &pos, &freq, qk ? &w : NULL};
+                struct op_params prm = {.eps = 1e-6f, .rope_dim = rd, .rope_neox = neox};
+                run_both(qk ? OP_QK_NORM_ROPE : OP_ROPE, prm, slots, qk ? 4 : 3);
+                char what[128];
+                snprintf(what, sizeof what, "%s n=%d heads=%d head_dim=%d rope_dim=%d %s",
+                         qk ? "qk_norm_rope" : "rope", nt, nh, hd, rd, neox ? "neox" : "pairs");
+                report(what, pair_nmse(&x), 1e-6);
+                pair_free(&x);
+                pair_free(&pos);
+                pair_free(&freq);
+                pair_free(&w);
+            }
+}
+
+static void test_elementwise(void)
+{
+    const int64_t shapes[][2] = {{5, 3000}, {1, 11}, {70000, 3}};
+    for (int op = 0; op < 2; op++)
+        for (size_t s = 0; s < 3; s++) {
+            struct pair a, b, dst;
+            int64_t ne[2] = {shapes[s][1], shapes[s][0]};
+            pair_init(&a, DTYPE_F32, 2, ne);
+            pair_init(&b, DTYPE_F32, 2, ne);
+            pair_init(&dst, DTYPE_F32, 2, ne);
+            pair_random(&a, 6.0f);
+            pair_random(&b, 2.0f);
+            pair_poison(&dst);
+            struct pair *slots[] = {&dst, &a, &b};
+            run_both(op ? OP_ADD : OP_SILU_MUL, (struct op_params){0}, slots, 3);
+            char what[128];
+            snprintf(what, sizeof what, "%s n=%lld dim=%lld", op ? "add" : "silu_mul",
+                     (long long)shapes[s][0], (long long)shapes[s][1]);
+            report(what, pair_nmse(&dst), 1e-6);
+            pair_free(&a);
+            pair_free(&b);
+            pair_free(&dst);
+        }
+}
+
+static void test_kv_store(void)
+{
+    for (size_t t = 0; t < 3; t++) {
+        const int nt = 9, nkv = 2, hd = 64, nb = 4, bs = 16;
+        struct pair k, v, kc, vc, slots_p;
+        int64_t ne_k[3] = {hd, nkv, nt}, ne_c[4] = {hd, nkv, bs, nb}, ne_s[1] = {nt};
+        pair_init(&k, DTYPE_F32, 3, ne_k);
+        pair_init(&v, DTYPE_F32, 3, ne_k);
+        pair_init(&kc, float_types[t], 4, ne_c);
+        pair_init(&vc, float_types[t], 4, ne_c);
+        pair_init(&slots_p, DTYPE_I32, 1, ne_s);
+        pair_random(&k, 1.0f);
+        pair_random(&v, 1.0f);
+        pair_random(&kc, 1.0f);
+        pair_random(&vc, 1.0f);
+        for (int i = 0; i < nt; i++)
+            ((int32_t *)slots_p.h.data)[i] = i == 4 ? -1 : (int32_t)((i * 7 + 3) % (nb * bs));
+        pair_upload(&slots_p);
+        struct pair *sl[] = {NULL, &k, &v, &kc, &vc, &slots_p};
+        run_both(OP_KV_STORE, (struct op_params){0}, sl, 6);
+        char what[128];
+        snprintf(what, sizeof what, "kv_store n=%d kv_heads=%d head_dim=%d cache=%s", nt, nkv, hd,
+                 dtype_name(float_types[t]));
+        report(what, pair_nmse(&kc), 1e-6);
+        report("  v_cache", pair_nmse(&vc), 1e-6);
+        pair_free(&k);
+        pair_free(&v);
+        pair_free(&kc);
+        pair_free(&vc);
+        pair_free(&slots_p);
+    }
+}
+
+// One attention batch: n_seqs sequences with context ctx[s] of which the last
+// q_len[s] tokens are queries (1 = decode, = ctx for a fresh prefill).
+static void attention_case(const char *label, int n_heads, int n_kv, int hd, enum dtype ct,
+                           int n_seqs, const int *ctx, const int *q_len, bool pass_bounds)
+{
+    const int bs = 16;
+    int n_tokens = 0, max_ctx = 0, max_q = 0;
+    for (int s = 0; s < n_seqs; s++) {
+        n_tokens += q_len[s];
+        if (ctx[s] > max_ctx)
+            max_ctx = ctx[s];
+        if (q_len[s] > max_q)
+            max_q = q_len[s];
+    }
+    const int max_blocks = (max_ctx + bs - 1) / bs + 1;
+    const int nb = n_seqs * max_blocks + 3;
+    struct pair q, kc, vc, bt, sl, qsl, dst;
+    int64_t ne_q[3] = {hd, n_heads, n_tokens}, ne_c[4] = {hd, n_kv, bs, nb};
+    int64_t ne_bt[2] = {max_blocks, n_seqs}, ne_sl[1] = {n_seqs}, ne_qsl[1] = {n_seqs + 1};
+    pair_init(&q, DTYPE_F32, 3, ne_q);
+    pair_init(&dst, DTYPE_F32, 3, ne_q);
+    pair_init(&kc, ct, 4, ne_c);
+    pair_init(&vc, ct, 4, ne_c);
+    pair_init(&bt, DTYPE_I32, 2, ne_bt);
+    pair_init(&sl, DTYPE_I32, 1, ne_sl);
+    pair_init(&qsl, DTYPE_I32, 1, ne_qsl);
+    pair_random(&q, 1.0f);
+    pair_random(&kc, 1.0f);
+    pair_random(&vc, 1.0f);
+    pair_poison(&dst);
+    // Blocks handed out in a scrambled order, as a block pool would.
+    int32_t *tables = bt.h.data;
+    for (int i = 0; i < n_seqs * max_blocks; i++)
+        tables[i] = (int32_t)((i * 5 + 2) % nb);
+    int32_t *lens = sl.h.data, *starts = qsl.h.data;
+    starts[0] = 0;
+    for (int s = 0; s < n_seqs; s++) {
+        lens[s] = ctx[s];
+        starts[s + 1] = starts[s] + q_len[s];
+    }
+    pair_upload(&bt);
+    pair_upload(&sl);
+    pair_upload(&qsl);
+    struct pair *slots[] = {&dst, &q, &kc, &vc, &bt, &sl, &qsl};
+    struct op_params prm = {.scale = 1.0f / sqrtf((float)hd)};
+    if (pass_bounds) {
+        prm.max_seq_len = max_ctx;
+        prm.max_q_len = max_q;
+    }
+    run_both(OP_ATTENTION, prm, slots, 7);
+    char what[160];
+    snprintf(what, sizeof what, "attention %s heads=%d/%d head_dim=%d cache=%s%s", label, n_heads,
+             n_kv, hd, dtype_name(ct), pass_bounds ? "" : " (no bounds)");
+    report(what, pair_nmse(&dst), 1e-6);
+    pair_free(&q);
+    pair_free(&kc);
+    pair_free(&vc);
+    pair_free(&bt);
+    pair_free(&sl);
+    pair_free(&qsl);
+    pair_free(&dst);
+}
+
+static void test_attention(void)
+{
+    const int heads[][3] = {{16, 8, 128}, {32, 8, 128}, {8, 1, 64}, {20, 1, 80}, {4, 4, 256}};
+    const int dec_ctx[] = {1, 17, 300, 1030}, dec_q[] = {1, 1, 1, 1};
+    const int pre_ctx[] = {37, 100}, pre_q[] = {37, 100};
+    const int mix_ctx[] = {200, 5, 64, 3000}, mix_q[] = {50, 1, 64, 1};
+    for (size_t h = 0; h < 5; h++)
+        for (size_t t = 0; t < 3; t++) {
+            const int nh = heads[h][0], nkv = heads[h][1], hd = heads[h][2];
+            attention_case("decode", nh, nkv, hd, float_types[t], 4, dec_ctx, dec_q, true);
+            attention_case("prefill", nh, nkv, hd, float_types[t], 2, pre_ctx, pre_q, true);
+            attention_case("mixed", nh, nkv, hd, float_types[t], 4, mix_ctx, mix_q, t == 0);
+        }
+}
+
+int main(int argc, char **argv)
+{
+    struct err err = {0};
+    enum vllmc_status rc = backend_create("cuda", NULL, &gpu, &err);
+    if (rc) {
+        printf("skip: no CUDA backend here: %s\n", err.msg);
+        return SKIP_CODE;
+    }
+    CHECK_EQ_INT(backend_create("cpu", NULL, &cpu, &err), VLLMC_OK);
+    static const struct check_case cases[] = {
+        {"embedding", test_embedding}, {"norms", test_norms},         {"matmul", test_matmul},
+        {"rope", test_rope},           {"elementwise", test_elementwise},
+        {"kv_store", test_kv_store},   {"attention", test_attention},
+        {NULL, NULL},
+    };
+    int code = check_run(cases, argc, argv);
+    backend_free(cpu);
+    backend_free(gpu);
+    return code;
+}
