@@ -6,6 +6,7 @@
 int generate_main(int argc, char **argv);  // generate.c
 int info_main(int argc, char **argv);      // info.c
 int op_parity_main(int argc, char **argv); // op_parity.c
+int bench_ops_main(int argc, char **argv); // bench_ops.c
 int parity_main(int argc, char **argv);    // parity.c
 
 #endif

@@ -24,6 +24,7 @@ static const struct command commands[] = {
     {"info", info_main, "architecture, shapes, tensor types and memory of a model"},
     {"parity", parity_main, "greedy tokens against a reference (EXACT / TOP_K_MATCH / FAIL)"},
     {"op-parity", op_parity_main, "check every op provider against cpu-ref (NMSE)"},
+    {"bench-ops", bench_ops_main, "time op providers on model-sized shapes"},
     {"version", version_main, "print the version"},
 };
 

@@ -6,6 +6,7 @@
 #include "backend/cuda/cuda_backend.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cublas_api.h>
@@ -330,8 +331,12 @@ enum vllmc_status cuda_backend_create(const struct backend_options *o, struct ba
         backend_free(be);
         return rc;
     }
-    log_info("backend cuda: %s (sm_%d%d, %d SMs)", dev->name, dev->cc_major, dev->cc_minor,
-             dev->n_sms);
+    // The GEMV/cuBLASLt crossover is measured per GPU; this moves it without a rebuild.
+    const char *gemv_m = getenv("VLLMC_CUDA_GEMV_MAX_M");
+    if (gemv_m && *gemv_m)
+        cuda_gemv_set_max_m(atoi(gemv_m));
+    log_info("backend cuda: %s (sm_%d%d, %d SMs), GEMV up to m=%d", dev->name, dev->cc_major,
+             dev->cc_minor, dev->n_sms, cuda_gemv_max_m());
     *out = be;
     return VLLMC_OK;
 }

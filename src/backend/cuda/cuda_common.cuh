@@ -17,6 +17,7 @@
 
 // The core headers are C without linkage guards of their own.
 extern "C" {
+#include "backend/backend_impl.h"
 #include "backend/op.h"
 #include "core/dtype.h"
 #include "core/status.h"

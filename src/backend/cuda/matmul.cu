@@ -261,33 +261,35 @@ static void gemv_launch_one(const struct matmul_args *a, cudaStream_t stream)
 
 // More tokens share each weight load with more output rows per block, so the
 // activations read through L1 stay a small multiple of the weight bytes.
+template <typename TW, int M> static void gemv_launch_m(const struct matmul_args *a, cudaStream_t s)
+{
+    if (M <= 2)
+        gemv_launch_one<TW, M, 1, 4>(a, s);
+    else if (M <= 6)
+        gemv_launch_one<TW, M, 2, 2>(a, s);
+    else
+        gemv_launch_one<TW, M, 4, 1>(a, s);
+}
+
 template <typename TW> static void gemv_launch(const struct matmul_args *a, cudaStream_t stream)
 {
     switch (a->m) {
-    case 1:
-        gemv_launch_one<TW, 1, 1, 4>(a, stream);
-        break;
-    case 2:
-        gemv_launch_one<TW, 2, 1, 4>(a, stream);
-        break;
-    case 3:
-        gemv_launch_one<TW, 3, 2, 2>(a, stream);
-        break;
-    case 4:
-        gemv_launch_one<TW, 4, 2, 2>(a, stream);
-        break;
-    case 5:
-        gemv_launch_one<TW, 5, 2, 2>(a, stream);
-        break;
-    case 6:
-        gemv_launch_one<TW, 6, 2, 2>(a, stream);
-        break;
-    case 7:
-        gemv_launch_one<TW, 7, 4, 1>(a, stream);
-        break;
-    default:
-        gemv_launch_one<TW, 8, 4, 1>(a, stream);
-        break;
+    case 1: gemv_launch_m<TW, 1>(a, stream); break;
+    case 2: gemv_launch_m<TW, 2>(a, stream); break;
+    case 3: gemv_launch_m<TW, 3>(a, stream); break;
+    case 4: gemv_launch_m<TW, 4>(a, stream); break;
+    case 5: gemv_launch_m<TW, 5>(a, stream); break;
+    case 6: gemv_launch_m<TW, 6>(a, stream); break;
+    case 7: gemv_launch_m<TW, 7>(a, stream); break;
+    case 8: gemv_launch_m<TW, 8>(a, stream); break;
+    case 9: gemv_launch_m<TW, 9>(a, stream); break;
+    case 10: gemv_launch_m<TW, 10>(a, stream); break;
+    case 11: gemv_launch_m<TW, 11>(a, stream); break;
+    case 12: gemv_launch_m<TW, 12>(a, stream); break;
+    case 13: gemv_launch_m<TW, 13>(a, stream); break;
+    case 14: gemv_launch_m<TW, 14>(a, stream); break;
+    case 15: gemv_launch_m<TW, 15>(a, stream); break;
+    default: gemv_launch_m<TW, 16>(a, stream); break;
     }
 }
 
@@ -347,6 +349,19 @@ static bool aligned16(const void *p, size_t pitch_bytes)
     return ((uintptr_t)p % 16) == 0 && pitch_bytes % 16 == 0;
 }
 
+// Token counts up to this go to the GEMV (cuda_gemv_set_max_m).
+static int gemv_max_m = CUDA_GEMV_MAX_M;
+
+extern "C" void cuda_gemv_set_max_m(int m)
+{
+    gemv_max_m = m < 0 ? 0 : (m > CUDA_GEMV_KERNEL_MAX_M ? CUDA_GEMV_KERNEL_MAX_M : m);
+}
+
+extern "C" int cuda_gemv_max_m(void)
+{
+    return gemv_max_m;
+}
+
 extern "C" bool cuda_gemv_supports(const struct op_call *c)
 {
     if (!matmul_common_ok(c))
@@ -354,7 +369,7 @@ extern "C" bool cuda_gemv_supports(const struct op_call *c)
     const struct tensor *x = c->src[0], *w = c->src[1];
     const int64_t m = tensor_n_rows(x);
     const int vec = (int)(16 / dtype_info(w->dtype)->type_size);
-    return m >= 1 && m <= CUDA_GEMV_MAX_M && x->ne[0] % vec == 0 && x->ne[0] > 0 &&
+    return m >= 1 && m <= gemv_max_m && x->ne[0] % vec == 0 && x->ne[0] > 0 &&
            aligned16(x->data, x->nb[1]) && aligned16(w->data, w->nb[1]);
 }
 
@@ -364,8 +379,11 @@ extern "C" enum vllmc_status cuda_gemv_run(const struct op_call *c)
     struct err *err = dev->err;
     struct matmul_args a;
     matmul_args_init(&a, c);
-    if (a.n == 0)
+    if (a.n == 0 || a.m == 0)
         return VLLMC_OK;
+    if (a.m > CUDA_GEMV_KERNEL_MAX_M)
+        return op_fail(c, VLLMC_ERR_UNSUPPORTED, "cuda-gemv: m=%d above %d", a.m,
+                       CUDA_GEMV_KERNEL_MAX_M);
     switch (c->src[1]->dtype) {
     case DTYPE_F16:
         gemv_launch<__half>(&a, dev->stream);
@@ -417,7 +435,7 @@ extern "C" bool cuda_cublaslt_supports(const struct op_call *c)
         return false;
     const struct tensor *x = c->src[0], *w = c->src[1];
     // f32 weights keep the exact f32 path; f16/bf16 need k even for 16-byte rows.
-    return tensor_n_rows(x) > CUDA_GEMV_MAX_M && x->ne[0] % 8 == 0 &&
+    return tensor_n_rows(x) > gemv_max_m && x->ne[0] % 8 == 0 &&
            aligned16(w->data, w->nb[1]) && aligned16(x->data, x->nb[1]) &&
            aligned16(c->dst->data, c->dst->nb[1]);
 }

@@ -10,9 +10,16 @@ extern "C" {
 
 #include "backend/op.h"
 
-// Largest token count the GEMV provider takes; above it cuBLASLt wins
-// (crossover measured on the H200, bench/RESULTS.md).
+// Largest token count the GEMV provider takes by default; above it cuBLASLt
+// wins (crossover measured on the H200, bench/RESULTS.md). The kernels exist
+// up to CUDA_GEMV_KERNEL_MAX_M; VLLMC_CUDA_GEMV_MAX_M moves the gate.
 #define CUDA_GEMV_MAX_M 8
+#define CUDA_GEMV_KERNEL_MAX_M 16
+
+// Sets the gate (clamped to 0..CUDA_GEMV_KERNEL_MAX_M) for every backend; the
+// cuBLASLt provider takes the m above it. Called at backend creation.
+void cuda_gemv_set_max_m(int m);
+int cuda_gemv_max_m(void);
 
 bool cuda_gemv_supports(const struct op_call *c);
 enum vllmc_status cuda_gemv_run(const struct op_call *c);

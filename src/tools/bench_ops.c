@@ -1,0 +1,542 @@
+// vllmc bench-ops: times op providers of a backend on model-sized shapes and
+// prints one greppable line per case (op, shape, provider, us, GB/s). Sections:
+// gemv (decode matmuls, bandwidth), crossover (GEMV against cuBLASLt by token
+// count), attention (paged decode), and decode: the per-layer op sequence of a
+// Qwen3-shaped model (random weights, every layer its own buffers) run as one
+// decode step, giving step time and tokens per second of the kernels alone.
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/backend.h"
+#include "core/alloc.h"
+#include "core/clock.h"
+#include "tools/commands.h"
+
+#define PATTERN_BYTES ((size_t)64 << 20)
+
+struct bench {
+    struct backend *be;
+    int iters;
+    void *pattern; // owned host buffer of random bytes (valid floats of every type)
+    size_t n_alloc_bytes;
+};
+
+// ---- buffers ----
+
+static uint64_t rng = 0x2545f4914f6cdd1dull;
+
+static uint32_t rnd_u32(void)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return (uint32_t)(rng >> 16);
+}
+
+// Host bytes that read as small finite values in f32, f16 and bf16 alike:
+// every 16-bit half is the bf16 of a value in [-1, 1) (as f16 bits that is a
+// value inside (-2, 2)), and each f32 word's high half is such a bf16 too.
+static bool pattern_init(struct bench *b)
+{
+    b->pattern = mem_alloc(PATTERN_BYTES);
+    if (!b->pattern)
+        return false;
+    uint16_t *h = b->pattern;
+    for (size_t i = 0; i < PATTERN_BYTES / 2; i++) {
+        float v = (float)(rnd_u32() & 0xffff) / 32768.0f - 1.0f;
+        h[i] = f32_to_bf16(i % 2 ? v * 0.05f : v);
+    }
+    return true;
+}
+
+// A backend buffer of n_bytes filled from the pattern.
+static enum vllmc_status buf_new(struct bench *b, size_t n_bytes, void **out)
+{
+    enum vllmc_status rc = backend_buffer_alloc(b->be, n_bytes, out);
+    for (size_t off = 0; !rc && off < n_bytes; off += PATTERN_BYTES) {
+        size_t n = n_bytes - off < PATTERN_BYTES ? n_bytes - off : PATTERN_BYTES;
+        rc = backend_upload(b->be, (char *)*out + off, b->pattern, n);
+    }
+    if (!rc)
+        b->n_alloc_bytes += n_bytes;
+    return rc;
+}
+
+static void tensor_on(struct tensor *t, struct bench *b, enum dtype dt, int n_dims,
+                      const int64_t *ne, void *data)
+{
+    VLLMC_ASSERT(tensor_init(t, dt, data, n_dims, ne));
+    t->location = backend_location(b->be);
+}
+
+// A tensor with a fresh buffer (pattern-filled).
+static enum vllmc_status tensor_new(struct bench *b, struct tensor *t, enum dtype dt, int n_dims,
+                                    const int64_t *ne)
+{
+    tensor_on(t, b, dt, n_dims, ne, NULL);
+    return buf_new(b, tensor_n_bytes(t), &t->data);
+}
+
+// A view of base: n_dims dims ne with byte strides nb, at byte offset off.
+static struct tensor tensor_view(const struct tensor *base, int n_dims, const int64_t *ne,
+                                 const size_t *nb, size_t off)
+{
+    struct tensor v = *base;
+    v.n_dims = n_dims;
+    for (int i = 0; i < TENSOR_MAX_DIMS; i++) {
+        v.ne[i] = i < n_dims ? ne[i] : 1;
+        v.nb[i] = i < n_dims ? nb[i] : nb[n_dims - 1] * (size_t)ne[n_dims - 1];
+    }
+    v.data = (char *)base->data + off;
+    return v;
+}
+
+// ---- timing ----
+
+static const struct op_provider *provider_named(struct backend *be, enum op_kind op,
+                                                const char *name)
+{
+    size_t n;
+    const struct op_provider *const *all = backend_providers(be, &n);
+    for (size_t i = 0; i < n; i++)
+        if (all[i]->op == op && !strcmp(all[i]->name, name))
+            return all[i];
+    return NULL;
+}
+
+// Median-free but warm: one untimed call, then iters calls between two syncs.
+// Returns microseconds per call, or -1 on failure (message printed).
+static double time_call(struct bench *b, struct op_call *c, const struct op_provider *p, int iters)
+{
+    c->backend = b->be;
+    enum vllmc_status rc = p ? p->run(c) : backend_run_op(b->be, c);
+    if (!rc)
+        rc = backend_sync(b->be);
+    if (rc) {
+        fprintf(stderr, "bench-ops: %s: %s\n", op_kind_name(c->op), backend_err(b->be)->msg);
+        return -1.0;
+    }
+    int64_t t0 = time_now_us();
+    for (int i = 0; i < iters && !rc; i++)
+        rc = p ? p->run(c) : backend_run_op(b->be, c);
+    if (!rc)
+        rc = backend_sync(b->be);
+    int64_t t1 = time_now_us();
+    if (rc) {
+        fprintf(stderr, "bench-ops: %s: %s\n", op_kind_name(c->op), backend_err(b->be)->msg);
+        return -1.0;
+    }
+    return (double)(t1 - t0) / iters;
+}
+
+// ---- sections ----
+
+struct mm_shape {
+    const char *name;
+    int64_t n, k;
+};
+
+static const struct mm_shape qwen3_8b_mm[] = {
+    {"8b.qkv", 6144, 4096},  {"8b.o", 4096, 4096},         {"8b.gate_up", 24576, 4096},
+    {"8b.down", 4096, 12288}, {"8b.lm_head", 151936, 4096},
+};
+static const struct mm_shape qwen3_06b_mm[] = {
+    {"0.6b.qkv", 4096, 1024},     {"0.6b.o", 1024, 2048},     {"0.6b.gate_up", 6144, 1024},
+    {"0.6b.down", 1024, 3072},    {"0.6b.lm_head", 151936, 1024},
+};
+
+static int bench_matmul_case(struct bench *b, const struct mm_shape *s, int64_t m, enum dtype wt,
+                             const char *provider, double *us_out)
+{
+    struct tensor x, w, y;
+    int64_t ne_x[2] = {s->k, m}, ne_w[2] = {s->k, s->n}, ne_y[2] = {s->n, m};
+    *us_out = -1.0;
+    if (tensor_new(b, &x, DTYPE_F32, 2, ne_x) || tensor_new(b, &w, wt, 2, ne_w) ||
+        tensor_new(b, &y, DTYPE_F32, 2, ne_y)) {
+        fprintf(stderr, "bench-ops: %s\n", backend_err(b->be)->msg);
+        return 1;
+    }
+    struct op_call c = {.op = OP_MATMUL, .dst = &y, .src = {&x, &w}};
+    const struct op_provider *p = provider ? provider_named(b->be, OP_MATMUL, provider) : NULL;
+    if (provider && !p) {
+        printf("op=matmul shape=%s provider=%s absent\n", s->name, provider);
+    } else {
+        if (!p)
+            p = backend_select_provider(b->be, &c);
+        double us = p ? time_call(b, &c, p, b->iters) : -1.0;
+        double gb = (double)tensor_n_bytes(&w) / 1e9;
+        double flop = 2.0 * (double)m * (double)s->n * (double)s->k;
+        if (us > 0)
+            printf("op=matmul shape=%s m=%lld n=%lld k=%lld wtype=%s provider=%s us=%.1f "
+                   "gbps=%.0f tflops=%.1f\n",
+                   s->name, (long long)m, (long long)s->n, (long long)s->k, dtype_name(wt),
+                   p->name, us, gb / (us * 1e-6), flop / (us * 1e-6) / 1e12);
+        *us_out = us;
+    }
+    backend_buffer_free(b->be, x.data);
+    backend_buffer_free(b->be, w.data);
+    backend_buffer_free(b->be, y.data);
+    return *us_out > 0 ? 0 : 1;
+}
+
+static int section_gemv(struct bench *b)
+{
+    int fails = 0;
+    double us;
+    for (size_t i = 0; i < 5; i++)
+        fails += bench_matmul_case(b, &qwen3_8b_mm[i], 1, DTYPE_BF16, NULL, &us);
+    for (size_t i = 0; i < 5; i++)
+        fails += bench_matmul_case(b, &qwen3_06b_mm[i], 1, DTYPE_BF16, NULL, &us);
+    fails += bench_matmul_case(b, &qwen3_8b_mm[2], 1, DTYPE_F16, NULL, &us);
+    fails += bench_matmul_case(b, &qwen3_8b_mm[2], 1, DTYPE_F32, NULL, &us);
+    fails += bench_matmul_case(b, &qwen3_8b_mm[2], 8, DTYPE_BF16, NULL, &us);
+    return fails;
+}
+
+// GEMV against cuBLASLt for m = 1..16 on three shapes; prints the winner per m.
+static int section_crossover(struct bench *b)
+{
+    static const int64_t ms[] = {1, 2, 4, 6, 8, 10, 12, 16};
+    const struct mm_shape *shapes[] = {&qwen3_8b_mm[0], &qwen3_8b_mm[3], &qwen3_06b_mm[2]};
+    int fails = 0;
+    for (size_t s = 0; s < 3; s++) {
+        for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++) {
+            double us_g = -1, us_l = -1;
+            fails += bench_matmul_case(b, shapes[s], ms[i], DTYPE_BF16, "cuda-gemv", &us_g);
+            fails += bench_matmul_case(b, shapes[s], ms[i], DTYPE_BF16, "cublaslt", &us_l);
+            if (us_g > 0 && us_l > 0)
+                printf("crossover shape=%s m=%lld gemv_us=%.1f cublaslt_us=%.1f winner=%s\n",
+                       shapes[s]->name, (long long)ms[i], us_g, us_l,
+                       us_g <= us_l ? "cuda-gemv" : "cublaslt");
+        }
+    }
+    return fails;
+}
+
+// Paged decode attention: n_seqs sequences of ctx keys, one query each.
+static int bench_attention_case(struct bench *b, int n_seqs, int ctx, int n_heads, int n_kv,
+                                int hd, enum dtype ct)
+{
+    const int bs = 16, max_blocks = (ctx + bs - 1) / bs;
+    const int n_blocks = n_seqs * max_blocks;
+    struct tensor q, o, kc, vc, bt, sl, qsl;
+    int64_t ne_q[3] = {hd, n_heads, n_seqs}, ne_c[4] = {hd, n_kv, bs, n_blocks};
+    int64_t ne_bt[2] = {max_blocks, n_seqs}, ne_sl[1] = {n_seqs}, ne_qsl[1] = {n_seqs + 1};
+    int32_t *host = mem_alloc((size_t)(n_blocks + 2 * n_seqs + 1) * sizeof(int32_t));
+    if (!host)
+        return 1;
+    int fails = 0;
+    if (tensor_new(b, &q, DTYPE_F32, 3, ne_q) || tensor_new(b, &o, DTYPE_F32, 3, ne_q) ||
+        tensor_new(b, &kc, ct, 4, ne_c) || tensor_new(b, &vc, ct, 4, ne_c) ||
+        tensor_new(b, &bt, DTYPE_I32, 2, ne_bt) || tensor_new(b, &sl, DTYPE_I32, 1, ne_sl) ||
+        tensor_new(b, &qsl, DTYPE_I32, 1, ne_qsl)) {
+        fprintf(stderr, "bench-ops: %s\n", backend_err(b->be)->msg);
+        mem_free(host);
+        return 1;
+    }
+    for (int i = 0; i < n_blocks; i++)
+        host[i] = (int32_t)((i * 7 + 1) % n_blocks);
+    backend_upload(b->be, bt.data, host, (size_t)n_blocks * sizeof(int32_t));
+    for (int s = 0; s < n_seqs; s++)
+        host[s] = ctx;
+    backend_upload(b->be, sl.data, host, (size_t)n_seqs * sizeof(int32_t));
+    for (int s = 0; s <= n_seqs; s++)
+        host[s] = s;
+    backend_upload(b->be, qsl.data, host, (size_t)(n_seqs + 1) * sizeof(int32_t));
+    struct op_call c = {.op = OP_ATTENTION, .dst = &o, .src = {&q, &kc, &vc, &bt, &sl, &qsl}};
+    c.p.scale = 1.0f / sqrtf((float)hd);
+    c.p.max_seq_len = ctx;
+    c.p.max_q_len = 1;
+    const struct op_provider *p = backend_select_provider(b->be, &c);
+    double us = p ? time_call(b, &c, p, b->iters) : -1.0;
+    double bytes = 2.0 * n_seqs * (double)ctx * n_kv * hd * (double)dtype_info(ct)->type_size;
+    if (us > 0)
+        printf("op=attention decode seqs=%d ctx=%d heads=%d/%d head_dim=%d cache=%s provider=%s "
+               "us=%.1f gbps=%.0f\n",
+               n_seqs, ctx, n_heads, n_kv, hd, dtype_name(ct), p->name, us,
+               bytes / 1e9 / (us * 1e-6));
+    else
+        fails++;
+    struct tensor *all[] = {&q, &o, &kc, &vc, &bt, &sl, &qsl};
+    for (size_t i = 0; i < 7; i++)
+        backend_buffer_free(b->be, all[i]->data);
+    mem_free(host);
+    return fails;
+}
+
+static int section_attention(struct bench *b)
+{
+    int fails = 0;
+    fails += bench_attention_case(b, 1, 512, 32, 8, 128, DTYPE_BF16);
+    fails += bench_attention_case(b, 1, 4096, 32, 8, 128, DTYPE_BF16);
+    fails += bench_attention_case(b, 8, 4096, 32, 8, 128, DTYPE_BF16);
+    fails += bench_attention_case(b, 64, 640, 32, 8, 128, DTYPE_BF16);
+    fails += bench_attention_case(b, 8, 4096, 16, 8, 128, DTYPE_BF16);
+    return fails;
+}
+
+// ---- a synthetic decode step over Qwen3 shapes ----
+
+struct qwen3_shape {
+    const char *name;
+    int n_layers, hidden, n_heads, n_kv, head_dim, ff, vocab;
+};
+
+static const struct qwen3_shape qwen3_shapes[] = {
+    {"qwen3-0.6b", 28, 1024, 16, 8, 128, 3072, 151936},
+    {"qwen3-8b", 36, 4096, 32, 8, 128, 12288, 151936},
+};
+
+struct layer_w {
+    struct tensor attn_norm, wqkv, q_norm, k_norm, wo, ffn_norm, wgu, wdown;
+    struct tensor kc, vc;
+};
+
+// Runs the layer stack n_steps times at batch n_seqs with ctx keys each and
+// prints ms per step. Weights bf16, activations f32, KV cache bf16.
+static int bench_decode(struct bench *b, const struct qwen3_shape *m, int n_seqs, int ctx)
+{
+    const int H = m->hidden, NQ = m->n_heads * m->head_dim, NKV = m->n_kv * m->head_dim;
+    const int QKV = NQ + 2 * NKV, bs = 16, max_blocks = (ctx + bs) / bs + 1;
+    const int n_blocks = n_seqs * max_blocks;
+    struct layer_w *L = mem_calloc((size_t)m->n_layers, sizeof *L);
+    int32_t *host = mem_alloc((size_t)(n_blocks + 4 * n_seqs + 2) * sizeof(int32_t));
+    float *freq = mem_alloc((size_t)m->head_dim / 2 * sizeof(float));
+    if (!L || !host || !freq)
+        return 1;
+    b->n_alloc_bytes = 0;
+    enum vllmc_status rc = VLLMC_OK;
+    struct tensor emb = {0}, out_norm = {0}, lm_head = {0}, x = {0}, res = {0}, hn = {0};
+    struct tensor qkv = {0}, att = {0}, gu = {0}, ff = {0}, logits = {0}, ids = {0}, pos = {0};
+    struct tensor fq = {0}, slots = {0}, bt = {0}, sl = {0}, qsl = {0};
+#define NEW(t, dt, nd, ...)                                                                        \
+    do {                                                                                           \
+        if (!rc)                                                                                   \
+            rc = tensor_new(b, &(t), dt, nd, (int64_t[]){__VA_ARGS__});                            \
+    } while (0)
+    NEW(emb, DTYPE_BF16, 2, H, m->vocab);
+    NEW(out_norm, DTYPE_BF16, 1, H);
+    NEW(lm_head, DTYPE_BF16, 2, H, m->vocab);
+    for (int l = 0; l < m->n_layers; l++) {
+        NEW(L[l].attn_norm, DTYPE_BF16, 1, H);
+        NEW(L[l].wqkv, DTYPE_BF16, 2, H, QKV);
+        NEW(L[l].q_norm, DTYPE_BF16, 1, m->head_dim);
+        NEW(L[l].k_norm, DTYPE_BF16, 1, m->head_dim);
+        NEW(L[l].wo, DTYPE_BF16, 2, NQ, H);
+        NEW(L[l].ffn_norm, DTYPE_BF16, 1, H);
+        NEW(L[l].wgu, DTYPE_BF16, 2, H, 2 * m->ff);
+        NEW(L[l].wdown, DTYPE_BF16, 2, m->ff, H);
+        NEW(L[l].kc, DTYPE_BF16, 4, m->head_dim, m->n_kv, bs, n_blocks);
+        NEW(L[l].vc, DTYPE_BF16, 4, m->head_dim, m->n_kv, bs, n_blocks);
+    }
+    NEW(x, DTYPE_F32, 2, H, n_seqs);
+    NEW(res, DTYPE_F32, 2, H, n_seqs);
+    NEW(hn, DTYPE_F32, 2, H, n_seqs);
+    NEW(qkv, DTYPE_F32, 2, QKV, n_seqs);
+    NEW(att, DTYPE_F32, 3, m->head_dim, m->n_heads, n_seqs);
+    NEW(gu, DTYPE_F32, 2, 2 * m->ff, n_seqs);
+    NEW(ff, DTYPE_F32, 2, m->ff, n_seqs);
+    NEW(logits, DTYPE_F32, 2, m->vocab, n_seqs);
+    NEW(ids, DTYPE_I32, 1, n_seqs);
+    NEW(pos, DTYPE_I32, 1, n_seqs);
+    NEW(fq, DTYPE_F32, 1, m->head_dim / 2);
+    NEW(slots, DTYPE_I32, 1, n_seqs);
+    NEW(bt, DTYPE_I32, 2, max_blocks, n_seqs);
+    NEW(sl, DTYPE_I32, 1, n_seqs);
+    NEW(qsl, DTYPE_I32, 1, n_seqs + 1);
+#undef NEW
+    double weight_gb = 0;
+    if (!rc) {
+        weight_gb = (double)(tensor_n_bytes(&lm_head) +
+                             (size_t)m->n_layers * (tensor_n_bytes(&L[0].wqkv) +
+                                                    tensor_n_bytes(&L[0].wo) +
+                                                    tensor_n_bytes(&L[0].wgu) +
+                                                    tensor_n_bytes(&L[0].wdown))) /
+                    1e9;
+        for (int i = 0; i < n_blocks; i++)
+            host[i] = (int32_t)((i * 7 + 1) % n_blocks);
+        rc = backend_upload(b->be, bt.data, host, (size_t)n_blocks * sizeof(int32_t));
+        for (int s = 0; s < n_seqs; s++) {
+            host[s] = (int32_t)(s * 1000 % m->vocab);              // ids
+            host[n_seqs + s] = ctx - 1;                            // positions
+            host[2 * n_seqs + s] = (int32_t)(s * max_blocks * bs + ctx - 1); // slots
+            host[3 * n_seqs + s] = ctx;                            // seq_lens
+        }
+        if (!rc)
+            rc = backend_upload(b->be, ids.data, host, (size_t)n_seqs * 4);
+        if (!rc)
+            rc = backend_upload(b->be, pos.data, host + n_seqs, (size_t)n_seqs * 4);
+        if (!rc)
+            rc = backend_upload(b->be, slots.data, host + 2 * n_seqs, (size_t)n_seqs * 4);
+        if (!rc)
+            rc = backend_upload(b->be, sl.data, host + 3 * n_seqs, (size_t)n_seqs * 4);
+        for (int s = 0; s <= n_seqs; s++)
+            host[s] = s;
+        if (!rc)
+            rc = backend_upload(b->be, qsl.data, host, (size_t)(n_seqs + 1) * 4);
+        for (int i = 0; i < m->head_dim / 2; i++)
+            freq[i] = powf(1000000.0f, -2.0f * (float)i / (float)m->head_dim);
+        if (!rc)
+            rc = backend_upload(b->be, fq.data, freq, (size_t)m->head_dim / 2 * sizeof(float));
+    }
+    if (rc) {
+        fprintf(stderr, "bench-ops: decode %s: %s\n", m->name, backend_err(b->be)->msg);
+        goto done;
+    }
+    // Views into the fused projections: q, k, v heads inside each qkv row,
+    // gate and up halves of each gate_up row.
+    const size_t f4 = sizeof(float), qkv_row = (size_t)QKV * f4, gu_row = (size_t)2 * m->ff * f4;
+    const int D = m->head_dim;
+    struct tensor qv = tensor_view(&qkv, 3, (int64_t[]){D, m->n_heads, n_seqs},
+                                   (size_t[]){f4, (size_t)D * f4, qkv_row}, 0);
+    struct tensor kv = tensor_view(&qkv, 3, (int64_t[]){D, m->n_kv, n_seqs},
+                                   (size_t[]){f4, (size_t)D * f4, qkv_row}, (size_t)NQ * f4);
+    struct tensor vv = tensor_view(&qkv, 3, (int64_t[]){D, m->n_kv, n_seqs},
+                                   (size_t[]){f4, (size_t)D * f4, qkv_row},
+                                   (size_t)(NQ + NKV) * f4);
+    struct tensor gate = tensor_view(&gu, 2, (int64_t[]){m->ff, n_seqs}, (size_t[]){f4, gu_row}, 0);
+    struct tensor up = tensor_view(&gu, 2, (int64_t[]){m->ff, n_seqs}, (size_t[]){f4, gu_row},
+                                   (size_t)m->ff * f4);
+    struct tensor att2 = tensor_view(&att, 2, (int64_t[]){NQ, n_seqs}, (size_t[]){f4, NQ * f4}, 0);
+    const int n_steps = b->iters < 3 ? 3 : b->iters;
+    int64_t t0 = 0;
+    for (int step = 0; step <= n_steps && !rc; step++) {
+        if (step == 1) { // step 0 warms up (allocations, cuBLASLt heuristics)
+            rc = backend_sync(b->be);
+            t0 = time_now_us();
+        }
+        struct op_call c = {.op = OP_EMBEDDING, .dst = &x, .src = {&emb, &ids}};
+        rc = backend_run_op(b->be, &c);
+        for (int l = 0; l < m->n_layers && !rc; l++) {
+            struct layer_w *w = &L[l];
+            struct op_call calls[] = {
+                {.op = OP_ADD_RMSNORM, .dst = &hn, .src = {&x, &w->attn_norm, &res},
+                 .p.eps = 1e-6f},
+                {.op = OP_MATMUL, .dst = &qkv, .src = {&hn, &w->wqkv}},
+                {.op = OP_QK_NORM_ROPE, .dst = &qv, .src = {&pos, &fq, &w->q_norm},
+                 .p = {.eps = 1e-6f, .rope_dim = D, .rope_neox = true}},
+                {.op = OP_QK_NORM_ROPE, .dst = &kv, .src = {&pos, &fq, &w->k_norm},
+                 .p = {.eps = 1e-6f, .rope_dim = D, .rope_neox = true}},
+                {.op = OP_KV_STORE, .src = {&kv, &vv, &w->kc, &w->vc, &slots}},
+                {.op = OP_ATTENTION, .dst = &att, .src = {&qv, &w->kc, &w->vc, &bt, &sl, &qsl},
+                 .p = {.scale = 1.0f / sqrtf((float)D), .max_seq_len = ctx, .max_q_len = 1}},
+                {.op = OP_MATMUL, .dst = &x, .src = {&att2, &w->wo}},
+                {.op = OP_ADD_RMSNORM, .dst = &hn, .src = {&x, &w->ffn_norm, &res},
+                 .p.eps = 1e-6f},
+                {.op = OP_MATMUL, .dst = &gu, .src = {&hn, &w->wgu}},
+                {.op = OP_SILU_MUL, .dst = &ff, .src = {&gate, &up}},
+                {.op = OP_MATMUL, .dst = &x, .src = {&ff, &w->wdown}},
+            };
+            for (size_t i = 0; i < sizeof calls / sizeof calls[0] && !rc; i++)
+                rc = backend_run_op(b->be, &calls[i]);
+        }
+        struct op_call fin[] = {
+            {.op = OP_ADD_RMSNORM, .dst = &hn, .src = {&x, &out_norm, &res}, .p.eps = 1e-6f},
+            {.op = OP_MATMUL, .dst = &logits, .src = {&hn, &lm_head}},
+        };
+        for (size_t i = 0; i < 2 && !rc; i++)
+            rc = backend_run_op(b->be, &fin[i]);
+        // The step ends when its logits could be read back, as a sampler would.
+        if (!rc)
+            rc = backend_sync(b->be);
+    }
+    if (rc) {
+        fprintf(stderr, "bench-ops: decode %s: %s\n", m->name, backend_err(b->be)->msg);
+    } else {
+        double ms = (double)(time_now_us() - t0) / 1e3 / n_steps;
+        printf("decode model=%s batch=%d ctx=%d ms_per_step=%.3f tok_s=%.0f weight_gb=%.2f "
+               "weight_gbps=%.0f\n",
+               m->name, n_seqs, ctx, ms, n_seqs * 1e3 / ms, weight_gb, weight_gb / (ms * 1e-3));
+    }
+done:
+    for (int l = 0; l < m->n_layers; l++) {
+        struct tensor *ts[] = {&L[l].attn_norm, &L[l].wqkv, &L[l].q_norm, &L[l].k_norm, &L[l].wo,
+                               &L[l].ffn_norm,  &L[l].wgu,  &L[l].wdown,  &L[l].kc,     &L[l].vc};
+        for (size_t i = 0; i < 10; i++)
+            if (ts[i]->data)
+                backend_buffer_free(b->be, ts[i]->data);
+    }
+    struct tensor *g[] = {&emb, &out_norm, &lm_head, &x,   &res,   &hn,    &qkv, &att, &gu,
+                          &ff,  &logits,   &ids,     &pos, &fq,    &slots, &bt,  &sl,  &qsl};
+    for (size_t i = 0; i < sizeof g / sizeof g[0]; i++)
+        if (g[i]->data)
+            backend_buffer_free(b->be, g[i]->data);
+    mem_free(L);
+    mem_free(host);
+    mem_free(freq);
+    return rc ? 1 : 0;
+}
+
+static int section_decode(struct bench *b, const char *only_model, int only_batch)
+{
+    int fails = 0;
+    static const int batches[] = {1, 8, 64};
+    for (size_t i = 0; i < 2; i++) {
+        if (only_model && strcmp(only_model, qwen3_shapes[i].name))
+            continue;
+        for (size_t j = 0; j < 3; j++)
+            if (!only_batch || only_batch == batches[j])
+                fails += bench_decode(b, &qwen3_shapes[i], batches[j], 512);
+    }
+    return fails;
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: vllmc bench-ops [--device cpu|cuda] [--section gemv|crossover|attention|"
+               "decode|all] [--model qwen3-0.6b|qwen3-8b] [--batch 1|8|64] [--iters N]\n");
+}
+
+int bench_ops_main(int argc, char **argv)
+{
+    const char *device = "cuda", *section = "all", *model = NULL;
+    int batch = 0;
+    struct bench b = {.iters = 50};
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--device") && i + 1 < argc) {
+            device = argv[++i];
+        } else if (!strcmp(argv[i], "--section") && i + 1 < argc) {
+            section = argv[++i];
+        } else if (!strcmp(argv[i], "--model") && i + 1 < argc) {
+            model = argv[++i];
+        } else if (!strcmp(argv[i], "--batch") && i + 1 < argc) {
+            batch = atoi(argv[++i]);
+        } else if (!strcmp(argv[i], "--iters") && i + 1 < argc) {
+            b.iters = atoi(argv[++i]);
+        } else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+            usage(stdout);
+            return 0;
+        } else {
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (b.iters < 1)
+        b.iters = 1;
+    struct err err = {0};
+    struct backend_options o;
+    backend_options_default(&o);
+    if (backend_create(device, &o, &b.be, &err)) {
+        fprintf(stderr, "bench-ops: %s\n", err.msg);
+        return 1;
+    }
+    if (!pattern_init(&b)) {
+        backend_free(b.be);
+        return 1;
+    }
+    int fails = 0;
+    bool all = !strcmp(section, "all");
+    if (all || !strcmp(section, "gemv"))
+        fails += section_gemv(&b);
+    if (all || !strcmp(section, "crossover"))
+        fails += section_crossover(&b);
+    if (all || !strcmp(section, "attention"))
+        fails += section_attention(&b);
+    if (all || !strcmp(section, "decode"))
+        fails += section_decode(&b, model, batch);
+    mem_free(b.pattern);
+    backend_free(b.be);
+    return fails ? 1 : 0;
+}
