@@ -78,7 +78,8 @@ bool arch_weight_name(enum model_format fmt, enum arch_weight w, int layer, char
         return false;
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wformat-nonliteral"
-    int k = w >= ARCH_W_FIRST_LAYER ? snprintf(buf, n, fmt_str, layer) : snprintf(buf, n, "%s", fmt_str);
+    int k = w >= ARCH_W_FIRST_LAYER ? snprintf(buf, n, fmt_str, layer)
+                                    : snprintf(buf, n, "%s", fmt_str);
 #pragma GCC diagnostic pop
     return k > 0 && (size_t)k < n;
 }
@@ -93,8 +94,7 @@ static bool gguf_arch_u64(const struct gguf_file *g, const char *arch, const cha
     return gguf_get_u64(g, full, out);
 }
 
-static bool gguf_arch_f64(const struct gguf_file *g, const char *arch, const char *key,
-                          double *out)
+static bool gguf_arch_f64(const struct gguf_file *g, const char *arch, const char *key, double *out)
 {
     char full[128];
     snprintf(full, sizeof(full), "%s.%s", arch, key);
@@ -103,8 +103,8 @@ static bool gguf_arch_f64(const struct gguf_file *g, const char *arch, const cha
 
 // Reads a positive count that must fit an int; missing keys keep *out unless required.
 static enum vllmc_status gguf_read_count(const struct gguf_file *g, const char *path,
-                                         const char *arch, const char *key, bool required,
-                                         int *out, struct err *err)
+                                         const char *arch, const char *key, bool required, int *out,
+                                         struct err *err)
 {
     uint64_t v;
     if (!gguf_arch_u64(g, arch, key, &v)) {
@@ -127,8 +127,7 @@ enum vllmc_status arch_hparams_from_gguf(const struct gguf_file *g, const char *
 {
     struct gguf_str s;
     if (!gguf_get_str(g, "general.architecture", &s))
-        return err_set(err, VLLMC_ERR_FORMAT, "%s: metadata general.architecture is missing",
-                       path);
+        return err_set(err, VLLMC_ERR_FORMAT, "%s: metadata general.architecture is missing", path);
     char arch[64];
     if (s.len >= sizeof(arch))
         return err_set(err, VLLMC_ERR_UNSUPPORTED, "%s: unsupported architecture (name too long)",
@@ -141,9 +140,13 @@ enum vllmc_status arch_hparams_from_gguf(const struct gguf_file *g, const char *
                        "%s: unsupported architecture '%s' (supported: llama, qwen2, qwen3)", path,
                        arch);
 
-    *hp = (struct model_hparams){.arch = d->arch, .rope_theta = 10000.0f, .bos_id = -1,
-                                 .eos_id = -1, .rope_neox = d->gguf_rope_neox,
-                                 .qkv_bias = d->qkv_bias, .qk_norm = d->qk_norm};
+    *hp = (struct model_hparams){.arch = d->arch,
+                                 .rope_theta = 10000.0f,
+                                 .bos_id = -1,
+                                 .eos_id = -1,
+                                 .rope_neox = d->gguf_rope_neox,
+                                 .qkv_bias = d->qkv_bias,
+                                 .qk_norm = d->qk_norm};
     enum vllmc_status rc;
     if ((rc = gguf_read_count(g, path, arch, "block_count", true, &hp->n_layers, err)) ||
         (rc = gguf_read_count(g, path, arch, "embedding_length", true, &hp->dim, err)) ||
@@ -186,8 +189,7 @@ enum vllmc_status arch_hparams_from_gguf(const struct gguf_file *g, const char *
             return err_set(err, VLLMC_ERR_UNSUPPORTED, "%s: RoPE scaling '%.*s' is not supported",
                            path, (int)(s.len > 32 ? 32 : s.len), s.ptr);
         if (!gguf_arch_f64(g, arch, "rope.scaling.factor", &f))
-            return err_set(err, VLLMC_ERR_FORMAT, "%s: linear RoPE scaling without a factor",
-                           path);
+            return err_set(err, VLLMC_ERR_FORMAT, "%s: linear RoPE scaling without a factor", path);
         hp->rope_scaling = ROPE_SCALING_LINEAR;
         hp->rope_factor = (float)f;
     } else if (gguf_arch_f64(g, arch, "rope.scale_linear", &f) && f != 1.0) {

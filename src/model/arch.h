@@ -13,10 +13,10 @@ struct gguf_file;
 
 struct arch_desc {
     enum model_arch arch;
-    const char *gguf_name;      // general.architecture
-    bool qkv_bias;              // q/k/v biases are required
-    bool qk_norm;               // per-head q/k RMSNorm weights are required
-    bool gguf_rope_neox;        // GGUF files of this arch use rotate-half RoPE
+    const char *gguf_name; // general.architecture
+    bool qkv_bias;         // q/k/v biases are required
+    bool qk_norm;          // per-head q/k RMSNorm weights are required
+    bool gguf_rope_neox;   // GGUF files of this arch use rotate-half RoPE
 };
 
 // By GGUF general.architecture or HF model_type ("mistral" is llama). NULL if unknown.
@@ -28,7 +28,7 @@ enum arch_weight {
     ARCH_W_TOKEN_EMBD,
     ARCH_W_OUTPUT_NORM,
     ARCH_W_OUTPUT,
-    ARCH_W_ROPE_FREQS,  // GGUF only: llama3 RoPE frequency factors [rope_dim / 2]
+    ARCH_W_ROPE_FREQS, // GGUF only: llama3 RoPE frequency factors [rope_dim / 2]
     ARCH_W_ATTN_NORM,
     ARCH_W_Q,
     ARCH_W_K,

@@ -32,10 +32,11 @@ static size_t bb_offset(const struct batch_builder *bb, enum bb_array a)
     return off;
 }
 
-enum vllmc_status batch_builder_init(struct batch_builder *bb, struct backend *be,
-                                     int n_tokens_max, int n_seqs_max, int max_blocks_per_seq)
+enum vllmc_status batch_builder_init(struct batch_builder *bb, struct backend *be, int n_tokens_max,
+                                     int n_seqs_max, int max_blocks_per_seq)
 {
-    *bb = (struct batch_builder){.backend = be, .n_tokens_max = n_tokens_max,
+    *bb = (struct batch_builder){.backend = be,
+                                 .n_tokens_max = n_tokens_max,
                                  .n_seqs_max = n_seqs_max,
                                  .max_blocks_per_seq = max_blocks_per_seq};
     if (n_tokens_max < 1 || n_seqs_max < 1 || max_blocks_per_seq < 1)
@@ -89,8 +90,8 @@ enum vllmc_status batch_builder_add(struct batch_builder *bb, const int32_t *ids
                        bb->n_tokens, n, bb->n_seqs);
     if (n_blocks > bb->max_blocks_per_seq || (int64_t)n_blocks * block_size < (int64_t)pos0 + n)
         return err_set(err, VLLMC_ERR_CAPACITY,
-                       "batch: %d blocks of %d tokens cannot hold %d tokens", n_blocks,
-                       block_size, pos0 + n);
+                       "batch: %d blocks of %d tokens cannot hold %d tokens", n_blocks, block_size,
+                       pos0 + n);
     int s = bb->n_seqs;
     int32_t *table = bb->block_tables + (size_t)s * (size_t)bb->max_blocks_per_seq;
     for (int i = 0; i < bb->max_blocks_per_seq; i++)
@@ -129,10 +130,12 @@ enum vllmc_status batch_builder_finish(struct batch_builder *bb, struct model_ba
 {
     if (!bb->n_seqs)
         return err_set(err, VLLMC_ERR_INVALID_ARG, "batch: empty");
-    *out = (struct model_batch){.n_tokens = bb->n_tokens, .n_seqs = bb->n_seqs,
+    *out = (struct model_batch){.n_tokens = bb->n_tokens,
+                                .n_seqs = bb->n_seqs,
                                 .n_logits = bb->n_logits,
                                 .max_blocks_per_seq = bb->max_blocks_per_seq,
-                                .max_seq_len = bb->max_seq_len, .max_q_len = bb->max_q_len};
+                                .max_seq_len = bb->max_seq_len,
+                                .max_q_len = bb->max_q_len};
     bb_tensor(bb, &out->input_ids, BB_IDS, bb->n_tokens, 1);
     bb_tensor(bb, &out->positions, BB_POS, bb->n_tokens, 1);
     bb_tensor(bb, &out->slot_mapping, BB_SLOTS, bb->n_tokens, 1);
@@ -146,9 +149,12 @@ enum vllmc_status batch_builder_finish(struct batch_builder *bb, struct model_ba
     const struct {
         enum bb_array a;
         size_t n;
-    } used[] = {{BB_IDS, (size_t)bb->n_tokens},        {BB_POS, (size_t)bb->n_tokens},
-                {BB_SLOTS, (size_t)bb->n_tokens},      {BB_LOGITS, (size_t)bb->n_logits},
-                {BB_SEQ_LENS, (size_t)bb->n_seqs},     {BB_QSL, (size_t)bb->n_seqs + 1},
+    } used[] = {{BB_IDS, (size_t)bb->n_tokens},
+                {BB_POS, (size_t)bb->n_tokens},
+                {BB_SLOTS, (size_t)bb->n_tokens},
+                {BB_LOGITS, (size_t)bb->n_logits},
+                {BB_SEQ_LENS, (size_t)bb->n_seqs},
+                {BB_QSL, (size_t)bb->n_seqs + 1},
                 {BB_TABLES, (size_t)bb->n_seqs * (size_t)bb->max_blocks_per_seq}};
     for (size_t i = 0; i < sizeof(used) / sizeof(used[0]); i++) {
         size_t off = bb_offset(bb, used[i].a);

@@ -13,19 +13,19 @@ struct backend;
 enum batch_logits { BATCH_LOGITS_NONE, BATCH_LOGITS_LAST, BATCH_LOGITS_ALL };
 
 struct batch_builder {
-    struct backend *backend;   // borrowed
+    struct backend *backend; // borrowed
     int n_tokens_max;
     int n_seqs_max;
     int max_blocks_per_seq;
-    void *host;                // owned: the arrays below, carved from one allocation
-    void *dev;                 // owned backend memory of the same layout; NULL on host backends
-    int32_t *input_ids;        // [n_tokens_max]
-    int32_t *positions;        // [n_tokens_max]
-    int32_t *slot_mapping;     // [n_tokens_max]
-    int32_t *logits_indices;   // [n_tokens_max]
-    int32_t *block_tables;     // [n_seqs_max, max_blocks_per_seq]
-    int32_t *seq_lens;         // [n_seqs_max]
-    int32_t *query_start_loc;  // [n_seqs_max + 1]
+    void *host;               // owned: the arrays below, carved from one allocation
+    void *dev;                // owned backend memory of the same layout; NULL on host backends
+    int32_t *input_ids;       // [n_tokens_max]
+    int32_t *positions;       // [n_tokens_max]
+    int32_t *slot_mapping;    // [n_tokens_max]
+    int32_t *logits_indices;  // [n_tokens_max]
+    int32_t *block_tables;    // [n_seqs_max, max_blocks_per_seq]
+    int32_t *seq_lens;        // [n_seqs_max]
+    int32_t *query_start_loc; // [n_seqs_max + 1]
     int n_tokens;
     int n_seqs;
     int n_logits;
@@ -33,8 +33,8 @@ struct batch_builder {
     int max_q_len;
 };
 
-enum vllmc_status batch_builder_init(struct batch_builder *bb, struct backend *be,
-                                     int n_tokens_max, int n_seqs_max, int max_blocks_per_seq);
+enum vllmc_status batch_builder_init(struct batch_builder *bb, struct backend *be, int n_tokens_max,
+                                     int n_seqs_max, int max_blocks_per_seq);
 void batch_builder_deinit(struct batch_builder *bb);
 void batch_builder_clear(struct batch_builder *bb);
 

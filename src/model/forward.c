@@ -12,16 +12,16 @@
 
 // Per-token widths (in floats) of the scratch regions, in carving order.
 enum scratch_region {
-    SCR_X,     // residual stream [n, dim]
-    SCR_H,     // normed input of a block / projection output [n, dim]
-    SCR_Q,     // [n, n_heads, head_dim]
-    SCR_K,     // [n, n_kv_heads, head_dim]
-    SCR_V,     // [n, n_kv_heads, head_dim]
-    SCR_ATT,   // attention output [n, n_heads, head_dim]
-    SCR_GATE,  // [n, ff_dim]
-    SCR_UP,    // [n, ff_dim]
-    SCR_ACT,   // silu(gate) * up [n, ff_dim]
-    SCR_G,     // residual rows gathered for the logits [n_logits, dim]
+    SCR_X,    // residual stream [n, dim]
+    SCR_H,    // normed input of a block / projection output [n, dim]
+    SCR_Q,    // [n, n_heads, head_dim]
+    SCR_K,    // [n, n_kv_heads, head_dim]
+    SCR_V,    // [n, n_kv_heads, head_dim]
+    SCR_ATT,  // attention output [n, n_heads, head_dim]
+    SCR_GATE, // [n, ff_dim]
+    SCR_UP,   // [n, ff_dim]
+    SCR_ACT,  // silu(gate) * up [n, ff_dim]
+    SCR_G,    // residual rows gathered for the logits [n_logits, dim]
     SCR_COUNT
 };
 
@@ -69,8 +69,8 @@ struct fwd {
     struct backend *be;
     struct err *err;
     struct tensor x, h, q2, k2, v2, att2, gate, up, act; // 2-D views [n, width]
-    struct tensor q3, k3, v3, att3;                       // [n, heads, head_dim] views
-    struct tensor g, hl;                                  // [n_logits, dim]
+    struct tensor q3, k3, v3, att3;                      // [n, heads, head_dim] views
+    struct tensor g, hl;                                 // [n_logits, dim]
 };
 
 static void fwd_view(struct fwd *f, struct tensor *t, enum scratch_region r, int64_t rows)
@@ -101,7 +101,8 @@ static enum vllmc_status fwd_run(struct fwd *f, struct op_call *c)
 static enum vllmc_status fwd_matmul(struct fwd *f, struct tensor *dst, struct tensor *x,
                                     struct tensor *w, struct tensor *bias)
 {
-    struct op_call c = {.op = OP_MATMUL, .dst = dst, .src = {x, w, bias && bias->data ? bias : NULL}};
+    struct op_call c = {
+        .op = OP_MATMUL, .dst = dst, .src = {x, w, bias && bias->data ? bias : NULL}};
     return fwd_run(f, &c);
 }
 
@@ -116,8 +117,8 @@ static enum vllmc_status fwd_rmsnorm(struct fwd *f, struct tensor *dst, struct t
 static enum vllmc_status fwd_add_rmsnorm(struct fwd *f, struct tensor *dst, struct tensor *x,
                                          struct tensor *w, struct tensor *residual)
 {
-    struct op_call c = {.op = OP_ADD_RMSNORM, .dst = dst, .src = {x, w, residual},
-                        .p.eps = f->m->hp.rms_eps};
+    struct op_call c = {
+        .op = OP_ADD_RMSNORM, .dst = dst, .src = {x, w, residual}, .p.eps = f->m->hp.rms_eps};
     return fwd_run(f, &c);
 }
 
@@ -126,12 +127,11 @@ static enum vllmc_status fwd_rope(struct fwd *f, struct tensor *t, const struct 
                                   struct tensor *norm)
 {
     const struct model_hparams *hp = &f->m->hp;
-    struct op_call c = {.op = hp->qk_norm ? OP_QK_NORM_ROPE : OP_ROPE,
-                        .dst = t,
-                        .src = {(struct tensor *)&b->positions, &f->m->rope_inv_freq,
-                                hp->qk_norm ? norm : NULL},
-                        .p = {.eps = hp->rms_eps, .rope_dim = hp->rope_dim,
-                              .rope_neox = hp->rope_neox}};
+    struct op_call c = {
+        .op = hp->qk_norm ? OP_QK_NORM_ROPE : OP_ROPE,
+        .dst = t,
+        .src = {(struct tensor *)&b->positions, &f->m->rope_inv_freq, hp->qk_norm ? norm : NULL},
+        .p = {.eps = hp->rms_eps, .rope_dim = hp->rope_dim, .rope_neox = hp->rope_neox}};
     return fwd_run(f, &c);
 }
 
@@ -139,9 +139,9 @@ static enum vllmc_status fwd_attention(struct fwd *f, const struct model_batch *
                                        struct kv_cache *kv, int l)
 {
     const struct model_hparams *hp = &f->m->hp;
-    struct op_call store = {.op = OP_KV_STORE,
-                            .src = {&f->k3, &f->v3, &kv->k[l], &kv->v[l],
-                                    (struct tensor *)&b->slot_mapping}};
+    struct op_call store = {
+        .op = OP_KV_STORE,
+        .src = {&f->k3, &f->v3, &kv->k[l], &kv->v[l], (struct tensor *)&b->slot_mapping}};
     enum vllmc_status rc = fwd_run(f, &store);
     if (rc)
         return rc;
@@ -163,23 +163,22 @@ static enum vllmc_status fwd_check(struct fwd *f, const struct model_batch *b,
     if (b->n_tokens < 1 || b->n_tokens > m->n_tokens_max)
         return err_set(f->err, VLLMC_ERR_INVALID_ARG, "forward: %d tokens (scratch holds %d)",
                        b->n_tokens, m->n_tokens_max);
-    if (b->n_seqs < 1 || b->n_seqs > b->n_tokens || b->n_logits < 0 ||
-        b->n_logits > b->n_tokens)
+    if (b->n_seqs < 1 || b->n_seqs > b->n_tokens || b->n_logits < 0 || b->n_logits > b->n_tokens)
         return err_set(f->err, VLLMC_ERR_INVALID_ARG, "forward: %d seqs, %d logits for %d tokens",
                        b->n_seqs, b->n_logits, b->n_tokens);
     if (b->input_ids.ne[0] != b->n_tokens || b->positions.ne[0] != b->n_tokens ||
         b->slot_mapping.ne[0] != b->n_tokens || b->seq_lens.ne[0] != b->n_seqs ||
         b->query_start_loc.ne[0] != b->n_seqs + 1 || b->block_tables.ne[1] != b->n_seqs ||
         b->logits_indices.ne[0] != b->n_logits)
-        return err_set(f->err, VLLMC_ERR_INVALID_ARG, "forward: batch tensors disagree with counts");
+        return err_set(f->err, VLLMC_ERR_INVALID_ARG,
+                       "forward: batch tensors disagree with counts");
     if (kv->n_layers != m->hp.n_layers || kv->n_kv_heads != m->hp.n_kv_heads ||
         kv->head_dim != m->hp.head_dim)
         return err_set(f->err, VLLMC_ERR_INVALID_ARG, "forward: kv cache made for another model");
-    if (b->n_logits &&
-        (!logits || logits->dtype != DTYPE_F32 || logits->ne[0] != m->hp.n_vocab ||
-         logits->ne[1] != b->n_logits))
-        return err_set(f->err, VLLMC_ERR_INVALID_ARG,
-                       "forward: logits must be f32 [%d, %d]", b->n_logits, m->hp.n_vocab);
+    if (b->n_logits && (!logits || logits->dtype != DTYPE_F32 || logits->ne[0] != m->hp.n_vocab ||
+                        logits->ne[1] != b->n_logits))
+        return err_set(f->err, VLLMC_ERR_INVALID_ARG, "forward: logits must be f32 [%d, %d]",
+                       b->n_logits, m->hp.n_vocab);
     return VLLMC_OK;
 }
 
@@ -206,8 +205,8 @@ enum vllmc_status model_forward(struct model *m, const struct model_batch *b, st
     fwd_heads(&f.v3, &f.v2, hp->n_kv_heads, hp->head_dim);
     fwd_heads(&f.att3, &f.att2, hp->n_heads, hp->head_dim);
 
-    struct op_call embed = {.op = OP_EMBEDDING, .dst = &f.x,
-                            .src = {&m->token_embd, (struct tensor *)&b->input_ids}};
+    struct op_call embed = {
+        .op = OP_EMBEDDING, .dst = &f.x, .src = {&m->token_embd, (struct tensor *)&b->input_ids}};
     if ((rc = fwd_run(&f, &embed)) || (rc = fwd_rmsnorm(&f, &f.h, &f.x, &m->layers[0].attn_norm)))
         return rc;
 
@@ -216,8 +215,8 @@ enum vllmc_status model_forward(struct model *m, const struct model_batch *b, st
         if ((rc = fwd_matmul(&f, &f.q2, &f.h, &L->wq, &L->bq)) ||
             (rc = fwd_matmul(&f, &f.k2, &f.h, &L->wk, &L->bk)) ||
             (rc = fwd_matmul(&f, &f.v2, &f.h, &L->wv, &L->bv)) ||
-            (rc = fwd_rope(&f, &f.q3, b, &L->q_norm)) || (rc = fwd_rope(&f, &f.k3, b, &L->k_norm)) ||
-            (rc = fwd_attention(&f, b, kv, l)) ||
+            (rc = fwd_rope(&f, &f.q3, b, &L->q_norm)) ||
+            (rc = fwd_rope(&f, &f.k3, b, &L->k_norm)) || (rc = fwd_attention(&f, b, kv, l)) ||
             (rc = fwd_matmul(&f, &f.h, &f.att2, &L->wo, NULL)) ||
             (rc = fwd_add_rmsnorm(&f, &f.h, &f.h, &L->ffn_norm, &f.x)) ||
             (rc = fwd_matmul(&f, &f.gate, &f.h, &L->w_gate, NULL)) ||
@@ -242,8 +241,8 @@ enum vllmc_status model_forward(struct model *m, const struct model_batch *b, st
     // with the embedding op, the residual stream serving as the table.
     fwd_view(&f, &f.g, SCR_G, b->n_logits);
     fwd_view(&f, &f.hl, SCR_H, b->n_logits);
-    struct op_call gather = {.op = OP_EMBEDDING, .dst = &f.g,
-                             .src = {&f.x, (struct tensor *)&b->logits_indices}};
+    struct op_call gather = {
+        .op = OP_EMBEDDING, .dst = &f.g, .src = {&f.x, (struct tensor *)&b->logits_indices}};
     if ((rc = fwd_run(&f, &gather)) || (rc = fwd_rmsnorm(&f, &f.hl, &f.g, &m->output_norm)))
         return rc;
     return fwd_matmul(&f, logits, &f.hl, &m->output, NULL);

@@ -30,8 +30,8 @@ enum vllmc_status kv_cache_create(const struct model *m, const struct kv_cache_p
     const struct model_hparams *hp = &m->hp;
     *out = NULL;
     if (p->n_blocks < 1 || p->block_size < 1)
-        return err_set(err, VLLMC_ERR_INVALID_ARG, "kv cache: %d blocks of %d tokens",
-                       p->n_blocks, p->block_size);
+        return err_set(err, VLLMC_ERR_INVALID_ARG, "kv cache: %d blocks of %d tokens", p->n_blocks,
+                       p->block_size);
     if (p->dtype != DTYPE_F32 && p->dtype != DTYPE_F16 && p->dtype != DTYPE_BF16)
         return err_set(err, VLLMC_ERR_UNSUPPORTED, "kv cache: dtype %s (use f32, f16 or bf16)",
                        dtype_name(p->dtype));
@@ -61,8 +61,8 @@ enum vllmc_status kv_cache_create(const struct model *m, const struct kv_cache_p
             void **buf = &kv->bufs[2 * l + kind];
             rc = backend_buffer_alloc(m->backend, layer_bytes, buf);
             if (rc) {
-                err_set(err, rc, "kv cache: cannot allocate %zu bytes on %s for layer %d", layer_bytes,
-                        backend_name(m->backend), l);
+                err_set(err, rc, "kv cache: cannot allocate %zu bytes on %s for layer %d",
+                        layer_bytes, backend_name(m->backend), l);
                 goto fail;
             }
             rc = backend_memset(m->backend, *buf, 0, layer_bytes);

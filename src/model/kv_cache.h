@@ -15,23 +15,23 @@ struct model_hparams;
 
 struct kv_cache_params {
     int n_blocks;
-    int block_size;  // tokens per block
+    int block_size;   // tokens per block
     enum dtype dtype; // DTYPE_F32 (default), DTYPE_F16 or DTYPE_BF16
 };
 
 void kv_cache_params_default(struct kv_cache_params *p);
 
 struct kv_cache {
-    struct backend *backend;  // borrowed
+    struct backend *backend; // borrowed
     int n_layers;
     int n_blocks;
     int block_size;
     int n_kv_heads;
     int head_dim;
     enum dtype dtype;
-    struct tensor *k;         // owned array [n_layers]; each [n_blocks, block_size, n_kv_heads, head_dim]
-    struct tensor *v;         // owned array [n_layers]; same shape
-    void **bufs;              // owned backend memory, [2 * n_layers]
+    struct tensor *k; // owned array [n_layers]; each [n_blocks, block_size, n_kv_heads, head_dim]
+    struct tensor *v; // owned array [n_layers]; same shape
+    void **bufs;      // owned backend memory, [2 * n_layers]
 };
 
 // Bytes one block takes over all layers, K and V together: what the engine

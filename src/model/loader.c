@@ -28,26 +28,26 @@ enum weight_class {
 struct loader_slot {
     struct tensor *dst;
     char name[96];
-    const void *data;       // in the mapping
-    size_t n_bytes;         // in the mapping
-    enum dtype dtype;       // in the file
+    const void *data; // in the mapping
+    size_t n_bytes;   // in the mapping
+    enum dtype dtype; // in the file
     int n_dims;
     int64_t ne[4];
-    bool to_f32;            // a small vector converted to f32 in host_buf
-    bool misaligned;        // copied to host_buf because the mapping is not aligned
-    size_t host_off;        // where in host_buf when to_f32 or misaligned
-    size_t device_off;      // where in device_buf on a device backend
+    bool to_f32;       // a small vector converted to f32 in host_buf
+    bool misaligned;   // copied to host_buf because the mapping is not aligned
+    size_t host_off;   // where in host_buf when to_f32 or misaligned
+    size_t device_off; // where in device_buf on a device backend
 };
 
 struct loader {
     struct model *m;
     struct err *err;
-    struct loader_slot *slots;  // owned, [n_slots_max]
+    struct loader_slot *slots; // owned, [n_slots_max]
     int n_slots;
     int n_slots_max;
     size_t host_bytes;
     size_t device_bytes;
-    float *freq_factors;        // borrowed from the mapping (GGUF rope_freqs), or NULL
+    float *freq_factors; // borrowed from the mapping (GGUF rope_freqs), or NULL
 };
 
 void model_load_params_default(struct model_load_params *p)
@@ -130,8 +130,8 @@ static bool loader_backend_accepts(struct loader *ld, const struct loader_slot *
 // ne1 = 0 for vectors) and queues it. A missing optional weight leaves
 // dst->data NULL.
 static enum vllmc_status loader_bind(struct loader *ld, enum arch_weight w, int layer,
-                                     bool required, enum weight_class cls, int64_t ne0,
-                                     int64_t ne1, struct tensor *dst)
+                                     bool required, enum weight_class cls, int64_t ne0, int64_t ne1,
+                                     struct tensor *dst)
 {
     struct model *m = ld->m;
     VLLMC_ASSERT(ld->n_slots < ld->n_slots_max);
@@ -146,7 +146,8 @@ static enum vllmc_status loader_bind(struct loader *ld, enum arch_weight w, int 
     }
     int n_dims_want = ne1 ? 2 : 1;
     int64_t ne_want[4] = {ne0, ne1 ? ne1 : 1, 1, 1};
-    bool shape_ok = s->n_dims == n_dims_want || (s->n_dims > n_dims_want && s->ne[s->n_dims - 1] == 1);
+    bool shape_ok =
+        s->n_dims == n_dims_want || (s->n_dims > n_dims_want && s->ne[s->n_dims - 1] == 1);
     for (int i = 0; i < 4; i++)
         shape_ok = shape_ok && s->ne[i] == ne_want[i];
     if (!shape_ok) {
@@ -154,8 +155,8 @@ static enum vllmc_status loader_bind(struct loader *ld, enum arch_weight w, int 
         shape_str(got, sizeof(got), s->n_dims, s->ne);
         shape_str(want, sizeof(want), n_dims_want, ne_want);
         return err_set(ld->err, VLLMC_ERR_FORMAT,
-                       "%s: tensor %s has shape %s, the hyper-parameters need %s", m->path,
-                       s->name, got, want);
+                       "%s: tensor %s has shape %s, the hyper-parameters need %s", m->path, s->name,
+                       got, want);
     }
     s->n_dims = n_dims_want;
     const struct dtype_info *info = dtype_info(s->dtype);
@@ -174,8 +175,7 @@ static enum vllmc_status loader_bind(struct loader *ld, enum arch_weight w, int 
                            m->path, s->name, info->name);
         s->to_f32 = s->dtype != DTYPE_F32;
     } else {
-        bool plain_float =
-            s->dtype == DTYPE_F32 || s->dtype == DTYPE_F16 || s->dtype == DTYPE_BF16;
+        bool plain_float = s->dtype == DTYPE_F32 || s->dtype == DTYPE_F16 || s->dtype == DTYPE_BF16;
         if (!plain_float && !info->is_quantized)
             return err_set(ld->err, VLLMC_ERR_UNSUPPORTED,
                            "%s: tensor %s has dtype %s, which is not a weight type", m->path,
@@ -213,8 +213,7 @@ static enum vllmc_status loader_bind_all(struct loader *ld)
     enum vllmc_status rc;
     if ((rc = loader_bind(ld, ARCH_W_TOKEN_EMBD, 0, true, WCLASS_EMBEDDING, dim, hp->n_vocab,
                           &m->token_embd)) ||
-        (rc = loader_bind(ld, ARCH_W_OUTPUT_NORM, 0, true, WCLASS_VECTOR, dim, 0,
-                          &m->output_norm)))
+        (rc = loader_bind(ld, ARCH_W_OUTPUT_NORM, 0, true, WCLASS_VECTOR, dim, 0, &m->output_norm)))
         return rc;
     if (!m->hp.tied_embeddings) {
         int n_before = ld->n_slots;
@@ -243,17 +242,15 @@ static enum vllmc_status loader_bind_all(struct loader *ld)
             (rc = loader_bind(ld, ARCH_W_BK, l, bias, WCLASS_VECTOR, kv_dim, 0, &L->bk)) ||
             (rc = loader_bind(ld, ARCH_W_BV, l, bias, WCLASS_VECTOR, kv_dim, 0, &L->bv)) ||
             (rc = loader_bind(ld, ARCH_W_O, l, true, WCLASS_MATRIX, q_dim, dim, &L->wo)) ||
-            (rc = loader_bind(ld, ARCH_W_FFN_NORM, l, true, WCLASS_VECTOR, dim, 0,
-                              &L->ffn_norm)) ||
+            (rc = loader_bind(ld, ARCH_W_FFN_NORM, l, true, WCLASS_VECTOR, dim, 0, &L->ffn_norm)) ||
             (rc = loader_bind(ld, ARCH_W_GATE, l, true, WCLASS_MATRIX, dim, ff, &L->w_gate)) ||
             (rc = loader_bind(ld, ARCH_W_UP, l, true, WCLASS_MATRIX, dim, ff, &L->w_up)) ||
             (rc = loader_bind(ld, ARCH_W_DOWN, l, true, WCLASS_MATRIX, ff, dim, &L->w_down)))
             return rc;
-        if (hp->qk_norm &&
-            ((rc = loader_bind(ld, ARCH_W_Q_NORM, l, true, WCLASS_VECTOR, hp->head_dim, 0,
-                               &L->q_norm)) ||
-             (rc = loader_bind(ld, ARCH_W_K_NORM, l, true, WCLASS_VECTOR, hp->head_dim, 0,
-                               &L->k_norm))))
+        if (hp->qk_norm && ((rc = loader_bind(ld, ARCH_W_Q_NORM, l, true, WCLASS_VECTOR,
+                                              hp->head_dim, 0, &L->q_norm)) ||
+                            (rc = loader_bind(ld, ARCH_W_K_NORM, l, true, WCLASS_VECTOR,
+                                              hp->head_dim, 0, &L->k_norm))))
             return rc;
     }
     return VLLMC_OK;
@@ -276,8 +273,8 @@ static enum vllmc_status loader_rope_freqs(struct loader *ld)
     ld->freq_factors = (float *)t->data;
     for (int i = 0; i < m->hp.rope_dim / 2; i++)
         if (!(ld->freq_factors[i] > 0.0f))
-            return err_set(ld->err, VLLMC_ERR_FORMAT, "%s: tensor %s holds a factor <= 0",
-                           m->path, name);
+            return err_set(ld->err, VLLMC_ERR_FORMAT, "%s: tensor %s holds a factor <= 0", m->path,
+                           name);
     return VLLMC_OK;
 }
 
@@ -322,8 +319,8 @@ static enum vllmc_status loader_place(struct loader *ld)
         size_t total = inv_off + (size_t)half * 4;
         enum vllmc_status rc = backend_buffer_alloc(be, total, &m->device_buf);
         if (rc)
-            return err_set(ld->err, rc, "%s: cannot allocate %zu bytes of weights on %s",
-                           m->path, total, backend_name(be));
+            return err_set(ld->err, rc, "%s: cannot allocate %zu bytes of weights on %s", m->path,
+                           total, backend_name(be));
         uint8_t *dev = m->device_buf;
         for (int i = 0; i < ld->n_slots; i++) {
             struct loader_slot *s = &ld->slots[i];
@@ -366,7 +363,7 @@ static void info_from_gguf(struct model *m)
     if (gguf_get_str(m->gguf, "general.name", &s))
         snprintf(in->name, sizeof(in->name), "%.*s", (int)(s.len > 127 ? 127 : s.len), s.ptr);
     if (gguf_get_str(m->gguf, "tokenizer.ggml.model", &s)) {
-        const char *what = gguf_str_eq(s, "llama") ? " (SentencePiece BPE)"
+        const char *what = gguf_str_eq(s, "llama")  ? " (SentencePiece BPE)"
                            : gguf_str_eq(s, "gpt2") ? " (byte-level BPE)"
                                                     : "";
         snprintf(in->tokenizer_kind, sizeof(in->tokenizer_kind), "%.*s%s",
@@ -406,7 +403,8 @@ static void info_from_safetensors(struct model *m, const char *dir)
         json_t *val;
         const char *seen[64];
         int n_seen = 0;
-        json_object_foreach(map, key, val) {
+        json_object_foreach(map, key, val)
+        {
             const char *f = json_string_value(val);
             bool dup = !f;
             for (int i = 0; i < n_seen && !dup; i++)

@@ -18,9 +18,9 @@ struct safetensors;
 struct kv_cache;
 
 #define MODEL_ARCH_LIST(X)                                                                         \
-    X(LLAMA, "llama")  /* Llama 2/3, Mistral, stories260K */                                      \
-    X(QWEN2, "qwen2")  /* q/k/v bias */                                                           \
-    X(QWEN3, "qwen3")  /* per-head q/k RMSNorm */
+    X(LLAMA, "llama") /* Llama 2/3, Mistral, stories260K */                                        \
+    X(QWEN2, "qwen2") /* q/k/v bias */                                                             \
+    X(QWEN3, "qwen3") /* per-head q/k RMSNorm */
 
 enum model_arch {
 #define MODEL_ARCH_ENUM(name, text) MODEL_ARCH_##name,
@@ -38,64 +38,64 @@ enum rope_scaling { ROPE_SCALING_NONE, ROPE_SCALING_LINEAR, ROPE_SCALING_LLAMA3 
 struct model_hparams {
     enum model_arch arch;
     int n_layers;
-    int dim;                      // hidden size
-    int n_heads;                  // query heads
-    int n_kv_heads;               // key/value heads (grouped-query attention when < n_heads)
+    int dim;        // hidden size
+    int n_heads;    // query heads
+    int n_kv_heads; // key/value heads (grouped-query attention when < n_heads)
     int head_dim;
-    int ff_dim;                   // SwiGLU inner size
+    int ff_dim; // SwiGLU inner size
     int n_vocab;
-    int n_ctx_train;              // context the model was trained for; 0 = unknown
+    int n_ctx_train; // context the model was trained for; 0 = unknown
     float rms_eps;
     float rope_theta;
-    int rope_dim;                 // rotated dims per head, even, <= head_dim
-    bool rope_neox;               // rotate-half pairs (HF layout); false = adjacent pairs (GGUF llama)
+    int rope_dim;   // rotated dims per head, even, <= head_dim
+    bool rope_neox; // rotate-half pairs (HF layout); false = adjacent pairs (GGUF llama)
     enum rope_scaling rope_scaling;
-    float rope_factor;            // LINEAR and LLAMA3
-    float rope_low_freq_factor;   // LLAMA3
-    float rope_high_freq_factor;  // LLAMA3
-    int rope_orig_ctx;            // LLAMA3: original_max_position_embeddings
-    bool qkv_bias;                // q/k/v projections carry a bias
-    bool qk_norm;                 // per-head RMSNorm of q and k before RoPE
-    bool tied_embeddings;         // lm_head is token_embd
-    int bos_id;                   // -1 when the file does not say
-    int eos_id;                   // -1 when the file does not say
+    float rope_factor;           // LINEAR and LLAMA3
+    float rope_low_freq_factor;  // LLAMA3
+    float rope_high_freq_factor; // LLAMA3
+    int rope_orig_ctx;           // LLAMA3: original_max_position_embeddings
+    bool qkv_bias;               // q/k/v projections carry a bias
+    bool qk_norm;                // per-head RMSNorm of q and k before RoPE
+    bool tied_embeddings;        // lm_head is token_embd
+    int bos_id;                  // -1 when the file does not say
+    int eos_id;                  // -1 when the file does not say
 };
 
 // One transformer block. Tensors point into the mapping (CPU) or into the
 // model's device buffer; optional ones have data == NULL.
 struct model_layer {
-    struct tensor attn_norm;  // [dim]
-    struct tensor wq;         // [n_heads * head_dim, dim]
-    struct tensor wk;         // [n_kv_heads * head_dim, dim]
-    struct tensor wv;         // [n_kv_heads * head_dim, dim]
-    struct tensor bq;         // [n_heads * head_dim], optional
-    struct tensor bk;         // [n_kv_heads * head_dim], optional
-    struct tensor bv;         // [n_kv_heads * head_dim], optional
-    struct tensor q_norm;     // [head_dim], qk_norm only
-    struct tensor k_norm;     // [head_dim], qk_norm only
-    struct tensor wo;         // [dim, n_heads * head_dim]
-    struct tensor ffn_norm;   // [dim]
-    struct tensor w_gate;     // [ff_dim, dim]
-    struct tensor w_up;       // [ff_dim, dim]
-    struct tensor w_down;     // [dim, ff_dim]
+    struct tensor attn_norm; // [dim]
+    struct tensor wq;        // [n_heads * head_dim, dim]
+    struct tensor wk;        // [n_kv_heads * head_dim, dim]
+    struct tensor wv;        // [n_kv_heads * head_dim, dim]
+    struct tensor bq;        // [n_heads * head_dim], optional
+    struct tensor bk;        // [n_kv_heads * head_dim], optional
+    struct tensor bv;        // [n_kv_heads * head_dim], optional
+    struct tensor q_norm;    // [head_dim], qk_norm only
+    struct tensor k_norm;    // [head_dim], qk_norm only
+    struct tensor wo;        // [dim, n_heads * head_dim]
+    struct tensor ffn_norm;  // [dim]
+    struct tensor w_gate;    // [ff_dim, dim]
+    struct tensor w_up;      // [ff_dim, dim]
+    struct tensor w_down;    // [dim, ff_dim]
 };
 
 // What the file holds, for `vllmc info` and memory planning.
 struct model_file_info {
     enum model_format format;
-    uint32_t gguf_version;         // 0 for safetensors
-    int n_files;                   // safetensors shards; 1 for GGUF
-    int n_tensors;                 // tensors in the file(s)
+    uint32_t gguf_version; // 0 for safetensors
+    int n_files;           // safetensors shards; 1 for GGUF
+    int n_tensors;         // tensors in the file(s)
     int n_tensors_by_dtype[DTYPE_COUNT];
-    uint64_t n_params;             // elements over all tensors in the file(s)
-    size_t weight_bytes;           // bytes of the tensors the model uses (tied ones once)
-    char name[128];                // general.name or the folder name
-    char tokenizer_kind[64];       // e.g. "llama (SentencePiece BPE)", "BPE (tokenizer.json)", "none"
+    uint64_t n_params;       // elements over all tensors in the file(s)
+    size_t weight_bytes;     // bytes of the tensors the model uses (tied ones once)
+    char name[128];          // general.name or the folder name
+    char tokenizer_kind[64]; // e.g. "llama (SentencePiece BPE)", "BPE (tokenizer.json)", "none"
     bool has_chat_template;
 };
 
 struct model_load_params {
-    int n_tokens_max;  // scratch is sized for this many tokens per forward call
+    int n_tokens_max; // scratch is sized for this many tokens per forward call
 };
 
 void model_load_params_default(struct model_load_params *p);
@@ -103,20 +103,20 @@ void model_load_params_default(struct model_load_params *p);
 struct model {
     struct model_hparams hp;
     struct model_file_info info;
-    char *path;                    // owned: the file or folder it came from
-    struct backend *backend;       // borrowed; outlives the model
-    struct tensor token_embd;      // [n_vocab, dim]
-    struct tensor output_norm;     // [dim]
-    struct tensor output;          // [n_vocab, dim]; aliases token_embd when tied
-    struct model_layer *layers;    // owned, [n_layers]
-    struct tensor rope_inv_freq;   // f32 [rope_dim / 2], scaling applied
-    struct gguf_file *gguf;        // owned, NULL for safetensors
-    struct safetensors *st;        // owned, NULL for GGUF
-    void *host_buf;                // owned: f32 copies of small vectors, inv_freq
-    void *device_buf;              // owned backend memory: uploaded weights (device only)
+    char *path;                  // owned: the file or folder it came from
+    struct backend *backend;     // borrowed; outlives the model
+    struct tensor token_embd;    // [n_vocab, dim]
+    struct tensor output_norm;   // [dim]
+    struct tensor output;        // [n_vocab, dim]; aliases token_embd when tied
+    struct model_layer *layers;  // owned, [n_layers]
+    struct tensor rope_inv_freq; // f32 [rope_dim / 2], scaling applied
+    struct gguf_file *gguf;      // owned, NULL for safetensors
+    struct safetensors *st;      // owned, NULL for GGUF
+    void *host_buf;              // owned: f32 copies of small vectors, inv_freq
+    void *device_buf;            // owned backend memory: uploaded weights (device only)
     // Per-forward scratch in backend memory, sized once for n_tokens_max.
     int n_tokens_max;
-    void *scratch;                 // owned backend memory
+    void *scratch; // owned backend memory
     size_t scratch_bytes;
 };
 
@@ -138,7 +138,7 @@ size_t model_scratch_bytes(const struct model_hparams *hp, int n_tokens);
 struct model_batch {
     int n_tokens;
     int n_seqs;
-    int n_logits;                  // rows that get logits
+    int n_logits; // rows that get logits
     int max_blocks_per_seq;
     int max_seq_len;               // max of seq_lens; 0 lets kernels compute it
     int max_q_len;                 // max query tokens of one sequence; 0 = compute

@@ -30,7 +30,6 @@ bool cli_parse_ids(const char *s, int32_t **ids, int *n);
 const char *cli_default_model(void);
 
 // Creates the named backend ("cpu" or "cuda") with n_threads (0 = all cores).
-int cli_backend_create(const char *device, int n_threads, bool log_providers,
-                       struct backend **out);
+int cli_backend_create(const char *device, int n_threads, bool log_providers, struct backend **out);
 
 #endif

@@ -126,8 +126,7 @@ const char *cli_default_model(void)
 #endif
 }
 
-int cli_backend_create(const char *device, int n_threads, bool log_providers,
-                       struct backend **out)
+int cli_backend_create(const char *device, int n_threads, bool log_providers, struct backend **out)
 {
     struct backend_options o;
     backend_options_default(&o);

@@ -8,10 +8,10 @@
 #include "backend/backend.h"
 #include "core/alloc.h"
 #include "core/clock.h"
+#include "engine/tokenizer_load.h"
 #include "model/batch_builder.h"
 #include "model/kv_cache.h"
 #include "model/model.h"
-#include "engine/tokenizer_load.h"
 #include "tokenizer/detok.h"
 #include "tokenizer/tokenizer.h"
 #include "tools/cli.h"
@@ -43,19 +43,19 @@ struct gen {
     struct gen_opts o;
     struct backend *be;
     struct model *m;
-    struct tokenizer *tok;            // NULL when the model has none
-    struct detok *detok;              // streaming text of the generated ids, with tok
+    struct tokenizer *tok; // NULL when the model has none
+    struct detok *detok;   // streaming text of the generated ids, with tok
     struct kv_cache *kv;
     struct batch_builder bb;
-    float *logits;                    // [n_vocab] on the host
-    void *logits_dev;                 // [n_vocab] in device memory, device backends only
-    int32_t *ids;                     // prompt then generated tokens, [n_ctx]
+    float *logits;    // [n_vocab] on the host
+    void *logits_dev; // [n_vocab] in device memory, device backends only
+    int32_t *ids;     // prompt then generated tokens, [n_ctx]
     int n_prompt;
     int n_ids;
     int n_ctx;
-    int32_t *block_table;             // [n_blocks]: 0, 1, 2, ...
+    int32_t *block_table; // [n_blocks]: 0, 1, 2, ...
     int n_blocks;
-    struct gen_candidate *cands;      // [n_vocab] sampling scratch
+    struct gen_candidate *cands; // [n_vocab] sampling scratch
     uint64_t rng;
 };
 

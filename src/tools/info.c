@@ -52,7 +52,8 @@ static void info_print(const struct model *m)
            hp->rope_dim, hp->head_dim, hp->rope_neox ? "rotate-half" : "adjacent pairs", scaling);
     if (hp->rope_scaling != ROPE_SCALING_NONE)
         printf(" x%g", (double)hp->rope_factor);
-    printf("\n%-16s%s\n", "embeddings:", hp->tied_embeddings ? "tied (lm_head = token_embd)" : "untied");
+    printf("\n%-16s%s\n",
+           "embeddings:", hp->tied_embeddings ? "tied (lm_head = token_embd)" : "untied");
     printf("%-16s%d (", "tensors:", in->n_tensors);
     bool first = true;
     for (int t = 0; t < DTYPE_COUNT; t++) {

@@ -18,23 +18,23 @@
 #define PARITY_MAX_K 16
 
 struct parity_case {
-    int32_t *prompt;   // owned [n_prompt]
+    int32_t *prompt; // owned [n_prompt]
     int n_prompt;
-    int32_t *ref;      // owned [n_ref]: the reference's greedy tokens
+    int32_t *ref; // owned [n_ref]: the reference's greedy tokens
     int n_ref;
-    int32_t *topk;     // owned [n_ref, PARITY_MAX_K]; -1 pads; row of -1 = no top-k at that step
-    int k;             // the widest top-k seen
+    int32_t *topk; // owned [n_ref, PARITY_MAX_K]; -1 pads; row of -1 = no top-k at that step
+    int k;         // the widest top-k seen
 };
 
 // One running sequence (a case, possibly repeated to fill the batch).
 struct parity_seq {
     const struct parity_case *c;
     int case_index;
-    int32_t *ids;      // owned: prompt then generated, [n_prompt + n_ref]
+    int32_t *ids; // owned: prompt then generated, [n_prompt + n_ref]
     int n_ids;
-    int32_t *table;    // owned block table
+    int32_t *table; // owned block table
     int n_blocks;
-    int diverged_at;   // -1 while equal
+    int diverged_at; // -1 while equal
     bool done;
 };
 
@@ -163,8 +163,8 @@ struct parity_run {
     struct model *m;
     struct kv_cache *kv;
     struct batch_builder bb;
-    float *logits;          // [n_seqs, n_vocab] host
-    void *logits_dev;       // device copy, device backends only
+    float *logits;    // [n_seqs, n_vocab] host
+    void *logits_dev; // device copy, device backends only
     struct parity_seq *seqs;
     int n_seqs;
 };
@@ -356,8 +356,7 @@ static int parity_run_all(struct parity *p)
     if (!r.logits || batch_builder_init(&r.bb, r.be, r.m->n_tokens_max, batch, max_blocks))
         goto out;
     if (backend_location(r.be) == TENSOR_DEVICE &&
-        backend_buffer_alloc(r.be, (size_t)batch * (size_t)n_vocab * sizeof(float),
-                             &r.logits_dev))
+        backend_buffer_alloc(r.be, (size_t)batch * (size_t)n_vocab * sizeof(float), &r.logits_dev))
         goto out;
     if (parity_generate(&r, batch))
         goto out;

@@ -13,7 +13,7 @@
 #include "model/model.h"
 
 #define BLOCK_SIZE 16
-#define N_BLOCKS 16   // 256 tokens per sequence: prompt + 128 generated fit
+#define N_BLOCKS 16 // 256 tokens per sequence: prompt + 128 generated fit
 #define MAX_SEQS 4
 
 struct golden_case {
@@ -21,9 +21,9 @@ struct golden_case {
     int n_prompt;
     int32_t gen[256];
     int n_gen;
-    double margin[256];      // top1 - top2 logit per generated step
-    double logits[32000];    // first-step logits, where given
-    int n_logits;            // 0 when the golden has only top10
+    double margin[256];   // top1 - top2 logit per generated step
+    double logits[32000]; // first-step logits, where given
+    int n_logits;         // 0 when the golden has only top10
     int32_t top_ids[10];
     double top_logits[10];
     int n_top;
@@ -34,7 +34,7 @@ struct runner {
     struct model *m;
     struct kv_cache *kv;
     struct batch_builder bb;
-    float *logits;           // [MAX_SEQS, n_vocab]
+    float *logits; // [MAX_SEQS, n_vocab]
 };
 
 static int load_golden(const char *name, struct golden_case *cases, int max_cases)
@@ -161,8 +161,8 @@ static int check_greedy(struct runner *r, int seq, const struct golden_case *g, 
             matched++;
         } else if (!diverged) {
             diverged = true;
-            fprintf(stderr, "  diverges at step %d: %d vs golden %d (golden margin %.4f)\n", i,
-                    tok, g->gen[i], g->margin[i]);
+            fprintf(stderr, "  diverges at step %d: %d vs golden %d (golden margin %.4f)\n", i, tok,
+                    g->gen[i], g->margin[i]);
             if (i < n_strict)
                 CHECK(!"greedy token differs inside the strict prefix");
             else
@@ -218,7 +218,9 @@ static void run_golden_kv(const char *model_rel, const char *golden, double atol
         return;
     }
     for (int c = 0; c < n; c++) {
-        double rtol = kv_dtype == DTYPE_F16 ? 2 * 0x1p-10 : kv_dtype == DTYPE_BF16 ? 2 * 0x1p-7 : 1e-5;
+        double rtol = kv_dtype == DTYPE_F16    ? 2 * 0x1p-10
+                      : kv_dtype == DTYPE_BF16 ? 2 * 0x1p-7
+                                               : 1e-5;
         check_first_logits(&r, c % MAX_SEQS, &cases[c], atol, rtol);
         int matched = check_greedy(&r, c % MAX_SEQS, &cases[c], n_strict);
         printf("  case %d: %d of %d greedy tokens match\n", c, matched, cases[c].n_gen);

@@ -42,7 +42,8 @@ static void test_two_sequences(void)
     const int32_t *pos = b.positions.data, *slot = b.slot_mapping.data;
     const int32_t *qsl = b.query_start_loc.data, *lens = b.seq_lens.data;
     const int32_t *li = b.logits_indices.data, *bt = b.block_tables.data;
-    // Position 3 -> block 7 offset 3; 4 -> block 2 offset 0; 5 -> block 2 offset 1; 8 -> block 5 offset 0.
+    // Position 3 -> block 7 offset 3; 4 -> block 2 offset 0; 5 -> block 2 offset 1; 8 -> block 5
+    // offset 0.
     CHECK_EQ_INT(pos[0], 3);
     CHECK_EQ_INT(slot[0], 7 * 4 + 3);
     CHECK_EQ_INT(slot[1], 2 * 4 + 0);

@@ -33,8 +33,14 @@ static void buf_put(struct buf *b, const void *data, size_t n)
     b->n += n;
 }
 
-static void put_u32(struct buf *b, uint32_t v) { buf_put(b, &v, 4); }
-static void put_u64(struct buf *b, uint64_t v) { buf_put(b, &v, 8); }
+static void put_u32(struct buf *b, uint32_t v)
+{
+    buf_put(b, &v, 4);
+}
+static void put_u64(struct buf *b, uint64_t v)
+{
+    buf_put(b, &v, 8);
+}
 
 static void put_str(struct buf *b, const char *s)
 {
@@ -53,7 +59,7 @@ struct gguf_w {
         int n_dims;
         uint64_t ne[2];
         uint32_t type;
-        const void *data;  // NULL: filled with small pseudo-random values
+        const void *data; // NULL: filled with small pseudo-random values
         size_t n_bytes;
     } t[MAX_T];
     int n_t;
@@ -149,9 +155,9 @@ static void w_save(struct gguf_w *w, const char *path)
 
 struct tiny_opts {
     const char *arch;
-    const char *skip;       // tensor name left out
-    const char *bad_shape;  // tensor written with one row too many
-    const char *i32;        // tensor written as i32
+    const char *skip;      // tensor name left out
+    const char *bad_shape; // tensor written with one row too many
+    const char *i32;       // tensor written as i32
     bool bias, qk_norm, no_block_count;
     int n_kv_heads;
 };
@@ -179,14 +185,21 @@ static void tiny_write(const char *path, const struct tiny_opts *o)
         uint64_t ne0, ne1;
         bool want;
     } ts[] = {
-        {"token_embd.weight", 8, 16, true},       {"output_norm.weight", 8, 0, true},
-        {"blk.0.attn_norm.weight", 8, 0, true},   {"blk.0.attn_q.weight", 8, 8, true},
-        {"blk.0.attn_k.weight", 8, 4, true},      {"blk.0.attn_v.weight", 8, 4, true},
-        {"blk.0.attn_q.bias", 8, 0, o->bias},     {"blk.0.attn_k.bias", 4, 0, o->bias},
-        {"blk.0.attn_v.bias", 4, 0, o->bias},     {"blk.0.attn_q_norm.weight", 4, 0, o->qk_norm},
+        {"token_embd.weight", 8, 16, true},
+        {"output_norm.weight", 8, 0, true},
+        {"blk.0.attn_norm.weight", 8, 0, true},
+        {"blk.0.attn_q.weight", 8, 8, true},
+        {"blk.0.attn_k.weight", 8, 4, true},
+        {"blk.0.attn_v.weight", 8, 4, true},
+        {"blk.0.attn_q.bias", 8, 0, o->bias},
+        {"blk.0.attn_k.bias", 4, 0, o->bias},
+        {"blk.0.attn_v.bias", 4, 0, o->bias},
+        {"blk.0.attn_q_norm.weight", 4, 0, o->qk_norm},
         {"blk.0.attn_k_norm.weight", 4, 0, o->qk_norm},
-        {"blk.0.attn_output.weight", 8, 8, true}, {"blk.0.ffn_norm.weight", 8, 0, true},
-        {"blk.0.ffn_gate.weight", 8, 16, true},   {"blk.0.ffn_up.weight", 8, 16, true},
+        {"blk.0.attn_output.weight", 8, 8, true},
+        {"blk.0.ffn_norm.weight", 8, 0, true},
+        {"blk.0.ffn_gate.weight", 8, 16, true},
+        {"blk.0.ffn_up.weight", 8, 16, true},
         {"blk.0.ffn_down.weight", 16, 8, true},
     };
     for (size_t i = 0; i < sizeof(ts) / sizeof(ts[0]); i++) {
@@ -332,8 +345,7 @@ static void test_qwen2_needs_biases(void)
                  "tensor blk.0.attn_q.bias is missing");
     struct model *m = NULL;
     struct err err = {0};
-    CHECK_EQ_INT(tiny_load(&(struct tiny_opts){.arch = "qwen2", .bias = true}, &m, &err),
-                 VLLMC_OK);
+    CHECK_EQ_INT(tiny_load(&(struct tiny_opts){.arch = "qwen2", .bias = true}, &m, &err), VLLMC_OK);
     if (!m)
         return;
     CHECK_EQ_INT(m->hp.arch, MODEL_ARCH_QWEN2);
@@ -385,9 +397,13 @@ static void test_load_out_of_memory(void)
 // transformers' llama3 RoPE scaling, checked at the three regimes.
 static void test_llama3_rope_frequencies(void)
 {
-    struct model_hparams hp = {.rope_theta = 500000.0f, .rope_dim = 128, .head_dim = 128,
-                               .rope_scaling = ROPE_SCALING_LLAMA3, .rope_factor = 8.0f,
-                               .rope_low_freq_factor = 1.0f, .rope_high_freq_factor = 4.0f,
+    struct model_hparams hp = {.rope_theta = 500000.0f,
+                               .rope_dim = 128,
+                               .head_dim = 128,
+                               .rope_scaling = ROPE_SCALING_LLAMA3,
+                               .rope_factor = 8.0f,
+                               .rope_low_freq_factor = 1.0f,
+                               .rope_high_freq_factor = 4.0f,
                                .rope_orig_ctx = 8192};
     float f[64];
     arch_rope_inv_freq(&hp, NULL, f);
@@ -430,10 +446,12 @@ static void test_qwen2_gguf_matches_hf_llama(void)
     static const struct {
         enum arch_weight w;
         bool per_layer;
-    } names[] = {{ARCH_W_TOKEN_EMBD, false}, {ARCH_W_OUTPUT_NORM, false}, {ARCH_W_OUTPUT, false},
-                 {ARCH_W_ATTN_NORM, true},   {ARCH_W_Q, true},            {ARCH_W_K, true},
-                 {ARCH_W_V, true},           {ARCH_W_O, true},            {ARCH_W_FFN_NORM, true},
-                 {ARCH_W_GATE, true},        {ARCH_W_UP, true},           {ARCH_W_DOWN, true}};
+    } names[] = {{ARCH_W_TOKEN_EMBD, false}, {ARCH_W_OUTPUT_NORM, false},
+                 {ARCH_W_OUTPUT, false},     {ARCH_W_ATTN_NORM, true},
+                 {ARCH_W_Q, true},           {ARCH_W_K, true},
+                 {ARCH_W_V, true},           {ARCH_W_O, true},
+                 {ARCH_W_FFN_NORM, true},    {ARCH_W_GATE, true},
+                 {ARCH_W_UP, true},          {ARCH_W_DOWN, true}};
     for (int l = 0; l < 5; l++) {
         for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
             if (!names[i].per_layer && l)
@@ -480,9 +498,9 @@ static void test_qwen2_gguf_matches_hf_llama(void)
             int32_t ids[5] = {1, 403, 407, 261, 378}, table[1] = {0};
             CHECK_EQ_INT(kv_cache_create(ms[k], &kp, &kv, &err), VLLMC_OK);
             CHECK_EQ_INT(batch_builder_init(&bb, be, 8, 1, 1), VLLMC_OK);
-            CHECK_EQ_INT(batch_builder_add(&bb, ids, 5, 0, table, 1, kp.block_size,
-                                           BATCH_LOGITS_LAST, &err),
-                         VLLMC_OK);
+            CHECK_EQ_INT(
+                batch_builder_add(&bb, ids, 5, 0, table, 1, kp.block_size, BATCH_LOGITS_LAST, &err),
+                VLLMC_OK);
             CHECK_EQ_INT(batch_builder_finish(&bb, &b, &err), VLLMC_OK);
             tensor_init_2d(&lt, DTYPE_F32, ls[k], 512, 1);
             CHECK_EQ_INT(model_forward(ms[k], &b, kv, &lt, &err), VLLMC_OK);
