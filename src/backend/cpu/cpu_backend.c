@@ -9,6 +9,8 @@
 
 #include "backend/backend_impl.h"
 #include "backend/cpu/avx2/avx2.h"
+#include "backend/cpu/avx512/avx512.h"
+#include "backend/cpu/blas/blas.h"
 #include "backend/cpu/quant/qmatmul.h"
 #include "backend/cpu/ref/ref.h"
 #include "core/alloc.h"
@@ -47,6 +49,13 @@ static const struct cpu_provider_entry cpu_provider_table[] = {
     {&cpu_avx2_rope, CPU_NEED_AVX2},
     {&cpu_avx2_qk_norm_rope, CPU_NEED_AVX2},
     {&cpu_avx2_attention, CPU_NEED_AVX2},
+    // AVX-512 F/BW/VL, priority 60, where 16 lanes and masked tails win.
+    {&cpu_avx512_matmul, CPU_NEED_AVX512},
+#ifdef VLLMC_HAVE_OPENBLAS
+    // OpenBLAS sgemm, priority 40, m >= CPU_BLAS_MIN_M only: not batch-invariant,
+    // so it ranks below the kernels above and serves when they are disabled.
+    {&cpu_blas_matmul, CPU_NEED_NONE},
+#endif
     // Quantized weights with 8-bit activations.
     {&cpu_q_avx2_matmul, CPU_NEED_AVX2},
     {&cpu_q_avx512_matmul, CPU_NEED_AVX512_VNNI},

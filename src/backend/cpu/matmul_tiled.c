@@ -14,6 +14,7 @@ struct mm_ctx {
     const struct cpu_mm_kernel *kernel;
     int64_t m, n, k;
     int64_t col_block;      // columns per task
+    int c_step;             // columns per tile
 };
 
 static void mm_task(void *p, int task, int thread)
@@ -22,7 +23,7 @@ static void mm_task(void *p, int task, int thread)
     const struct mm_ctx *ctx = p;
     const struct tensor *x = ctx->c->src[0], *w = ctx->c->src[1], *bias = ctx->c->src[2];
     const struct tensor *y = ctx->c->dst;
-    int r_max = ctx->kernel->r_max, c_max = ctx->kernel->c_max;
+    int r_max = ctx->kernel->r_max, c_max = ctx->c_step;
     int64_t j0 = (int64_t)task * ctx->col_block;
     int64_t j1 = j0 + ctx->col_block < ctx->n ? j0 + ctx->col_block : ctx->n;
     const float *xr[MM_MAX_TILE];
@@ -52,7 +53,8 @@ static void mm_task(void *p, int task, int thread)
 
 enum vllmc_status cpu_matmul_tiled_run(const struct op_call *c, const struct cpu_mm_kernel *kernel)
 {
-    VLLMC_ASSERT(kernel->r_max <= MM_MAX_TILE && kernel->c_max <= MM_MAX_TILE);
+    VLLMC_ASSERT(kernel->r_max <= MM_MAX_TILE && kernel->c_max <= MM_MAX_TILE &&
+                 kernel->c_max_r1 <= MM_MAX_TILE);
     struct mm_ctx ctx = {
         .c = c,
         .kernel = kernel,
@@ -62,16 +64,19 @@ enum vllmc_status cpu_matmul_tiled_run(const struct op_call *c, const struct cpu
     };
     if (ctx.m == 0 || ctx.n == 0)
         return VLLMC_OK;
+    // A single row takes wider tiles; elements are computed the same way in
+    // any tile, so this does not change results.
+    ctx.c_step = ctx.m == 1 ? kernel->c_max_r1 : kernel->c_max;
     // Enough blocks to balance the threads (4 per thread), each a multiple of
     // the tile width and at most 64 columns so the weight block fits in L2.
     struct threadpool *pool = op_call_pool(c);
     int64_t n_threads = threadpool_n_threads(pool);
     int64_t block = (ctx.n + 4 * n_threads - 1) / (4 * n_threads);
-    block = (block + kernel->c_max - 1) / kernel->c_max * kernel->c_max;
+    block = (block + ctx.c_step - 1) / ctx.c_step * ctx.c_step;
     if (block > 64)
-        block = 64;
-    if (block < kernel->c_max)
-        block = kernel->c_max;
+        block = 64 / ctx.c_step * ctx.c_step;
+    if (block < ctx.c_step)
+        block = ctx.c_step;
     ctx.col_block = block;
     int n_tasks = (int)((ctx.n + block - 1) / block);
     threadpool_run(pool, mm_task, &ctx, n_tasks);

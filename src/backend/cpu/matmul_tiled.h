@@ -21,6 +21,7 @@ typedef void (*cpu_mm_tile_fn)(int R, int C, const float *const *x, const void *
 struct cpu_mm_kernel {
     cpu_mm_tile_fn tile;
     int r_max, c_max; // largest tile the kernel handles
+    int c_max_r1;     // largest C when R = 1 (decode: more columns in flight)
 };
 
 // Runs c (an OP_MATMUL its gate accepted) with kernel, threaded over column

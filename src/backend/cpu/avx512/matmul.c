@@ -1,0 +1,136 @@
+// cpu-avx512 matmul: f32, f16 and bf16 weights converted in registers, R x C
+// tiles of 16-lane FMA dot products with masked loads for the k tail. One
+// accumulator per output element, k in order, a fixed horizontal sum: a row's
+// result is the same in any tile, so the op is batch-invariant.
+#include <immintrin.h>
+
+#include "backend/cpu/avx512/avx512.h"
+#include "backend/cpu/cpu_ops.h"
+#include "backend/cpu/matmul_tiled.h"
+
+#define R_MAX 4
+#define C_MAX 6
+#define C_MAX_R1 8
+
+// 16 values (fewer under mask) of dtype wt at p as f32; masked-off lanes are 0.
+static inline __attribute__((always_inline)) __m512 load16(int wt, const void *p, __mmask16 m)
+{
+    if (wt == DTYPE_F16)
+        return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p));
+    if (wt == DTYPE_BF16)
+        return _mm512_castsi512_ps(
+            _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, p)), 16));
+    return _mm512_maskz_loadu_ps(m, p);
+}
+
+static inline __attribute__((always_inline)) void
+tile(const int R, const int C, const int wt, const float *const *x, const void *const *w,
+     int64_t k, float *out)
+{
+    size_t esz = wt == DTYPE_F32 ? 4 : 2;
+    __m512 acc[R_MAX][C_MAX_R1];
+    #pragma GCC unroll 8
+    for (int r = 0; r < R; r++)
+        #pragma GCC unroll 8
+        for (int c = 0; c < C; c++)
+            acc[r][c] = _mm512_setzero_ps();
+    for (int64_t l = 0; l < k; l += 16) {
+        __mmask16 m = k - l >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (k - l)) - 1);
+        __m512 xv[R_MAX];
+        #pragma GCC unroll 8
+        for (int r = 0; r < R; r++)
+            xv[r] = _mm512_maskz_loadu_ps(m, x[r] + l);
+        #pragma GCC unroll 8
+        for (int c = 0; c < C; c++) {
+            __m512 wv = load16(wt, (const char *)w[c] + (size_t)l * esz, m);
+            #pragma GCC unroll 8
+            for (int r = 0; r < R; r++)
+                acc[r][c] = _mm512_fmadd_ps(xv[r], wv, acc[r][c]);
+        }
+    }
+    #pragma GCC unroll 8
+    for (int r = 0; r < R; r++)
+        #pragma GCC unroll 8
+        for (int c = 0; c < C; c++)
+            out[r * C + c] = _mm512_reduce_add_ps(acc[r][c]);
+}
+
+#define T(r, c, wt) tile(r, c, wt, x, w, k, out)
+#define TILE_CASES(wt)                                                                             \
+    switch (R * 16 + C) { /* R <= 4; C <= 8 only when R = 1, else C <= 6 */                        \
+    case 16 + 1: T(1, 1, wt); break;                                                               \
+    case 16 + 2: T(1, 2, wt); break;                                                               \
+    case 16 + 3: T(1, 3, wt); break;                                                               \
+    case 16 + 4: T(1, 4, wt); break;                                                               \
+    case 16 + 5: T(1, 5, wt); break;                                                               \
+    case 16 + 6: T(1, 6, wt); break;                                                               \
+    case 16 + 7: T(1, 7, wt); break;                                                               \
+    case 16 + 8: T(1, 8, wt); break;                                                               \
+    case 32 + 1: T(2, 1, wt); break;                                                               \
+    case 32 + 2: T(2, 2, wt); break;                                                               \
+    case 32 + 3: T(2, 3, wt); break;                                                               \
+    case 32 + 4: T(2, 4, wt); break;                                                               \
+    case 32 + 5: T(2, 5, wt); break;                                                               \
+    case 32 + 6: T(2, 6, wt); break;                                                               \
+    case 48 + 1: T(3, 1, wt); break;                                                               \
+    case 48 + 2: T(3, 2, wt); break;                                                               \
+    case 48 + 3: T(3, 3, wt); break;                                                               \
+    case 48 + 4: T(3, 4, wt); break;                                                               \
+    case 48 + 5: T(3, 5, wt); break;                                                               \
+    case 48 + 6: T(3, 6, wt); break;                                                               \
+    case 64 + 1: T(4, 1, wt); break;                                                               \
+    case 64 + 2: T(4, 2, wt); break;                                                               \
+    case 64 + 3: T(4, 3, wt); break;                                                               \
+    case 64 + 4: T(4, 4, wt); break;                                                               \
+    case 64 + 5: T(4, 5, wt); break;                                                               \
+    default: T(4, 6, wt); break;                                                                   \
+    }
+
+static void tile_f32(int R, int C, const float *const *x, const void *const *w, int64_t k,
+                     float *out)
+{
+    TILE_CASES(DTYPE_F32)
+}
+
+static void tile_f16(int R, int C, const float *const *x, const void *const *w, int64_t k,
+                     float *out)
+{
+    TILE_CASES(DTYPE_F16)
+}
+
+static void tile_bf16(int R, int C, const float *const *x, const void *const *w, int64_t k,
+                      float *out)
+{
+    TILE_CASES(DTYPE_BF16)
+}
+
+static const struct cpu_mm_kernel kernel_f32 = {tile_f32, R_MAX, C_MAX, C_MAX_R1};
+static const struct cpu_mm_kernel kernel_f16 = {tile_f16, R_MAX, C_MAX, C_MAX_R1};
+static const struct cpu_mm_kernel kernel_bf16 = {tile_bf16, R_MAX, C_MAX, C_MAX_R1};
+
+static bool matmul_supports(const struct op_call *c)
+{
+    const struct tensor *w = c->src[1], *b = c->src[2];
+    return cpu_f32_rows(c->dst) && cpu_f32_rows(c->src[0]) && cpu_is_plain_float(w->dtype) &&
+           tensor_rows_contiguous(w) && (!b || cpu_is_plain_float(b->dtype));
+}
+
+static enum vllmc_status matmul_run(const struct op_call *c)
+{
+    switch (c->src[1]->dtype) {
+    case DTYPE_F16:
+        return cpu_matmul_tiled_run(c, &kernel_f16);
+    case DTYPE_BF16:
+        return cpu_matmul_tiled_run(c, &kernel_bf16);
+    default:
+        return cpu_matmul_tiled_run(c, &kernel_f32);
+    }
+}
+
+const struct op_provider cpu_avx512_matmul = {
+    .name = "cpu-avx512",
+    .op = OP_MATMUL,
+    .priority = CPU_AVX512_PRIORITY,
+    .supports = matmul_supports,
+    .run = matmul_run,
+};
