@@ -35,7 +35,7 @@ tile(const int R, const int C, const int wt, const float *const *x, const void *
         for (int c = 0; c < C; c++)
             acc[r][c] = _mm512_setzero_ps();
     for (int64_t l = 0; l < k; l += 16) {
-        __mmask16 m = k - l >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (k - l)) - 1);
+        __mmask16 m = (__mmask16)(k - l >= 16 ? 0xffffu : (1u << (k - l)) - 1u);
         __m512 xv[R_MAX];
         #pragma GCC unroll 8
         for (int r = 0; r < R; r++)
