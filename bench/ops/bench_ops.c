@@ -99,8 +99,9 @@ static void bench_call(struct op_call *c, const char *label, double flops, doubl
             qsort(times, (size_t)n, sizeof times[0], cmp_double);
             double t = times[n / 2];
             printf("op=%s %s provider=%s threads=%d us=%.1f gflops=%.1f gbps=%.1f\n",
-                   op_kind_name(c->op), label, all[i]->name, o.n_threads ? o.n_threads : threadpool_cpu_count(),
-                   t * 1e6, flops / t * 1e-9, bytes / t * 1e-9);
+                   op_kind_name(c->op), label, all[i]->name,
+                   o.n_threads ? o.n_threads : threadpool_cpu_count(), t * 1e6, flops / t * 1e-9,
+                   bytes / t * 1e-9);
             fflush(stdout);
         }
         backend_free(be);
@@ -117,9 +118,8 @@ static void bench_matmul(void)
 {
     // Decode (m = 1) and prefill shapes of Qwen3-0.6B- and Llama-8B-sized layers.
     static const int64_t shapes[][3] = {
-        {1, 1024, 1024}, {1, 3072, 1024}, {1, 4096, 4096}, {1, 151936, 1024},
-        {16, 4096, 4096}, {8, 1024, 1024}, {32, 1024, 1024}, {64, 1024, 1024},
-        {128, 3072, 1024}, {512, 1024, 1024},
+        {1, 1024, 1024}, {1, 3072, 1024},  {1, 4096, 4096},  {1, 151936, 1024}, {16, 4096, 4096},
+        {8, 1024, 1024}, {32, 1024, 1024}, {64, 1024, 1024}, {128, 3072, 1024}, {512, 1024, 1024},
     };
     static const enum dtype types[] = {DTYPE_F32, DTYPE_F16, DTYPE_BF16};
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
@@ -202,7 +202,9 @@ static void bench_attention(void)
 {
     // n_seqs, n_q per seq, seq_len, n_heads, n_kv_heads, head_dim (block size 16)
     static const int64_t cfgs[][6] = {
-        {1, 1, 1024, 16, 8, 128}, {8, 1, 1024, 16, 8, 128}, {1, 512, 512, 16, 8, 128},
+        {1, 1, 1024, 16, 8, 128},
+        {8, 1, 1024, 16, 8, 128},
+        {1, 512, 512, 16, 8, 128},
     };
     static const enum dtype caches[] = {DTYPE_F16, DTYPE_BF16, DTYPE_F32};
     for (size_t i = 0; i < sizeof cfgs / sizeof cfgs[0]; i++) {

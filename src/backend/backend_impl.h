@@ -34,17 +34,17 @@ struct backend_vtable {
 #define BACKEND_LOG_SLOTS 4096
 
 struct backend {
-    const struct backend_vtable *vt;       // borrowed, static
-    void *impl;                            // owned by the kind (vt->destroy)
-    struct threadpool *pool;               // owned; host workers for CPU providers, may be NULL
-    struct backend_options opts;           // .disable points at disable_list
-    struct err err;                        // detail of the last failed call
-    char *disable_list;                    // owned copy of the disable list, may be NULL
+    const struct backend_vtable *vt; // borrowed, static
+    void *impl;                      // owned by the kind (vt->destroy)
+    struct threadpool *pool;         // owned; host workers for CPU providers, may be NULL
+    struct backend_options opts;     // .disable points at disable_list
+    struct err err;                  // detail of the last failed call
+    char *disable_list;              // owned copy of the disable list, may be NULL
     const struct op_provider *const *providers; // borrowed [n_providers], the kind's table
     size_t n_providers;
-    const struct op_provider **order;      // owned [n_providers]: enabled ones, by op, best first
-    size_t op_first[OP_KIND_COUNT + 1];    // order[op_first[op] .. op_first[op + 1]) serve op
-    uint64_t log_seen[BACKEND_LOG_SLOTS];  // 0 = empty slot
+    const struct op_provider **order;     // owned [n_providers]: enabled ones, by op, best first
+    size_t op_first[OP_KIND_COUNT + 1];   // order[op_first[op] .. op_first[op + 1]) serve op
+    uint64_t log_seen[BACKEND_LOG_SLOTS]; // 0 = empty slot
     size_t n_log_seen;
 };
 

@@ -20,8 +20,8 @@ static enum vllmc_status need(const struct op_call *c, const struct tensor *t, c
 }
 
 // An index tensor: contiguous i32 with n elements.
-static enum vllmc_status need_i32(const struct op_call *c, const struct tensor *t,
-                                  const char *what, int64_t n, struct err *err)
+static enum vllmc_status need_i32(const struct op_call *c, const struct tensor *t, const char *what,
+                                  int64_t n, struct err *err)
 {
     enum vllmc_status rc = need(c, t, what, err);
     if (rc)
@@ -35,15 +35,14 @@ static enum vllmc_status need_i32(const struct op_call *c, const struct tensor *
     return VLLMC_OK;
 }
 
-static enum vllmc_status same_shape(const struct op_call *c, const struct tensor *a,
-                                    const char *an, const struct tensor *b, const char *bn,
-                                    struct err *err)
+static enum vllmc_status same_shape(const struct op_call *c, const struct tensor *a, const char *an,
+                                    const struct tensor *b, const char *bn, struct err *err)
 {
     if (!tensor_same_shape(a, b))
         FAIL("op=%s: %s [%lld,%lld,%lld,%lld] and %s [%lld,%lld,%lld,%lld] differ",
-             op_kind_name(c->op), an, (long long)a->ne[3], (long long)a->ne[2],
-             (long long)a->ne[1], (long long)a->ne[0], bn, (long long)b->ne[3],
-             (long long)b->ne[2], (long long)b->ne[1], (long long)b->ne[0]);
+             op_kind_name(c->op), an, (long long)a->ne[3], (long long)a->ne[2], (long long)a->ne[1],
+             (long long)a->ne[0], bn, (long long)b->ne[3], (long long)b->ne[2], (long long)b->ne[1],
+             (long long)b->ne[0]);
     return VLLMC_OK;
 }
 
@@ -92,8 +91,8 @@ static enum vllmc_status check_attention(const struct op_call *c, struct err *er
         FAIL("op=attention: q [%lld,%lld,%lld] and cache head_dim %lld disagree",
              (long long)q->ne[2], (long long)q->ne[1], (long long)q->ne[0], (long long)kc->ne[0]);
     if (kc->ne[1] <= 0 || q->ne[1] % kc->ne[1])
-        FAIL("op=attention: n_heads %lld is not a multiple of n_kv_heads %lld",
-             (long long)q->ne[1], (long long)kc->ne[1]);
+        FAIL("op=attention: n_heads %lld is not a multiple of n_kv_heads %lld", (long long)q->ne[1],
+             (long long)kc->ne[1]);
     TRY(need(c, c->src[4], "seq_lens", err));
     int64_t n_seqs = tensor_n_elements(c->src[4]);
     TRY(need_i32(c, c->src[4], "seq_lens", n_seqs, err));

@@ -125,12 +125,12 @@ void op_call_describe(const struct op_call *c, char *buf, size_t n)
     case OP_SILU_MUL:
     case OP_ADD:
         snprintf(buf, n, "n=%lld dim=%lld dtype=%s wtype=%s", s0 ? (long long)tensor_n_rows(s0) : 0,
-                 ne(s0, 0), dt(s0), c->op == OP_RMSNORM || c->op == OP_ADD_RMSNORM ? dt(s1) : dt(s0));
+                 ne(s0, 0), dt(s0),
+                 c->op == OP_RMSNORM || c->op == OP_ADD_RMSNORM ? dt(s1) : dt(s0));
         break;
     case OP_MATMUL:
-        snprintf(buf, n, "m=%lld n=%lld k=%lld wtype=%s%s%s",
-                 s0 ? (long long)tensor_n_rows(s0) : 0, ne(s1, 1), ne(s0, 0), dt(s1),
-                 s0 && s0->dtype != DTYPE_F32 ? " xtype=" : "",
+        snprintf(buf, n, "m=%lld n=%lld k=%lld wtype=%s%s%s", s0 ? (long long)tensor_n_rows(s0) : 0,
+                 ne(s1, 1), ne(s0, 0), dt(s1), s0 && s0->dtype != DTYPE_F32 ? " xtype=" : "",
                  s0 && s0->dtype != DTYPE_F32 ? dt(s0) : "");
         if (s2) {
             size_t len = strlen(buf);

@@ -24,18 +24,18 @@
 #define THREADPOOL_SPIN 4000
 
 struct threadpool {
-    int n_threads;            // including the caller
-    pthread_t *workers;       // owned [n_threads - 1]
-    int n_started;            // workers actually running (for cleanup)
+    int n_threads;      // including the caller
+    pthread_t *workers; // owned [n_threads - 1]
+    int n_started;      // workers actually running (for cleanup)
     pthread_mutex_t mu;
-    pthread_cond_t cv_work;   // a new generation or stop
-    pthread_cond_t cv_done;   // n_pending reached 0
+    pthread_cond_t cv_work; // a new generation or stop
+    pthread_cond_t cv_done; // n_pending reached 0
     atomic_uint_fast64_t generation;
     atomic_int next_task;
-    atomic_int n_pending;     // workers still inside the current run
+    atomic_int n_pending; // workers still inside the current run
     atomic_bool stop;
-    atomic_bool running;      // catches reentrant or concurrent use
-    threadpool_fn fn;         // valid while a run is in flight
+    atomic_bool running; // catches reentrant or concurrent use
+    threadpool_fn fn;    // valid while a run is in flight
     void *ctx;
     int n_tasks;
 };

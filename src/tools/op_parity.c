@@ -22,17 +22,17 @@ struct pcase {
     enum op_kind op;
     char shape[96];
     char dtype[32];
-    enum dtype wtype;          // decides the bar
-    struct tensor t[SLOTS];    // host tensors, data owned
+    enum dtype wtype;       // decides the bar
+    struct tensor t[SLOTS]; // host tensors, data owned
     bool used[SLOTS];
-    unsigned outputs;          // bit s set: slot s is written by the op
+    unsigned outputs; // bit s set: slot s is written by the op
     struct op_params p;
 };
 
 struct parity {
-    struct backend *ref_be;    // cpu backend that runs cpu-ref
-    struct backend *be;        // backend under test
-    const char *only_op;       // NULL = all ops
+    struct backend *ref_be; // cpu backend that runs cpu-ref
+    struct backend *be;     // backend under test
+    const char *only_op;    // NULL = all ops
     int n_checks, n_failed;
 };
 
@@ -244,9 +244,9 @@ static bool want(const struct parity *pr, enum op_kind op)
 // ---- the grid ----
 
 static const enum dtype weight_types[] = {
-    DTYPE_F32,  DTYPE_F16,  DTYPE_BF16, DTYPE_Q4_0, DTYPE_Q4_1, DTYPE_Q5_0,   DTYPE_Q5_1,
-    DTYPE_Q8_0, DTYPE_Q2_K, DTYPE_Q3_K, DTYPE_Q4_K, DTYPE_Q5_K, DTYPE_Q6_K, DTYPE_IQ4_NL,
-    DTYPE_IQ4_XS,
+    DTYPE_F32,  DTYPE_F16,  DTYPE_BF16, DTYPE_Q4_0,   DTYPE_Q4_1,
+    DTYPE_Q5_0, DTYPE_Q5_1, DTYPE_Q8_0, DTYPE_Q2_K,   DTYPE_Q3_K,
+    DTYPE_Q4_K, DTYPE_Q5_K, DTYPE_Q6_K, DTYPE_IQ4_NL, DTYPE_IQ4_XS,
 };
 #define N_WEIGHT_TYPES (sizeof weight_types / sizeof weight_types[0])
 
@@ -262,7 +262,7 @@ static bool weight_type_usable(enum dtype t, int64_t k)
 static void grid_matmul(struct parity *pr)
 {
     static const int64_t shapes[][3] = {
-        {1, 1, 1},   {1, 17, 33},   {1, 64, 256},  {2, 33, 64},   {3, 67, 259},
+        {1, 1, 1},     {1, 17, 33},    {1, 64, 256}, {2, 33, 64},    {3, 67, 259},
         {7, 128, 512}, {16, 96, 1024}, {33, 80, 96}, {64, 256, 128}, {5, 300, 768},
     };
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
@@ -309,7 +309,8 @@ static void grid_embedding(struct parity *pr)
 
 static void grid_rows(struct parity *pr, enum op_kind op)
 {
-    static const int64_t shapes[][2] = {{1, 8}, {3, 64}, {2, 100}, {5, 1024}, {17, 4096}, {9, 2816}};
+    static const int64_t shapes[][2] = {{1, 8},    {3, 64},    {2, 100},
+                                        {5, 1024}, {17, 4096}, {9, 2816}};
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
         int64_t rows = shapes[i][0], dim = shapes[i][1];
         bool norm = op == OP_RMSNORM || op == OP_ADD_RMSNORM;
@@ -424,9 +425,10 @@ static void grid_attention(struct parity *pr)
         for (size_t ct = 0; ct < 3; ct++) {
             struct pcase pc = {.op = OP_ATTENTION, .wtype = DTYPE_F32, .outputs = 1};
             pc.p.scale = 1.0f / sqrtf((float)a->head_dim);
-            int len = snprintf(pc.shape, sizeof pc.shape, "h=%lld,kv=%lld,d=%lld,bs=%lld,seqs=",
-                               (long long)a->n_heads, (long long)a->n_kv_heads,
-                               (long long)a->head_dim, (long long)a->block_size);
+            int len = snprintf(pc.shape, sizeof pc.shape,
+                               "h=%lld,kv=%lld,d=%lld,bs=%lld,seqs=", (long long)a->n_heads,
+                               (long long)a->n_kv_heads, (long long)a->head_dim,
+                               (long long)a->block_size);
             for (int s = 0; s < a->n_seqs && len < (int)sizeof pc.shape; s++)
                 len += snprintf(pc.shape + len, sizeof pc.shape - (size_t)len, "%s%d/%d",
                                 s ? "+" : "", (int)a->n_q[s], (int)a->seq_len[s]);
@@ -498,8 +500,7 @@ int op_parity_main(int argc, char **argv)
     // Every provider is checked, whatever VLLMC_OP_PROVIDER_DISABLE says.
     o.disable = "";
     struct err err = {0};
-    if (backend_create("cpu", &o, &pr.ref_be, &err) ||
-        backend_create(device, &o, &pr.be, &err)) {
+    if (backend_create("cpu", &o, &pr.ref_be, &err) || backend_create(device, &o, &pr.be, &err)) {
         fprintf(stderr, "op-parity: %s\n", err.msg);
         backend_free(pr.ref_be);
         return 1;

@@ -289,19 +289,21 @@ static void attn_fill(struct attn_case *ac, enum dtype cache_type, void *kc, voi
                     float kv[2] = {frand(&seed), frand(&seed)};
                     float *dst[2] = {&ac->keys[s][t][h][i], &ac->vals[s][t][h][i]};
                     void *cache[2] = {kc, vc};
-                    size_t idx = (((size_t)ac->tables[s][t / A_BS] * A_BS + (size_t)(t % A_BS)) *
-                                      A_KVH + (size_t)h) * A_D + (size_t)i;
+                    size_t idx =
+                        (((size_t)ac->tables[s][t / A_BS] * A_BS + (size_t)(t % A_BS)) * A_KVH +
+                         (size_t)h) *
+                            A_D +
+                        (size_t)i;
                     for (int j = 0; j < 2; j++) {
                         // The reference sees what the cache holds.
                         if (cache_type == DTYPE_F32) {
                             ((float *)cache[j])[idx] = kv[j];
                             *dst[j] = kv[j];
                         } else {
-                            uint16_t h16 = cache_type == DTYPE_F16 ? f32_to_fp16(kv[j])
-                                                                   : f32_to_bf16(kv[j]);
+                            uint16_t h16 =
+                                cache_type == DTYPE_F16 ? f32_to_fp16(kv[j]) : f32_to_bf16(kv[j]);
                             memcpy((char *)cache[j] + idx * esz, &h16, 2);
-                            *dst[j] = cache_type == DTYPE_F16 ? fp16_to_f32(h16)
-                                                              : bf16_to_f32(h16);
+                            *dst[j] = cache_type == DTYPE_F16 ? fp16_to_f32(h16) : bf16_to_f32(h16);
                         }
                     }
                 }

@@ -18,8 +18,8 @@
 // What a provider needs from the CPU before it may be listed.
 enum cpu_need {
     CPU_NEED_NONE,
-    CPU_NEED_AVX2,   // AVX2 + FMA + F16C
-    CPU_NEED_AVX512, // the above + AVX-512 F/BW/VL
+    CPU_NEED_AVX2,        // AVX2 + FMA + F16C
+    CPU_NEED_AVX512,      // the above + AVX-512 F/BW/VL
     CPU_NEED_AVX512_VNNI, // the above + AVX-512 VNNI
 };
 

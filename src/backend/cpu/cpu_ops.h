@@ -15,15 +15,13 @@ static inline void *cpu_row(const struct tensor *t, int64_t i)
 {
     int64_t i1 = i % t->ne[1], r = i / t->ne[1];
     int64_t i2 = r % t->ne[2], i3 = r / t->ne[2];
-    return (char *)t->data + (size_t)i1 * t->nb[1] + (size_t)i2 * t->nb[2] +
-           (size_t)i3 * t->nb[3];
+    return (char *)t->data + (size_t)i1 * t->nb[1] + (size_t)i2 * t->nb[2] + (size_t)i3 * t->nb[3];
 }
 
 // Element [i3][i2][i1][0] of t.
 static inline void *cpu_at(const struct tensor *t, int64_t i3, int64_t i2, int64_t i1)
 {
-    return (char *)t->data + (size_t)i1 * t->nb[1] + (size_t)i2 * t->nb[2] +
-           (size_t)i3 * t->nb[3];
+    return (char *)t->data + (size_t)i1 * t->nb[1] + (size_t)i2 * t->nb[2] + (size_t)i3 * t->nb[3];
 }
 
 // Element i of a plain (f32, f16, bf16) row.

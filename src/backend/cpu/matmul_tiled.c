@@ -13,8 +13,8 @@ struct mm_ctx {
     const struct op_call *c;
     const struct cpu_mm_kernel *kernel;
     int64_t m, n, k;
-    int64_t col_block;      // columns per task
-    int c_step;             // columns per tile
+    int64_t col_block; // columns per task
+    int c_step;        // columns per tile
 };
 
 static void mm_task(void *p, int task, int thread)

@@ -15,8 +15,8 @@
 
 // out [R, C] (row-major) = dot(x[r][0..k), w[c][0..k)) for r < R, c < C.
 // x rows are f32; w rows are of the dtype the kernel was built for.
-typedef void (*cpu_mm_tile_fn)(int R, int C, const float *const *x, const void *const *w,
-                               int64_t k, float *out);
+typedef void (*cpu_mm_tile_fn)(int R, int C, const float *const *x, const void *const *w, int64_t k,
+                               float *out);
 
 struct cpu_mm_kernel {
     cpu_mm_tile_fn tile;

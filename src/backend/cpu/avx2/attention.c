@@ -29,9 +29,9 @@ static inline __attribute__((always_inline)) float dot_k(int dtype, const float 
     return avx2_hsum(acc);
 }
 
-static inline __attribute__((always_inline)) void
-attend_one(const int dtype, const struct attn_ctx *ctx, int64_t s, int64_t tok, int32_t pos,
-           int64_t kvh)
+static inline __attribute__((always_inline)) void attend_one(const int dtype,
+                                                             const struct attn_ctx *ctx, int64_t s,
+                                                             int64_t tok, int32_t pos, int64_t kvh)
 {
     const struct op_call *c = ctx->c;
     const struct tensor *kc = c->src[1], *vc = c->src[2];
@@ -69,7 +69,7 @@ attend_one(const int dtype, const struct attn_ctx *ctx, int64_t s, int64_t tok, 
             for (int64_t j = 0; j < n; j++)
                 mc = sc[g][j] > mc ? sc[g][j] : mc;
             for (int64_t j = n; j % 8; j++)
-                sc[g][j] = mc; // padding lanes of the vector exp below
+                sc[g][j] = mc;            // padding lanes of the vector exp below
             float corr = expf(m[g] - mc); // 0 on the first chunk (m = -inf)
             m[g] = mc;
             float sum = 0.0f;
@@ -83,7 +83,8 @@ attend_one(const int dtype, const struct attn_ctx *ctx, int64_t s, int64_t tok, 
             l[g] = l[g] * corr + sum;
             __m256 cv = _mm256_set1_ps(corr);
             for (int64_t i = 0; i < D; i += 8)
-                _mm256_storeu_ps(acc + g * D + i, _mm256_mul_ps(_mm256_loadu_ps(acc + g * D + i), cv));
+                _mm256_storeu_ps(acc + g * D + i,
+                                 _mm256_mul_ps(_mm256_loadu_ps(acc + g * D + i), cv));
         }
         for (int64_t j = 0; j < n; j++) {
             const char *v = cpu_at(vc, block, off + j, kvh);
@@ -91,8 +92,8 @@ attend_one(const int dtype, const struct attn_ctx *ctx, int64_t s, int64_t tok, 
                 __m256 vv = avx2_load8(dtype, v + (size_t)i * esz);
                 for (int64_t g = 0; g < G; g++) {
                     float *a = acc + g * D + i;
-                    _mm256_storeu_ps(a, _mm256_fmadd_ps(_mm256_set1_ps(sc[g][j]), vv,
-                                                        _mm256_loadu_ps(a)));
+                    _mm256_storeu_ps(
+                        a, _mm256_fmadd_ps(_mm256_set1_ps(sc[g][j]), vv, _mm256_loadu_ps(a)));
                 }
             }
         }

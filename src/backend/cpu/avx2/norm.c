@@ -32,7 +32,8 @@ void avx2_parallel_rows(const struct op_call *c, int64_t n_rows, int64_t row_ele
     }
     int64_t n_tasks = 4 * (int64_t)n_threads < n_rows ? 4 * (int64_t)n_threads : n_rows;
     struct rows_ctx ctx = {c, fn, n_rows, (n_rows + n_tasks - 1) / n_tasks};
-    threadpool_run(pool, rows_task, &ctx, (int)((n_rows + ctx.rows_per_task - 1) / ctx.rows_per_task));
+    threadpool_run(pool, rows_task, &ctx,
+                   (int)((n_rows + ctx.rows_per_task - 1) / ctx.rows_per_task));
 }
 
 // dst [n] = x * rsqrt(mean(x^2) + eps) * w; n a multiple of 8.
@@ -59,8 +60,8 @@ static bool rmsnorm_supports(const struct op_call *c)
 static void rmsnorm_rows(const struct op_call *c, int64_t r0, int64_t r1)
 {
     for (int64_t r = r0; r < r1; r++)
-        rmsnorm_row(cpu_row(c->dst, r), cpu_row(c->src[0], r), c->src[1]->data,
-                    c->src[0]->ne[0], c->p.eps);
+        rmsnorm_row(cpu_row(c->dst, r), cpu_row(c->src[0], r), c->src[1]->data, c->src[0]->ne[0],
+                    c->p.eps);
 }
 
 static enum vllmc_status rmsnorm_run(const struct op_call *c)
@@ -89,8 +90,8 @@ static void add_rmsnorm_rows(const struct op_call *c, int64_t r0, int64_t r1)
         const float *x = cpu_row(c->src[0], r);
         float *res = cpu_row(c->src[2], r);
         for (int64_t i = 0; i < n; i += 8)
-            _mm256_storeu_ps(res + i, _mm256_add_ps(_mm256_loadu_ps(res + i),
-                                                    _mm256_loadu_ps(x + i)));
+            _mm256_storeu_ps(res + i,
+                             _mm256_add_ps(_mm256_loadu_ps(res + i), _mm256_loadu_ps(x + i)));
         rmsnorm_row(cpu_row(c->dst, r), res, c->src[1]->data, n, c->p.eps);
     }
 }

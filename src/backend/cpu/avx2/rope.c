@@ -45,9 +45,9 @@ static void rope_apply(float *head, int rope_dim, bool neox, const struct rope_t
     for (int i = 0; i < rope_dim; i += 8) {
         __m256 x = _mm256_loadu_ps(head + i);
         __m256 swapped = _mm256_permute_ps(x, 0xB1); // (x1, x0) per pair
-        _mm256_storeu_ps(head + i, _mm256_fmadd_ps(x, _mm256_loadu_ps(t->cos + i),
-                                                   _mm256_mul_ps(swapped,
-                                                                 _mm256_loadu_ps(t->sin + i))));
+        _mm256_storeu_ps(head + i,
+                         _mm256_fmadd_ps(x, _mm256_loadu_ps(t->cos + i),
+                                         _mm256_mul_ps(swapped, _mm256_loadu_ps(t->sin + i))));
     }
 }
 
@@ -107,8 +107,9 @@ static void qk_norm_rope_rows(const struct op_call *c, int64_t t0, int64_t t1)
             }
             __m256 s = _mm256_set1_ps(1.0f / sqrtf(avx2_hsum(acc) / (float)n + c->p.eps));
             for (int64_t i = 0; i < n; i += 8)
-                _mm256_storeu_ps(head + i, _mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(head + i), s),
-                                                         _mm256_loadu_ps(w + i)));
+                _mm256_storeu_ps(head + i,
+                                 _mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(head + i), s),
+                                               _mm256_loadu_ps(w + i)));
             rope_apply(head, c->p.rope_dim, c->p.rope_neox, &tab);
         }
     }

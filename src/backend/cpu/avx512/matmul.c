@@ -23,34 +23,34 @@ static inline __attribute__((always_inline)) __m512 load16(int wt, const void *p
     return _mm512_maskz_loadu_ps(m, p);
 }
 
-static inline __attribute__((always_inline)) void
-tile(const int R, const int C, const int wt, const float *const *x, const void *const *w,
-     int64_t k, float *out)
+static inline __attribute__((always_inline)) void tile(const int R, const int C, const int wt,
+                                                       const float *const *x, const void *const *w,
+                                                       int64_t k, float *out)
 {
     size_t esz = wt == DTYPE_F32 ? 4 : 2;
     __m512 acc[R_MAX][C_MAX_R1];
-    #pragma GCC unroll 8
+#pragma GCC unroll 8
     for (int r = 0; r < R; r++)
-        #pragma GCC unroll 8
+#pragma GCC unroll 8
         for (int c = 0; c < C; c++)
             acc[r][c] = _mm512_setzero_ps();
     for (int64_t l = 0; l < k; l += 16) {
         __mmask16 m = (__mmask16)(k - l >= 16 ? 0xffffu : (1u << (k - l)) - 1u);
         __m512 xv[R_MAX];
-        #pragma GCC unroll 8
+#pragma GCC unroll 8
         for (int r = 0; r < R; r++)
             xv[r] = _mm512_maskz_loadu_ps(m, x[r] + l);
-        #pragma GCC unroll 8
+#pragma GCC unroll 8
         for (int c = 0; c < C; c++) {
             __m512 wv = load16(wt, (const char *)w[c] + (size_t)l * esz, m);
-            #pragma GCC unroll 8
+#pragma GCC unroll 8
             for (int r = 0; r < R; r++)
                 acc[r][c] = _mm512_fmadd_ps(xv[r], wv, acc[r][c]);
         }
     }
-    #pragma GCC unroll 8
+#pragma GCC unroll 8
     for (int r = 0; r < R; r++)
-        #pragma GCC unroll 8
+#pragma GCC unroll 8
         for (int c = 0; c < C; c++)
             out[r * C + c] = _mm512_reduce_add_ps(acc[r][c]);
 }
@@ -58,32 +58,84 @@ tile(const int R, const int C, const int wt, const float *const *x, const void *
 #define T(r, c, wt) tile(r, c, wt, x, w, k, out)
 #define TILE_CASES(wt)                                                                             \
     switch (R * 16 + C) { /* R <= 4; C <= 8 only when R = 1, else C <= 6 */                        \
-    case 16 + 1: T(1, 1, wt); break;                                                               \
-    case 16 + 2: T(1, 2, wt); break;                                                               \
-    case 16 + 3: T(1, 3, wt); break;                                                               \
-    case 16 + 4: T(1, 4, wt); break;                                                               \
-    case 16 + 5: T(1, 5, wt); break;                                                               \
-    case 16 + 6: T(1, 6, wt); break;                                                               \
-    case 16 + 7: T(1, 7, wt); break;                                                               \
-    case 16 + 8: T(1, 8, wt); break;                                                               \
-    case 32 + 1: T(2, 1, wt); break;                                                               \
-    case 32 + 2: T(2, 2, wt); break;                                                               \
-    case 32 + 3: T(2, 3, wt); break;                                                               \
-    case 32 + 4: T(2, 4, wt); break;                                                               \
-    case 32 + 5: T(2, 5, wt); break;                                                               \
-    case 32 + 6: T(2, 6, wt); break;                                                               \
-    case 48 + 1: T(3, 1, wt); break;                                                               \
-    case 48 + 2: T(3, 2, wt); break;                                                               \
-    case 48 + 3: T(3, 3, wt); break;                                                               \
-    case 48 + 4: T(3, 4, wt); break;                                                               \
-    case 48 + 5: T(3, 5, wt); break;                                                               \
-    case 48 + 6: T(3, 6, wt); break;                                                               \
-    case 64 + 1: T(4, 1, wt); break;                                                               \
-    case 64 + 2: T(4, 2, wt); break;                                                               \
-    case 64 + 3: T(4, 3, wt); break;                                                               \
-    case 64 + 4: T(4, 4, wt); break;                                                               \
-    case 64 + 5: T(4, 5, wt); break;                                                               \
-    default: T(4, 6, wt); break;                                                                   \
+    case 16 + 1:                                                                                   \
+        T(1, 1, wt);                                                                               \
+        break;                                                                                     \
+    case 16 + 2:                                                                                   \
+        T(1, 2, wt);                                                                               \
+        break;                                                                                     \
+    case 16 + 3:                                                                                   \
+        T(1, 3, wt);                                                                               \
+        break;                                                                                     \
+    case 16 + 4:                                                                                   \
+        T(1, 4, wt);                                                                               \
+        break;                                                                                     \
+    case 16 + 5:                                                                                   \
+        T(1, 5, wt);                                                                               \
+        break;                                                                                     \
+    case 16 + 6:                                                                                   \
+        T(1, 6, wt);                                                                               \
+        break;                                                                                     \
+    case 16 + 7:                                                                                   \
+        T(1, 7, wt);                                                                               \
+        break;                                                                                     \
+    case 16 + 8:                                                                                   \
+        T(1, 8, wt);                                                                               \
+        break;                                                                                     \
+    case 32 + 1:                                                                                   \
+        T(2, 1, wt);                                                                               \
+        break;                                                                                     \
+    case 32 + 2:                                                                                   \
+        T(2, 2, wt);                                                                               \
+        break;                                                                                     \
+    case 32 + 3:                                                                                   \
+        T(2, 3, wt);                                                                               \
+        break;                                                                                     \
+    case 32 + 4:                                                                                   \
+        T(2, 4, wt);                                                                               \
+        break;                                                                                     \
+    case 32 + 5:                                                                                   \
+        T(2, 5, wt);                                                                               \
+        break;                                                                                     \
+    case 32 + 6:                                                                                   \
+        T(2, 6, wt);                                                                               \
+        break;                                                                                     \
+    case 48 + 1:                                                                                   \
+        T(3, 1, wt);                                                                               \
+        break;                                                                                     \
+    case 48 + 2:                                                                                   \
+        T(3, 2, wt);                                                                               \
+        break;                                                                                     \
+    case 48 + 3:                                                                                   \
+        T(3, 3, wt);                                                                               \
+        break;                                                                                     \
+    case 48 + 4:                                                                                   \
+        T(3, 4, wt);                                                                               \
+        break;                                                                                     \
+    case 48 + 5:                                                                                   \
+        T(3, 5, wt);                                                                               \
+        break;                                                                                     \
+    case 48 + 6:                                                                                   \
+        T(3, 6, wt);                                                                               \
+        break;                                                                                     \
+    case 64 + 1:                                                                                   \
+        T(4, 1, wt);                                                                               \
+        break;                                                                                     \
+    case 64 + 2:                                                                                   \
+        T(4, 2, wt);                                                                               \
+        break;                                                                                     \
+    case 64 + 3:                                                                                   \
+        T(4, 3, wt);                                                                               \
+        break;                                                                                     \
+    case 64 + 4:                                                                                   \
+        T(4, 4, wt);                                                                               \
+        break;                                                                                     \
+    case 64 + 5:                                                                                   \
+        T(4, 5, wt);                                                                               \
+        break;                                                                                     \
+    default:                                                                                       \
+        T(4, 6, wt);                                                                               \
+        break;                                                                                     \
     }
 
 static void tile_f32(int R, int C, const float *const *x, const void *const *w, int64_t k,

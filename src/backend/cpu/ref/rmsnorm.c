@@ -17,8 +17,7 @@ void ref_rmsnorm_row(float *dst, const float *x, const void *w, enum dtype w_typ
 
 static bool rmsnorm_supports(const struct op_call *c)
 {
-    return cpu_f32_rows(c->dst) && cpu_f32_rows(c->src[0]) &&
-           cpu_is_plain_float(c->src[1]->dtype);
+    return cpu_f32_rows(c->dst) && cpu_f32_rows(c->src[0]) && cpu_is_plain_float(c->src[1]->dtype);
 }
 
 static enum vllmc_status rmsnorm_run(const struct op_call *c)
