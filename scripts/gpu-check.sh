@@ -1,0 +1,211 @@
+#!/bin/bash
+# The GPU machine's check, in one call: builds with the CUDA backend for sm_90a,
+# runs the GPU tests, op parity (also under compute-sanitizer memcheck and
+# racecheck), parity against Hugging Face transformers, the roofline probe and
+# the benchmarks. Logs go to $OUT (default ./gpu-out); a summary table ends
+# the output. Each stage is time-boxed and a failing stage does not stop the
+# next one; the exit status is 1 when any stage failed.
+#
+# The machine (Ubuntu 24.04, CUDA 13, gcc, cmake, PyTorch + transformers) has
+# no network and lacks some build dependencies: their .deb files are carried
+# in ./.deps-gpu/ (apt-get download, see below) and unpacked into
+# ./.deps-gpu/root, never into /. Models and other inputs are carried in
+# ./.gpu-data/ (stories260K-hf, the Qwen3 tokenizer).
+#
+#   apt-get download libjansson-dev libjansson4 libpcre2-dev libpcre2-8-0 \
+#     libpcre2-16-0 libpcre2-32-0 libpcre2-posix3 libutf8proc-dev libutf8proc2 \
+#     libmicrohttpd-dev libmicrohttpd12 pkgconf pkgconf-bin libpkgconf3
+#
+# GPU_CHECK_STAGES (comma list) picks stages: deps,build,tests,ops,roofline,
+# bench,hf,sanitizer (default: all, in that order).
+set -u
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+cd "$ROOT" || exit 1
+OUT=${OUT:-$ROOT/gpu-out}
+mkdir -p "$OUT"
+STAGES=${GPU_CHECK_STAGES:-deps,build,tests,ops,roofline,bench,hf,sanitizer}
+BUILD=$ROOT/build-gpu
+VLLMC=$BUILD/vllmc
+DATA=$ROOT/.gpu-data
+JOBS=$(nproc)
+export PATH=/usr/local/cuda/bin:$PATH
+export PYTHONUNBUFFERED=1
+SUMMARY=$OUT/summary.txt
+: >"$SUMMARY"
+FAILED=0
+
+want() { case ",$STAGES," in *",$1,"*) return 0 ;; esac; return 1; }
+
+# stage NAME LOGFILE TIMEOUT_S CMD...: runs CMD with a time limit, appends its
+# output to LOGFILE and to the terminal, and records ok/FAIL with seconds.
+stage() {
+    local name=$1 log=$2 limit=$3
+    shift 3
+    echo "=== $name: $*" | tee -a "$log"
+    local t0=$SECONDS
+    timeout --kill-after=10 "$limit" "$@" >>"$log" 2>&1
+    local rc=$?
+    local dt=$((SECONDS - t0))
+    tail -n 25 "$log"
+    if [ $rc -eq 0 ]; then
+        printf '%-34s ok    %4ss\n' "$name" "$dt" >>"$SUMMARY"
+    else
+        [ $rc -eq 124 ] && rc="timeout"
+        printf '%-34s FAIL  %4ss (exit %s)\n' "$name" "$dt" "$rc" >>"$SUMMARY"
+        FAILED=1
+    fi
+}
+
+note() { echo "$*" | tee -a "$SUMMARY"; }
+
+# ---- dependencies: carried .deb files unpacked inside the tree ----
+if want deps; then
+    PREFIX=$ROOT/.deps-gpu/root
+    LIBDIR=$PREFIX/usr/lib/x86_64-linux-gnu
+    rm -rf "$PREFIX"
+    mkdir -p "$PREFIX"
+    for f in "$ROOT"/.deps-gpu/*.deb; do
+        [ -e "$f" ] && dpkg -x "$f" "$PREFIX"
+    done
+    if [ -d "$LIBDIR/pkgconfig" ]; then
+        sed -i "s|^prefix=.*|prefix=$PREFIX/usr|" "$LIBDIR"/pkgconfig/*.pc
+        # gnutls is only needed to link libmicrohttpd statically; the shared
+        # library brings its own dependency on libgnutls.so.30.
+        sed -i '/^Requires.private:/d' "$LIBDIR"/pkgconfig/libmicrohttpd.pc
+    fi
+    export PKG_CONFIG_PATH=$LIBDIR/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}
+    export CPATH=$PREFIX/usr/include${CPATH:+:$CPATH}
+    export LIBRARY_PATH=$LIBDIR${LIBRARY_PATH:+:$LIBRARY_PATH}
+    export LD_LIBRARY_PATH=$LIBDIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+    if ! command -v pkg-config >/dev/null 2>&1; then
+        ln -sf pkgconf "$PREFIX/usr/bin/pkg-config"
+        export PATH=$PREFIX/usr/bin:$PATH
+    fi
+    ldconfig -p 2>/dev/null | grep -q 'libgnutls.so.30' ||
+        note "warning: libgnutls.so.30 not found; libmicrohttpd needs it at run time"
+fi
+
+{
+    echo "=== machine"
+    nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv
+    nvcc --version | tail -2
+    gcc --version | head -1
+    cmake --version | head -1
+    pkg-config --modversion jansson libpcre2-8 libutf8proc libmicrohttpd
+    git -C "$ROOT" log --oneline -1 2>/dev/null
+} 2>&1 | tee "$OUT/gpu-check.log"
+
+# ---- build ----
+if want build; then
+    stage "build (sm_90a, -Werror)" "$OUT/gpu-check.log" 480 bash -c "
+        cmake -S '$ROOT' -B '$BUILD' -DCMAKE_BUILD_TYPE=Release -DVLLMC_CUDA=ON \
+              -DCMAKE_CUDA_ARCHITECTURES=90a -DVLLMC_WERROR=ON >/dev/null &&
+        cmake --build '$BUILD' -j $JOBS --target vllmc_cli test_cuda_ops test_cuda_backend"
+fi
+
+# ---- tests with the gpu label and the backend's unit test ----
+if want tests; then
+    stage "ctest -L gpu, test_cuda_backend" "$OUT/gpu-check.log" 300 bash -c "
+        ctest --test-dir '$BUILD' -L gpu --output-on-failure && '$BUILD/test_cuda_backend'"
+fi
+
+# ---- op parity against cpu-ref ----
+if want ops; then
+    stage "op-parity --device cuda" "$OUT/op-parity.log" 300 "$VLLMC" op-parity --device cuda
+    grep -q "provider=cuda" "$OUT/op-parity.log" || note "op-parity: no cuda provider was checked"
+fi
+
+# ---- roofline probe: copy and read bandwidth, bf16 GEMM rate (PyTorch) ----
+if want roofline; then
+    stage "roofline probe (torch)" "$OUT/bench.log" 120 python3 - <<'EOF'
+import torch
+torch.backends.cuda.matmul.allow_tf32 = False
+def bench(fn, n=20):
+    for _ in range(3): fn()
+    torch.cuda.synchronize()
+    ev = [torch.cuda.Event(enable_timing=True) for _ in range(2 * n)]
+    ts = []
+    for i in range(n):
+        ev[2*i].record(); fn(); ev[2*i+1].record()
+    torch.cuda.synchronize()
+    ts = sorted(ev[2*i].elapsed_time(ev[2*i+1]) for i in range(n))
+    return ts[len(ts) // 2] / 1e3
+n = 1 << 30  # 4 GiB of f32
+a = torch.rand(n, device="cuda"); b = torch.empty_like(a)
+t = bench(lambda: b.copy_(a))
+print(f"roofline copy_gbps={2 * 4 * n / t / 1e9:.0f} (read+write, 4 GiB)")
+t = bench(lambda: a.sum())
+print(f"roofline read_gbps={4 * n / t / 1e9:.0f} (sum over 4 GiB)")
+del a, b
+x = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
+y = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
+t = bench(lambda: x @ y, 10)
+print(f"roofline bf16_tflops={2 * 8192**3 / t / 1e12:.0f} (8192^3, random)")
+EOF
+fi
+
+# ---- benchmarks ----
+if want bench; then
+    stage "bench-ops gemv+crossover+attention" "$OUT/bench.log" 240 \
+        "$VLLMC" bench-ops --device cuda --section gemv --iters 50
+    stage "bench-ops crossover" "$OUT/bench.log" 240 \
+        "$VLLMC" bench-ops --device cuda --section crossover --iters 50
+    stage "bench-ops attention" "$OUT/bench.log" 120 \
+        "$VLLMC" bench-ops --device cuda --section attention --iters 50
+    stage "bench-ops decode (synthetic step)" "$OUT/bench.log" 300 \
+        "$VLLMC" bench-ops --device cuda --section decode --iters 20
+    if [ -d "$DATA/qwen3-0.6b-random" ]; then
+        stage "generate --device cuda (0.6B, 128 tokens)" "$OUT/bench.log" 120 \
+            "$VLLMC" generate --model "$DATA/qwen3-0.6b-random" --device cuda \
+            --prompt-ids 151643,1000,2000,3000 -n 128 --print-ids
+    fi
+fi
+
+# ---- parity with Hugging Face transformers ----
+if want hf; then
+    QWEN=$DATA/qwen3-0.6b-random
+    stage "hf: make Qwen3-0.6B-shaped checkpoint" "$OUT/hf-parity.log" 240 \
+        python3 "$ROOT/scripts/hf_reference.py" make-qwen3 "$QWEN"
+    [ -f "$DATA/qwen3-tokenizer/tokenizer.json" ] && cp "$DATA"/qwen3-tokenizer/* "$QWEN"/ 2>/dev/null
+    for m in qwen3-0.6b-random stories260K-hf; do
+        stage "hf: reference $m" "$OUT/hf-parity.log" 300 \
+            python3 "$ROOT/scripts/hf_reference.py" refs "$DATA/$m" "$DATA/$m.refs.json"
+        for dev in cuda cpu; do
+            for batch in 1 8; do
+                [ $dev = cpu ] && [ $batch = 1 ] && [ $m = qwen3-0.6b-random ] && continue
+                stage "parity $m $dev batch $batch" "$OUT/hf-parity.log" 240 \
+                    "$VLLMC" parity --model "$DATA/$m" --reference "$DATA/$m.refs.json" \
+                    --pass default --device $dev --batch $batch
+                grep "^parity:" "$OUT/hf-parity.log" | tail -1 | sed "s|^|  $m $dev b$batch |" >>"$SUMMARY"
+            done
+        done
+    done
+fi
+
+# ---- compute-sanitizer: memcheck over every op, racecheck over the shared-memory kernels ----
+if want sanitizer; then
+    SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+    stage "compute-sanitizer memcheck" "$OUT/sanitizer.log" 400 \
+        "$SAN" --tool memcheck --leak-check full --error-exitcode 3 "$VLLMC" op-parity --device cuda
+    for op in attention rmsnorm matmul; do
+        stage "compute-sanitizer racecheck $op" "$OUT/sanitizer.log" 200 \
+            "$SAN" --tool racecheck --error-exitcode 3 "$VLLMC" op-parity --device cuda --op $op
+    done
+fi
+
+# ---- the table, last ----
+{
+    echo
+    echo "==================== gpu-check summary ===================="
+    cat "$SUMMARY"
+    echo "---- figures ----"
+    grep -h "^roofline" "$OUT/bench.log" 2>/dev/null
+    grep -h "^op=matmul shape=8b\.\(down\|gate_up\|lm_head\) m=1 .*wtype=bf16" "$OUT/bench.log" 2>/dev/null
+    grep -h "^crossover" "$OUT/bench.log" 2>/dev/null | awk '{print $2, $3, $6}' | paste -sd' ' | fold -w 160
+    grep -h "^op=attention" "$OUT/bench.log" 2>/dev/null | sed 's/heads=.*provider=[^ ]* //'
+    grep -h "^decode model" "$OUT/bench.log" 2>/dev/null
+    grep -h "decode:.*tok/s" "$OUT/bench.log" 2>/dev/null | tail -1
+    grep -h "^op-parity:" "$OUT/op-parity.log" 2>/dev/null
+    grep -h "ERROR SUMMARY" "$OUT/sanitizer.log" 2>/dev/null
+} | tee -a "$OUT/gpu-check.log"
+exit $FAILED
