@@ -12,6 +12,17 @@
 #include "backend/cpu/quant/qmatmul.h"
 
 #define ALWAYS_INLINE static inline __attribute__((always_inline))
+// The tile loops run over compile-time bounds of at most 4: unrolled fully,
+// their accumulators stay in registers.
+#define UNROLL _Pragma("GCC unroll 4")
+
+// Bytes ahead of the current chunk to prefetch in each weight row.
+#define PREFETCH_BYTES 1024
+
+ALWAYS_INLINE void prefetch_row(const void *p)
+{
+    _mm_prefetch((const char *)p + PREFETCH_BYTES, _MM_HINT_T0);
+}
 
 // ---- activation quantization ----
 
@@ -28,6 +39,7 @@ static void quantize_act(const float *x, int64_t k, int zp, uint8_t *dst)
     for (int64_t j = 0; j < k / 32; j++) {
         const float *xb = x + 32 * j;
         __m256 v[4], amax = _mm256_setzero_ps();
+        UNROLL
         for (int i = 0; i < 4; i++) {
             v[i] = _mm256_loadu_ps(xb + 8 * i);
             amax = _mm256_max_ps(amax, _mm256_and_ps(v[i], abs_mask));
@@ -141,14 +153,18 @@ ALWAYS_INLINE void q4_0_tile(const int R, const int C, const uint8_t *const *w,
     for (int64_t j = 0; j < k / 32; j++) {
         __m256i wq[4];
         __m256 wd[4];
+        UNROLL
         for (int r = 0; r < R; r++) {
             const struct block_q4_0 *b = (const struct block_q4_0 *)w[r] + j;
+            prefetch_row(b);
             __m128i x = _mm_loadu_si128((const __m128i *)b->qs);
             wq[r] = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(x, 4), m4), _mm_and_si128(x, m4));
             wd[r] = _mm256_set1_ps(fp16(b->d));
         }
+        UNROLL
         for (int c = 0; c < C; c++) {
             struct act_chunk ac = act_load(a[c], k, j);
+            UNROLL
             for (int r = 0; r < R; r++)
                 acc[r][c] = dot_chunk(acc[r][c], wq[r], wd[r], ac);
         }
@@ -172,13 +188,17 @@ ALWAYS_INLINE void q8_0_tile(const int R, const int C, const uint8_t *const *w,
     for (int64_t j = 0; j < k / 32; j++) {
         __m256i wq[4];
         __m256 wd[4];
+        UNROLL
         for (int r = 0; r < R; r++) {
             const struct block_q8_0 *b = (const struct block_q8_0 *)w[r] + j;
+            prefetch_row(b);
             wq[r] = _mm256_loadu_si256((const __m256i *)b->qs);
             wd[r] = _mm256_set1_ps(fp16(b->d));
         }
+        UNROLL
         for (int c = 0; c < C; c++) {
             struct act_chunk ac = act_load(a[c], k, j);
+            UNROLL
             for (int r = 0; r < R; r++)
                 acc[r][c] = dot_chunk_signed(acc[r][c], wq[r], wd[r], ac);
         }
@@ -216,25 +236,33 @@ ALWAYS_INLINE void q4_k_tile(const int R, const int C, const uint8_t *const *w,
     for (int64_t s = 0; s < k / QK_K; s++) {
         float sc[4][8];
         __m256 mn[4];
+        UNROLL
         for (int r = 0; r < R; r++)
             q4k_scales((const struct block_q4_k *)w[r] + s, sc[r], &mn[r]);
+        UNROLL
         for (int sub = 0; sub < 8; sub++) {
             __m256i wq[4];
             __m256 wd[4];
+            UNROLL
             for (int r = 0; r < R; r++) {
                 const struct block_q4_k *b = (const struct block_q4_k *)w[r] + s;
+                prefetch_row(b->qs + 16 * sub);
                 __m256i x = _mm256_loadu_si256((const __m256i *)(b->qs + 32 * (sub / 2)));
                 wq[r] = _mm256_and_si256(sub % 2 ? _mm256_srli_epi16(x, 4) : x, m4);
                 wd[r] = _mm256_set1_ps(sc[r][sub]);
             }
+            UNROLL
             for (int c = 0; c < C; c++) {
                 struct act_chunk ac = act_load(a[c], k, 8 * s + sub);
+                UNROLL
                 for (int r = 0; r < R; r++)
                     acc[r][c] = dot_chunk(acc[r][c], wq[r], wd[r], ac);
             }
         }
+        UNROLL
         for (int c = 0; c < C; c++) {
             __m256 as = _mm256_loadu_ps((const float *)(a[c] + qmm_act_asum_off(k)) + 8 * s);
+            UNROLL
             for (int r = 0; r < R; r++)
                 acc[r][c] = _mm256_fmadd_ps(mn[r], as, acc[r][c]);
         }
@@ -257,14 +285,17 @@ ALWAYS_INLINE void q6_k_tile(const int R, const int C, const uint8_t *const *w,
     __m256 acc[4][4];
     TILE_ZERO(acc, R, C)
     for (int64_t s = 0; s < k / QK_K; s++) {
+        UNROLL
         for (int g8 = 0; g8 < 8; g8++) {
             // Weights 128h + 32g + l: nibble g / 2 of ql[64h + 32 (g % 2) + l],
             // bits 2g of qh[32h + l]; sub-blocks 8h + 2g (l < 16) and + 1.
             const int h = g8 / 4, g = g8 % 4;
             __m256i wq[4];
             __m256 wd[4];
+            UNROLL
             for (int r = 0; r < R; r++) {
                 const struct block_q6_k *b = (const struct block_q6_k *)w[r] + s;
+                prefetch_row(b->ql + 32 * g8);
                 __m256i lo = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * h + 32 * (g % 2)));
                 lo = _mm256_and_si256(_mm256_srli_epi16(lo, 4 * (g / 2)), m4);
                 __m256i hi = _mm256_loadu_si256((const __m256i *)(b->qh + 32 * h));
@@ -275,8 +306,10 @@ ALWAYS_INLINE void q6_k_tile(const int R, const int C, const uint8_t *const *w,
                 wd[r] = _mm256_set_m128(_mm_set1_ps(d * (float)b->scales[sub + 1]),
                                         _mm_set1_ps(d * (float)b->scales[sub]));
             }
+            UNROLL
             for (int c = 0; c < C; c++) {
                 struct act_chunk ac = act_load(a[c], k, 8 * s + g8);
+                UNROLL
                 for (int r = 0; r < R; r++)
                     acc[r][c] = dot_chunk(acc[r][c], wq[r], wd[r], ac);
             }

@@ -11,6 +11,18 @@
 #include "backend/cpu/quant/qmatmul.h"
 
 #define ALWAYS_INLINE static inline __attribute__((always_inline))
+// The tile loops run over compile-time bounds of at most 4: unrolled fully,
+// their accumulators stay in registers.
+#define UNROLL _Pragma("GCC unroll 4")
+
+// Bytes ahead of the current chunk to prefetch in each weight row: the rows
+// of a tile are separate short streams the hardware prefetcher picks up late.
+#define PREFETCH_BYTES 1024
+
+ALWAYS_INLINE void prefetch_row(const void *p)
+{
+    _mm_prefetch((const char *)p + PREFETCH_BYTES, _MM_HINT_T0);
+}
 
 // ---- activation quantization ----
 
@@ -26,6 +38,7 @@ static void quantize_act(const float *x, int64_t k, int zp, uint8_t *dst)
     for (int64_t j = 0; j < k / 64; j++) {
         __m512i q32[2];
         float d[2];
+        UNROLL
         for (int b = 0; b < 2; b++) {
             const float *xb = x + 64 * j + 32 * b;
             __m512 v0 = _mm512_loadu_ps(xb), v1 = _mm512_loadu_ps(xb + 16);
@@ -120,22 +133,28 @@ ALWAYS_INLINE void q4_0_tile(const int R, const int C, const uint8_t *const *w,
     const int64_t s4 = 0x0004000400040004;
     const __m512i hi_shift = _mm512_set_epi64(s4, s4, 0, 0, s4, s4, 0, 0);
     __m512 acc[4][4];
+    UNROLL
     for (int r = 0; r < R; r++)
+        UNROLL
         for (int c = 0; c < C; c++)
             acc[r][c] = _mm512_setzero_ps();
     for (int64_t j = 0; j < k / 64; j++) {
         __m512i wq[4];
         __m512 wd[4];
+        UNROLL
         for (int r = 0; r < R; r++) {
             const struct block_q4_0 *b = (const struct block_q4_0 *)w[r] + 2 * j;
+            prefetch_row(b);
             // [qs0, qs0, qs1, qs1], then low nibbles of lanes 0, 2 and high of 1, 3.
             __m512i x = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)b[0].qs));
             x = _mm512_mask_broadcast_i32x4(x, 0xFF00, _mm_loadu_si128((const __m128i *)b[1].qs));
             wq[r] = _mm512_and_si512(_mm512_srlv_epi16(x, hi_shift), m4);
             wd[r] = two_scales(fp16(b[0].d), fp16(b[1].d));
         }
+        UNROLL
         for (int c = 0; c < C; c++) {
             struct act_chunk ac = act_load(a[c], k, j);
+            UNROLL
             for (int r = 0; r < R; r++)
                 acc[r][c] = dot_chunk(acc[r][c], wq[r], wd[r], ac);
         }
@@ -156,21 +175,28 @@ ALWAYS_INLINE void q8_0_tile(const int R, const int C, const uint8_t *const *w,
 {
     const __m512i flip = _mm512_set1_epi8((char)0x80);
     __m512 acc[4][4];
+    UNROLL
     for (int r = 0; r < R; r++)
+        UNROLL
         for (int c = 0; c < C; c++)
             acc[r][c] = _mm512_setzero_ps();
     for (int64_t j = 0; j < k / 64; j++) {
         __m512i wq[4];
         __m512 wd[4];
+        UNROLL
         for (int r = 0; r < R; r++) {
             const struct block_q8_0 *b = (const struct block_q8_0 *)w[r] + 2 * j;
+            prefetch_row(b);
+            prefetch_row(b + 1);
             __m512i x = _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)b[0].qs));
             x = _mm512_inserti64x4(x, _mm256_loadu_si256((const __m256i *)b[1].qs), 1);
             wq[r] = _mm512_xor_si512(x, flip);
             wd[r] = two_scales(fp16(b[0].d), fp16(b[1].d));
         }
+        UNROLL
         for (int c = 0; c < C; c++) {
             struct act_chunk ac = act_load(a[c], k, j);
+            UNROLL
             for (int r = 0; r < R; r++)
                 acc[r][c] = dot_chunk(acc[r][c], wq[r], wd[r], ac);
         }
@@ -207,36 +233,46 @@ ALWAYS_INLINE void q4_k_tile(const int R, const int C, const uint8_t *const *w,
     const __m512i hi_shift = _mm512_set_epi64(0x0004000400040004, 0x0004000400040004,
                                               0x0004000400040004, 0x0004000400040004, 0, 0, 0, 0);
     __m512 acc[4][4];
+    UNROLL
     for (int r = 0; r < R; r++)
+        UNROLL
         for (int c = 0; c < C; c++)
             acc[r][c] = _mm512_setzero_ps();
     for (int64_t s = 0; s < k / QK_K; s++) {
         __m256 sc[4], mn[4];
+        UNROLL
         for (int r = 0; r < R; r++) {
             const struct block_q4_k *b = (const struct block_q4_k *)w[r] + s;
             q4k_scales(b, &sc[r], &mn[r]);
         }
+        UNROLL
         for (int p = 0; p < 4; p++) {
             // Lanes 0-7 take sub-block 2p's scale, lanes 8-15 sub-block 2p+1's.
             const __m512i idx = _mm512_mask_mov_epi32(_mm512_set1_epi32(2 * p), 0xFF00,
                                                       _mm512_set1_epi32(2 * p + 1));
             __m512i wq[4];
             __m512 wd[4];
+            UNROLL
             for (int r = 0; r < R; r++) {
                 const struct block_q4_k *b = (const struct block_q4_k *)w[r] + s;
+                prefetch_row(b->qs + 32 * p);
                 __m512i x = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(b->qs + 32 * p)));
                 wq[r] = _mm512_and_si512(_mm512_srlv_epi16(x, hi_shift), m4);
                 wd[r] = _mm512_permutexvar_ps(idx, _mm512_castps256_ps512(sc[r]));
             }
+            UNROLL
             for (int c = 0; c < C; c++) {
                 struct act_chunk ac = act_load(a[c], k, 4 * s + p);
+                UNROLL
                 for (int r = 0; r < R; r++)
                     acc[r][c] = dot_chunk(acc[r][c], wq[r], wd[r], ac);
             }
         }
+        UNROLL
         for (int c = 0; c < C; c++) {
             const float *asum = (const float *)(a[c] + qmm_act_asum_off(k)) + 8 * s;
             __m512 as = _mm512_zextps256_ps512(_mm256_loadu_ps(asum));
+            UNROLL
             for (int r = 0; r < R; r++)
                 acc[r][c] = _mm512_fmadd_ps(_mm512_zextps256_ps512(mn[r]), as, acc[r][c]);
         }
@@ -259,10 +295,13 @@ ALWAYS_INLINE void q6_k_tile(const int R, const int C, const uint8_t *const *w,
     // Lane i of a chunk covers weights 4i..4i+3, in sub-block i / 4.
     const __m512i expand4 = _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
     __m512 acc[4][4];
+    UNROLL
     for (int r = 0; r < R; r++)
+        UNROLL
         for (int c = 0; c < C; c++)
             acc[r][c] = _mm512_setzero_ps();
     for (int64_t s = 0; s < k / QK_K; s++) {
+        UNROLL
         for (int p = 0; p < 4; p++) {
             const int h = p / 2, gg = p % 2;
             // Low nibbles: byte l of ql[64h..] holds weight 64gg + l (and
@@ -274,8 +313,10 @@ ALWAYS_INLINE void q6_k_tile(const int R, const int C, const uint8_t *const *w,
                                                            _mm512_set1_epi16((short)(4 * gg + 2)));
             __m512i wq[4];
             __m512 wd[4];
+            UNROLL
             for (int r = 0; r < R; r++) {
                 const struct block_q6_k *b = (const struct block_q6_k *)w[r] + s;
+                prefetch_row(b->ql + 64 * p);
                 __m512i lo = _mm512_loadu_si512(b->ql + 64 * h);
                 lo = _mm512_and_si512(_mm512_srlv_epi16(lo, lo_shift), m4);
                 __m512i hi = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(b->qh + 32 * h)));
@@ -287,8 +328,10 @@ ALWAYS_INLINE void q6_k_tile(const int R, const int C, const uint8_t *const *w,
                 scf = _mm_mul_ps(scf, _mm_set1_ps(fp16(b->d)));
                 wd[r] = _mm512_permutexvar_ps(expand4, _mm512_castps128_ps512(scf));
             }
+            UNROLL
             for (int c = 0; c < C; c++) {
                 struct act_chunk ac = act_load(a[c], k, 4 * s + p);
+                UNROLL
                 for (int r = 0; r < R; r++)
                     acc[r][c] = dot_chunk(acc[r][c], wq[r], wd[r], ac);
             }

@@ -10,6 +10,7 @@
 // large enough that a task's activations are read once per 16 weight rows.
 #define QMM_ROW_BLOCK 16
 #define QMM_TOKEN_BLOCK 8 // tokens quantized per task
+#define QMM_R_DECODE 1     // weight rows per tile when there is one token
 
 const struct qmm_type_kernel *qmm_find_kernel(const struct qmm_isa *isa, enum dtype t)
 {
@@ -58,12 +59,15 @@ static void qmm_matmul_task(void *p, int task, int thread)
     int64_t j1 = j0 + QMM_ROW_BLOCK < ctx->n ? j0 + QMM_ROW_BLOCK : ctx->n;
     const uint8_t *wr[QMM_TILE], *ar[QMM_TILE];
     float out[QMM_TILE * QMM_TILE];
+    // With a single token, weight rows are read one after the other: one
+    // sequential stream prefetches better than several interleaved ones.
+    const int r_max = ctx->m == 1 ? QMM_R_DECODE : QMM_TILE;
     for (int64_t i = 0; i < ctx->m; i += QMM_TILE) {
         int C = ctx->m - i < QMM_TILE ? (int)(ctx->m - i) : QMM_TILE;
         for (int cc = 0; cc < C; cc++)
             ar[cc] = ctx->act + (size_t)(i + cc) * ctx->act_row_bytes;
-        for (int64_t j = j0; j < j1; j += QMM_TILE) {
-            int R = j1 - j < QMM_TILE ? (int)(j1 - j) : QMM_TILE;
+        for (int64_t j = j0; j < j1; j += r_max) {
+            int R = j1 - j < r_max ? (int)(j1 - j) : r_max;
             for (int r = 0; r < R; r++)
                 wr[r] = tensor_row(w, j + r);
             ctx->kern->tile(R, C, wr, ar, ctx->k, out);
