@@ -1,5 +1,5 @@
-// Thread pool: a generation counter announces each run; workers claim task
-// indices from an atomic counter and the last one to finish wakes the caller.
+// Thread pool: one atomic word announces each run and hands out its tasks;
+// whoever finishes the last task wakes the caller.
 // Waiting is a short spin (runs arrive back to back during a forward pass)
 // followed by a condition-variable sleep, so an idle pool costs no CPU.
 #include "core/threadpool.h"
@@ -8,6 +8,7 @@
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <unistd.h>
 
 #include "core/alloc.h"
@@ -23,21 +24,31 @@
 // two ops of a decode step.
 #define THREADPOOL_SPIN 4000
 
+// The work word packs the run's generation, its task count and the next
+// unclaimed task, so a claim (one CAS) can never take a task of a run other
+// than the one whose generation the claimer saw, and a worker that wakes late
+// finds nothing to do instead of being waited for.
+#define WORK_IDX_BITS 20
+#define WORK_N_BITS 20
+#define WORK_GEN_BITS (64 - WORK_IDX_BITS - WORK_N_BITS)
+#define WORK_MAX_TASKS ((1 << WORK_IDX_BITS) - 1)
+#define WORK_GEN(w) ((w) >> (WORK_IDX_BITS + WORK_N_BITS))
+#define WORK_N(w) (((w) >> WORK_IDX_BITS) & WORK_MAX_TASKS)
+#define WORK_IDX(w) ((w)&WORK_MAX_TASKS)
+
 struct threadpool {
     int n_threads;      // including the caller
     pthread_t *workers; // owned [n_threads - 1]
     int n_started;      // workers actually running (for cleanup)
     pthread_mutex_t mu;
     pthread_cond_t cv_work; // a new generation or stop
-    pthread_cond_t cv_done; // n_pending reached 0
-    atomic_uint_fast64_t generation;
-    atomic_int next_task;
-    atomic_int n_pending; // workers still inside the current run
+    pthread_cond_t cv_done; // n_done reached the task count
+    _Atomic uint64_t work;  // generation | n_tasks | next task, see above
+    atomic_int n_done;      // tasks of the current run finished
     atomic_bool stop;
     atomic_bool running; // catches reentrant or concurrent use
     threadpool_fn fn;    // valid while a run is in flight
     void *ctx;
-    int n_tasks;
 };
 
 struct worker_arg {
@@ -45,13 +56,27 @@ struct worker_arg {
     int thread;
 };
 
-static void threadpool_do_tasks(struct threadpool *pool, int thread)
+// Claims and runs tasks of generation gen until none is left.
+static void threadpool_do_tasks(struct threadpool *pool, uint64_t gen, int thread)
 {
+    uint64_t w = atomic_load_explicit(&pool->work, memory_order_acquire);
     for (;;) {
-        int task = atomic_fetch_add_explicit(&pool->next_task, 1, memory_order_relaxed);
-        if (task >= pool->n_tasks)
-            break;
+        if (WORK_GEN(w) != gen || WORK_IDX(w) >= WORK_N(w))
+            return;
+        if (!atomic_compare_exchange_weak_explicit(&pool->work, &w, w + 1, memory_order_acq_rel,
+                                                   memory_order_acquire))
+            continue;
+        // The run cannot end while this task is unfinished, so fn and ctx
+        // still belong to generation gen.
+        int task = (int)WORK_IDX(w);
         pool->fn(pool->ctx, task, thread);
+        if (atomic_fetch_add_explicit(&pool->n_done, 1, memory_order_acq_rel) + 1 ==
+            (int)WORK_N(w)) {
+            pthread_mutex_lock(&pool->mu);
+            pthread_cond_signal(&pool->cv_done);
+            pthread_mutex_unlock(&pool->mu);
+        }
+        w = atomic_load_explicit(&pool->work, memory_order_acquire);
     }
 }
 
@@ -62,16 +87,17 @@ static void *threadpool_worker(void *p)
     mem_free(p);
     uint64_t seen = 0;
     for (;;) {
-        uint64_t gen = atomic_load_explicit(&pool->generation, memory_order_acquire);
+        uint64_t gen = WORK_GEN(atomic_load_explicit(&pool->work, memory_order_acquire));
         for (int spin = 0; gen == seen && spin < THREADPOOL_SPIN; spin++) {
             if (atomic_load_explicit(&pool->stop, memory_order_relaxed))
                 return NULL;
             cpu_relax();
-            gen = atomic_load_explicit(&pool->generation, memory_order_acquire);
+            gen = WORK_GEN(atomic_load_explicit(&pool->work, memory_order_acquire));
         }
         if (gen == seen) {
             pthread_mutex_lock(&pool->mu);
-            while ((gen = atomic_load_explicit(&pool->generation, memory_order_acquire)) == seen &&
+            while ((gen = WORK_GEN(atomic_load_explicit(&pool->work, memory_order_acquire))) ==
+                       seen &&
                    !atomic_load(&pool->stop))
                 pthread_cond_wait(&pool->cv_work, &pool->mu);
             pthread_mutex_unlock(&pool->mu);
@@ -79,12 +105,7 @@ static void *threadpool_worker(void *p)
         if (atomic_load(&pool->stop))
             return NULL;
         seen = gen;
-        threadpool_do_tasks(pool, thread);
-        if (atomic_fetch_sub_explicit(&pool->n_pending, 1, memory_order_acq_rel) == 1) {
-            pthread_mutex_lock(&pool->mu);
-            pthread_cond_signal(&pool->cv_done);
-            pthread_mutex_unlock(&pool->mu);
-        }
+        threadpool_do_tasks(pool, gen, thread);
     }
 }
 
@@ -174,28 +195,33 @@ void threadpool_run(struct threadpool *pool, threadpool_fn fn, void *ctx, int n_
             fn(ctx, t, 0);
         return;
     }
+    VLLMC_ASSERT(n_tasks <= WORK_MAX_TASKS);
     VLLMC_ASSERT(!atomic_exchange(&pool->running, true));
     pool->fn = fn;
     pool->ctx = ctx;
-    pool->n_tasks = n_tasks;
-    atomic_store_explicit(&pool->next_task, 0, memory_order_relaxed);
-    atomic_store_explicit(&pool->n_pending, pool->n_threads - 1, memory_order_relaxed);
-    atomic_fetch_add_explicit(&pool->generation, 1, memory_order_release);
+    atomic_store_explicit(&pool->n_done, 0, memory_order_relaxed);
+    // The generation wraps after 2^24 runs; a worker would have to sleep
+    // through all of them to mistake one run for another.
+    uint64_t gen = (WORK_GEN(atomic_load_explicit(&pool->work, memory_order_relaxed)) + 1) &
+                   ((1u << WORK_GEN_BITS) - 1);
+    atomic_store_explicit(&pool->work,
+                          gen << (WORK_IDX_BITS + WORK_N_BITS) | (uint64_t)n_tasks << WORK_IDX_BITS,
+                          memory_order_release);
     // Workers that gave up spinning check the generation under the mutex, so
     // taking it here before the broadcast cannot lose a wake-up.
     pthread_mutex_lock(&pool->mu);
     pthread_cond_broadcast(&pool->cv_work);
     pthread_mutex_unlock(&pool->mu);
 
-    threadpool_do_tasks(pool, 0);
+    threadpool_do_tasks(pool, gen, 0);
 
     for (int spin = 0; spin < THREADPOOL_SPIN; spin++) {
-        if (atomic_load_explicit(&pool->n_pending, memory_order_acquire) == 0)
+        if (atomic_load_explicit(&pool->n_done, memory_order_acquire) == n_tasks)
             goto done;
         cpu_relax();
     }
     pthread_mutex_lock(&pool->mu);
-    while (atomic_load_explicit(&pool->n_pending, memory_order_acquire) != 0)
+    while (atomic_load_explicit(&pool->n_done, memory_order_acquire) != n_tasks)
         pthread_cond_wait(&pool->cv_done, &pool->mu);
     pthread_mutex_unlock(&pool->mu);
 done:

@@ -20,7 +20,8 @@ void threadpool_free(struct threadpool *pool); // NULL is a no-op; joins the wor
 
 int threadpool_n_threads(const struct threadpool *pool); // 1 for a NULL pool
 
-// Calls fn(ctx, task, thread) once for every task in [0, n_tasks) and returns
+// Calls fn(ctx, task, thread) once for every task in [0, n_tasks) (n_tasks at
+// most about a million) and returns
 // when all are done. Tasks are handed out dynamically, so fn must not depend on
 // which thread runs which task. A NULL pool runs inline. One run at a time:
 // not reentrant, and only one thread may call it on a given pool.

@@ -69,7 +69,9 @@ enum vllmc_status cpu_matmul_tiled_run(const struct op_call *c, const struct cpu
     ctx.c_step = ctx.m == 1 ? kernel->c_max_r1 : kernel->c_max;
     // Enough blocks to balance the threads (4 per thread), each a multiple of
     // the tile width and at most 64 columns so the weight block fits in L2.
-    struct threadpool *pool = op_call_pool(c);
+    // Below ~256k multiply-adds a wake-up of the workers costs more than it
+    // saves (a tiny model's whole layer); the tasks then run inline.
+    struct threadpool *pool = ctx.m * ctx.n * ctx.k < (1 << 18) ? NULL : op_call_pool(c);
     int64_t n_threads = threadpool_n_threads(pool);
     int64_t block = (ctx.n + 4 * n_threads - 1) / (4 * n_threads);
     block = (block + ctx.c_step - 1) / ctx.c_step * ctx.c_step;
