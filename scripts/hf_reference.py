@@ -42,7 +42,6 @@ def qwen3_06b_config(layers):
         rope_theta=1000000.0,
         rms_norm_eps=1e-6,
         tie_word_embeddings=True,
-        torch_dtype="bfloat16",
         bos_token_id=151643,
         eos_token_id=151645,
     )
@@ -80,7 +79,7 @@ def load_f32(model_dir):
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     dev = "cuda" if torch.cuda.is_available() else "cpu"
-    model = AutoModelForCausalLM.from_pretrained(model_dir, torch_dtype=torch.float32)
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
     return model.to(dev).eval(), dev
 
 
