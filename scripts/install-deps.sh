@@ -5,7 +5,7 @@ set -eu
 
 PACKAGES="build-essential cmake pkg-config clang libclang-rt-14-dev \
 libjansson-dev libpcre2-dev libutf8proc-dev libmicrohttpd-dev libopenblas-dev nettle-dev \
-curl"
+curl libcurl4-openssl-dev"
 # Node.js may come from elsewhere (it ships npm itself, which conflicts with
 # Debian's npm package), so ask for it only when the commands are missing.
 command -v node >/dev/null 2>&1 || PACKAGES="$PACKAGES nodejs"

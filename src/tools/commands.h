@@ -3,6 +3,8 @@
 #ifndef VLLMC_TOOLS_COMMANDS_H
 #define VLLMC_TOOLS_COMMANDS_H
 
+int bench_main(int argc, char **argv);     // bench.c
+int gen_model_main(int argc, char **argv); // gen_model.c
 int generate_main(int argc, char **argv);  // generate.c
 int info_main(int argc, char **argv);      // info.c
 int op_parity_main(int argc, char **argv); // op_parity.c

@@ -25,6 +25,8 @@ static const struct command commands[] = {
     {"parity", parity_main, "greedy tokens against a reference (EXACT / TOP_K_MATCH / FAIL)"},
     {"op-parity", op_parity_main, "check every op provider against cpu-ref (NMSE)"},
     {"bench-ops", bench_ops_main, "time op providers on model-sized shapes"},
+    {"bench", bench_main, "benchmarks: pp/tg speed, offline throughput, serving (bench serve)"},
+    {"gen-model", gen_model_main, "write a random-weight Llama model of a given shape"},
     {"version", version_main, "print the version"},
 };
 
