@@ -313,8 +313,9 @@ static void grid_embedding(struct parity *pr)
 
 static void grid_rows(struct parity *pr, enum op_kind op)
 {
-    static const int64_t shapes[][2] = {{1, 8},    {3, 64},    {2, 100},
-                                        {5, 1024}, {17, 4096}, {9, 2816}};
+    static const int64_t shapes[][2] = {
+        {1, 3}, {4, 13}, {1, 8}, {3, 64}, {2, 100}, {5, 1024}, {17, 4096}, {9, 2816},
+    };
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
         int64_t rows = shapes[i][0], dim = shapes[i][1];
         bool norm = op == OP_RMSNORM || op == OP_ADD_RMSNORM;

@@ -36,25 +36,31 @@ void avx2_parallel_rows(const struct op_call *c, int64_t n_rows, int64_t row_ele
                    (int)((n_rows + ctx.rows_per_task - 1) / ctx.rows_per_task));
 }
 
-// dst [n] = x * rsqrt(mean(x^2) + eps) * w; n a multiple of 8.
+// dst [n] = x * rsqrt(mean(x^2) + eps) * w; the last n % 8 values are summed
+// after the vector part, in the same order for every row.
 static void rmsnorm_row(float *dst, const float *x, const float *w, int64_t n, float eps)
 {
+    int64_t n8 = n & ~(int64_t)7;
     __m256 acc = _mm256_setzero_ps();
-    for (int64_t i = 0; i < n; i += 8) {
+    for (int64_t i = 0; i < n8; i += 8) {
         __m256 v = _mm256_loadu_ps(x + i);
         acc = _mm256_fmadd_ps(v, v, acc);
     }
-    float scale = 1.0f / sqrtf(avx2_hsum(acc) / (float)n + eps);
+    float sum = avx2_hsum(acc);
+    for (int64_t i = n8; i < n; i++)
+        sum += x[i] * x[i];
+    float scale = 1.0f / sqrtf(sum / (float)n + eps);
     __m256 s = _mm256_set1_ps(scale);
-    for (int64_t i = 0; i < n; i += 8)
+    for (int64_t i = 0; i < n8; i += 8)
         _mm256_storeu_ps(dst + i, _mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(x + i), s),
                                                 _mm256_loadu_ps(w + i)));
+    for (int64_t i = n8; i < n; i++)
+        dst[i] = x[i] * scale * w[i];
 }
 
 static bool rmsnorm_supports(const struct op_call *c)
 {
-    return cpu_f32_rows(c->dst) && cpu_f32_rows(c->src[0]) && c->src[1]->dtype == DTYPE_F32 &&
-           c->src[0]->ne[0] % 8 == 0;
+    return cpu_f32_rows(c->dst) && cpu_f32_rows(c->src[0]) && c->src[1]->dtype == DTYPE_F32;
 }
 
 static void rmsnorm_rows(const struct op_call *c, int64_t r0, int64_t r1)
@@ -89,9 +95,12 @@ static void add_rmsnorm_rows(const struct op_call *c, int64_t r0, int64_t r1)
     for (int64_t r = r0; r < r1; r++) {
         const float *x = cpu_row(c->src[0], r);
         float *res = cpu_row(c->src[2], r);
-        for (int64_t i = 0; i < n; i += 8)
+        int64_t i = 0;
+        for (; i + 8 <= n; i += 8)
             _mm256_storeu_ps(res + i,
                              _mm256_add_ps(_mm256_loadu_ps(res + i), _mm256_loadu_ps(x + i)));
+        for (; i < n; i++)
+            res[i] += x[i];
         rmsnorm_row(cpu_row(c->dst, r), res, c->src[1]->data, n, c->p.eps);
     }
 }

@@ -1,11 +1,12 @@
 // cpu-avx2 silu_mul: dst = gate / (1 + e^-gate) * up, with a vector exp.
+#include <math.h>
+
 #include "backend/cpu/avx2/avx2.h"
 #include "backend/cpu/cpu_ops.h"
 
 static bool silu_mul_supports(const struct op_call *c)
 {
-    return cpu_f32_rows(c->dst) && cpu_f32_rows(c->src[0]) && cpu_f32_rows(c->src[1]) &&
-           c->src[0]->ne[0] % 8 == 0;
+    return cpu_f32_rows(c->dst) && cpu_f32_rows(c->src[0]) && cpu_f32_rows(c->src[1]);
 }
 
 static void silu_mul_rows(const struct op_call *c, int64_t r0, int64_t r1)
@@ -15,12 +16,15 @@ static void silu_mul_rows(const struct op_call *c, int64_t r0, int64_t r1)
     for (int64_t r = r0; r < r1; r++) {
         const float *g = cpu_row(c->src[0], r), *u = cpu_row(c->src[1], r);
         float *d = cpu_row(c->dst, r);
-        for (int64_t i = 0; i < n; i += 8) {
+        int64_t i = 0;
+        for (; i + 8 <= n; i += 8) {
             __m256 gv = _mm256_loadu_ps(g + i);
             __m256 e = avx2_exp(_mm256_sub_ps(zero, gv));
             __m256 s = _mm256_div_ps(gv, _mm256_add_ps(one, e));
             _mm256_storeu_ps(d + i, _mm256_mul_ps(s, _mm256_loadu_ps(u + i)));
         }
+        for (; i < n; i++)
+            d[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
     }
 }
 
