@@ -121,9 +121,8 @@ static enum vllmc_status regex_compile(const char *pattern, size_t len, bool is_
         pcre2_general_context_free(gc);
         return err_set(err, VLLMC_ERR_NOMEM, "tokenizer: out of memory compiling a regex");
     }
-    uint32_t opts = PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF;
-    if (is_literal)
-        opts |= PCRE2_LITERAL;
+    // PCRE2_LITERAL refuses PCRE2_UCP, which a literal does not need.
+    uint32_t opts = PCRE2_UTF | PCRE2_MATCH_INVALID_UTF | (is_literal ? PCRE2_LITERAL : PCRE2_UCP);
     int code;
     PCRE2_SIZE at;
     pcre2_code *re = pcre2_compile((PCRE2_SPTR)pattern, len, opts, &code, &at, cc);
@@ -132,7 +131,7 @@ static enum vllmc_status regex_compile(const char *pattern, size_t len, bool is_
     if (!re) {
         PCRE2_UCHAR msg[160];
         pcre2_get_error_message(code, msg, sizeof(msg));
-        return err_set(err, code == PCRE2_ERROR_HEAPLIMIT ? VLLMC_ERR_NOMEM : VLLMC_ERR_FORMAT,
+        return err_set(err, code == PCRE2_ERROR_HEAP_FAILED ? VLLMC_ERR_NOMEM : VLLMC_ERR_FORMAT,
                        "tokenizer: bad pre-tokenizer regex at offset %zu: %s", (size_t)at,
                        (const char *)msg);
     }

@@ -10,5 +10,7 @@ int info_main(int argc, char **argv);      // info.c
 int op_parity_main(int argc, char **argv); // op_parity.c
 int bench_ops_main(int argc, char **argv); // bench_ops.c
 int parity_main(int argc, char **argv);    // parity.c
+int tokenize_main(int argc, char **argv);  // tokenize.c
+int detokenize_main(int argc, char **argv); // tokenize.c
 
 #endif

@@ -27,6 +27,8 @@ static const struct command commands[] = {
     {"bench-ops", bench_ops_main, "time op providers on model-sized shapes"},
     {"bench", bench_main, "benchmarks: pp/tg speed, offline throughput, serving (bench serve)"},
     {"gen-model", gen_model_main, "write a random-weight Llama model of a given shape"},
+    {"tokenize", tokenize_main, "text to token ids (JSON array) with a model's tokenizer"},
+    {"detokenize", detokenize_main, "token ids to text with a model's tokenizer"},
     {"version", version_main, "print the version"},
 };
 
