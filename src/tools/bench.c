@@ -331,8 +331,15 @@ static int bench_pp_tg(struct bench *b)
 
 int bench_main(int argc, char **argv)
 {
-    if (argc > 1 && !strcmp(argv[1], "serve"))
+    if (argc > 1 && !strcmp(argv[1], "serve")) {
+#ifdef VLLMC_HAVE_CURL
         return bench_serve_main(argc - 1, argv + 1);
+#else
+        fprintf(stderr, "vllmc bench serve: this build has no libcurl (install "
+                        "libcurl4-openssl-dev and rebuild)\n");
+        return 1;
+#endif
+    }
     struct bench b = {0};
     int rc = bench_parse(&b.o, argc, argv);
     if (rc)
