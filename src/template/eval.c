@@ -122,9 +122,9 @@ static struct jv *frame_find(struct frame *f, const char *name)
 
 static int out_put(struct render *r, const char *p, size_t n)
 {
-    if (r->out->len + n > RENDER_OUTPUT_MAX)
+    if (r->out->len + n > r->output_bytes_max)
         return render_fail(r, VLLMC_ERR_CAPACITY, "output larger than %zu bytes",
-                           RENDER_OUTPUT_MAX);
+                           r->output_bytes_max);
     sbuf_put(r->out, p, n);
     return r->out->oom ? render_oom(r) : 0;
 }
@@ -180,16 +180,26 @@ static int capture(struct render *r, struct node *const *kids, size_t n, struct 
 
 // ---- iteration ----
 
-// The items `for` iterates over, as a new list reference.
-static int iter_list(struct render *r, struct jv v, struct jv *out)
+int eval_iter_items(struct render *r, struct jv v, struct jv *out)
 {
     switch (v.kind) {
     case JV_LIST:
+        if (jv_is_iterator(v)) {
+            // An iterator hands out what is left of it, once.
+            struct jv_list *l = v.u.l;
+            if (!jv_list_new(l->n - l->pos, false, out))
+                return render_oom(r);
+            for (; l->pos < l->n; l->pos++)
+                jv_list_push(out->u.l, jv_retain(l->items[l->pos]));
+            return 0;
+        }
         *out = jv_retain(v);
         return 0;
     case JV_UNDEF:
         return jv_list_new(0, false, out) ? 0 : render_oom(r);
     case JV_DICT: {
+        if (v.u.d->ns)
+            break;
         if (!jv_list_new(v.u.d->n, false, out))
             return render_oom(r);
         for (size_t i = 0; i < v.u.d->n; i++)
@@ -213,9 +223,9 @@ static int iter_list(struct render *r, struct jv v, struct jv *out)
         return 0;
     }
     default:
-        return render_fail(r, VLLMC_ERR_TEMPLATE, "'%s' object is not iterable",
-                           jv_type_name(v));
+        break;
     }
+    return render_fail(r, VLLMC_ERR_TEMPLATE, "'%s' object is not iterable", jv_type_name(v));
 }
 
 static int assign_target(struct render *r, const struct node *target, struct jv v)
@@ -224,7 +234,7 @@ static int assign_target(struct render *r, const struct node *target, struct jv 
         return frame_set(r, r->frame, target->str, v);
     // Tuple unpacking.
     struct jv items;
-    if (iter_list(r, v, &items)) {
+    if (eval_iter_items(r, v, &items)) {
         jv_release(v);
         return -1;
     }
@@ -262,7 +272,7 @@ static int render_for_items(struct render *r, const struct node *n, struct jv it
                             size_t depth0)
 {
     struct jv items;
-    if (iter_list(r, iterable, &items))
+    if (eval_iter_items(r, iterable, &items))
         return -1;
     if (n->c) {
         // `for x in xs if cond`: filter first, so loop.length and loop.last
@@ -318,9 +328,9 @@ static int render_for_items(struct render *r, const struct node *n, struct jv it
     struct jv loopv = {.kind = JV_LOOP, .u.loop = lp};
     int rc = 0;
     for (size_t i = 0; i < l->n && !rc; i++) {
-        if (++r->steps > RENDER_STEPS_MAX) {
+        if (++r->steps > r->n_steps_max) {
             rc = render_fail(r, VLLMC_ERR_CAPACITY, "template ran more than %ld steps",
-                             RENDER_STEPS_MAX);
+                             r->n_steps_max);
             break;
         }
         lp->index0 = i;
@@ -394,7 +404,7 @@ static int loop_changed(struct render *r, struct jv self, const struct args *a, 
     return 0;
 }
 
-static int loop_attr(struct render *r, struct jv self, const char *name, struct jv *out)
+int eval_loop_attr(struct render *r, struct jv self, const char *name, struct jv *out)
 {
     const struct jv_loop *lp = self.u.loop;
     int64_t i = (int64_t)lp->index0, n = (int64_t)lp->items->n;
@@ -433,236 +443,6 @@ static int loop_attr(struct render *r, struct jv self, const char *name, struct 
         return render_oom(r);
     }
     return 0;
-}
-
-// ---- attribute and item access ----
-
-static bool is_dict_method(const char *name)
-{
-    static const char *const m[] = {"items", "keys", "values", "get", "pop", "popitem",
-                                    "update", "setdefault", "clear", "copy", "fromkeys", NULL};
-    for (const char *const *p = m; *p; p++)
-        if (!strcmp(*p, name))
-            return true;
-    return false;
-}
-
-static int undef_attr(struct jv obj, const char *name, struct jv *out)
-{
-    bool ok = obj.kind == JV_NONE
-                  ? jv_undef_msg(out, "'None' has no attribute '%s'", name)
-                  : jv_undef_msg(out, "'%s object' has no attribute '%s'", jv_type_name(obj), name);
-    return ok ? 0 : -1;
-}
-
-int eval_getattr(struct render *r, struct jv obj, const char *name, size_t n, struct jv *out)
-{
-    (void)n;
-    switch (obj.kind) {
-    case JV_UNDEF:
-        return eval_undef_fail(r, obj);
-    case JV_LOOP:
-        return loop_attr(r, obj, name, out);
-    case JV_DICT:
-        if (!obj.u.d->ns && is_dict_method(name))
-            return method_lookup(r, obj, name, out);
-        {
-            struct jv *v = jv_dict_get_cstr(obj.u.d, name);
-            if (v) {
-                *out = jv_retain(*v);
-                return 0;
-            }
-        }
-        return undef_attr(obj, name, out) ? render_oom(r) : 0;
-    case JV_STR:
-    case JV_LIST:
-        if (method_lookup(r, obj, name, out))
-            return -1;
-        if (out->kind != JV_UNDEF)
-            return 0;
-        return undef_attr(obj, name, out) ? render_oom(r) : 0;
-    default:
-        return undef_attr(obj, name, out) ? render_oom(r) : 0;
-    }
-}
-
-static bool index_of(struct jv key, int64_t *i)
-{
-    if (key.kind == JV_INT) {
-        *i = key.u.i;
-        return true;
-    }
-    if (key.kind == JV_BOOL) {
-        *i = key.u.b;
-        return true;
-    }
-    return false;
-}
-
-static int undef_item(struct render *r, struct jv obj, struct jv key, struct jv *out)
-{
-    if (key.kind == JV_STR)
-        return undef_attr(obj, key.u.s->data, out) ? render_oom(r) : 0;
-    struct sbuf b;
-    sbuf_init(&b);
-    jv_write(&b, key, 1);
-    bool ok = !b.oom && jv_undef_msg(out, "'%s object' has no element %s", jv_type_name(obj),
-                                     b.p ? b.p : "");
-    sbuf_free(&b);
-    return ok ? 0 : render_oom(r);
-}
-
-int eval_getitem(struct render *r, struct jv obj, struct jv key, struct jv *out)
-{
-    int64_t i;
-    switch (obj.kind) {
-    case JV_UNDEF:
-        return eval_undef_fail(r, obj);
-    case JV_LIST:
-        if (index_of(key, &i)) {
-            int64_t n = (int64_t)obj.u.l->n;
-            if (i < 0)
-                i += n;
-            if (i >= 0 && i < n) {
-                *out = jv_retain(obj.u.l->items[i]);
-                return 0;
-            }
-            return undef_item(r, obj, key, out);
-        }
-        break;
-    case JV_STR:
-        if (index_of(key, &i)) {
-            const struct jv_str *s = obj.u.s;
-            int64_t n = (int64_t)jv_utf8_count(s->data, s->len);
-            if (i < 0)
-                i += n;
-            if (i >= 0 && i < n) {
-                size_t off = jv_utf8_offset(s->data, s->len, (size_t)i), adv;
-                jv_utf8_decode(s->data + off, s->len - off, &adv);
-                return jv_str_new(s->data + off, adv, out) ? 0 : render_oom(r);
-            }
-            return undef_item(r, obj, key, out);
-        }
-        break;
-    case JV_DICT: {
-        struct jv *v = key.kind == JV_LIST || key.kind == JV_DICT ? NULL
-                                                                   : jv_dict_get(obj.u.d, key);
-        if (v) {
-            *out = jv_retain(*v);
-            return 0;
-        }
-        if (key.kind == JV_STR && !obj.u.d->ns && is_dict_method(key.u.s->data))
-            return method_lookup(r, obj, key.u.s->data, out);
-        return undef_item(r, obj, key, out);
-    }
-    case JV_LOOP:
-        if (key.kind == JV_STR)
-            return loop_attr(r, obj, key.u.s->data, out);
-        break;
-    default:
-        break;
-    }
-    if (key.kind == JV_STR && (obj.kind == JV_STR || obj.kind == JV_LIST)) {
-        if (method_lookup(r, obj, key.u.s->data, out))
-            return -1;
-        if (out->kind != JV_UNDEF)
-            return 0;
-    }
-    return undef_item(r, obj, key, out);
-}
-
-// Python slice bounds for a sequence of len items.
-static int slice_bounds(struct render *r, int64_t len, const struct jv *sv, int64_t *start,
-                        int64_t *step, int64_t *count)
-{
-    int64_t v[3] = {0, 0, 1};
-    bool has[3];
-    for (int k = 0; k < 3; k++) {
-        has[k] = sv[k].kind != JV_NONE;
-        if (has[k] && !index_of(sv[k], &v[k]))
-            return render_fail(r, VLLMC_ERR_TEMPLATE,
-                               "slice indices must be integers or None");
-    }
-    int64_t st = has[2] ? v[2] : 1;
-    if (st == 0)
-        return render_fail(r, VLLMC_ERR_TEMPLATE, "slice step cannot be zero");
-    int64_t a, b;
-    if (!has[0]) {
-        a = st < 0 ? len - 1 : 0;
-    } else {
-        a = v[0];
-        if (a < 0) {
-            a += len;
-            if (a < 0)
-                a = st < 0 ? -1 : 0;
-        } else if (a >= len) {
-            a = st < 0 ? len - 1 : len;
-        }
-    }
-    if (!has[1]) {
-        b = st < 0 ? -1 : len;
-    } else {
-        b = v[1];
-        if (b < 0) {
-            b += len;
-            if (b < 0)
-                b = st < 0 ? -1 : 0;
-        } else if (b >= len) {
-            b = st < 0 ? len - 1 : len;
-        }
-    }
-    if (st < 0)
-        *count = b < a ? (a - b - 1) / (-st) + 1 : 0;
-    else
-        *count = a < b ? (b - a - 1) / st + 1 : 0;
-    *start = a;
-    *step = st;
-    return 0;
-}
-
-static int eval_slice(struct render *r, struct jv obj, const struct jv *sv, struct jv *out)
-{
-    int64_t start, step, count;
-    if (obj.kind == JV_UNDEF)
-        return eval_undef_fail(r, obj);
-    if (obj.kind == JV_LIST) {
-        if (slice_bounds(r, (int64_t)obj.u.l->n, sv, &start, &step, &count))
-            return -1;
-        if (!jv_list_new((size_t)count, obj.u.l->tuple, out))
-            return render_oom(r);
-        for (int64_t k = 0; k < count; k++)
-            jv_list_push(out->u.l, jv_retain(obj.u.l->items[start + k * step]));
-        return 0;
-    }
-    if (obj.kind == JV_STR) {
-        const struct jv_str *s = obj.u.s;
-        size_t n = jv_utf8_count(s->data, s->len);
-        size_t *offs = mem_alloc((n + 1) * sizeof *offs);
-        if (!offs)
-            return render_oom(r);
-        for (size_t i = 0, k = 0; k <= n; k++) {
-            offs[k] = i;
-            if (i < s->len) {
-                size_t adv;
-                jv_utf8_decode(s->data + i, s->len - i, &adv);
-                i += adv;
-            }
-        }
-        if (slice_bounds(r, (int64_t)n, sv, &start, &step, &count)) {
-            mem_free(offs);
-            return -1;
-        }
-        struct sbuf b;
-        sbuf_init(&b);
-        for (int64_t k = 0; k < count; k++) {
-            size_t c = (size_t)(start + k * step);
-            sbuf_put(&b, s->data + offs[c], offs[c + 1] - offs[c]);
-        }
-        mem_free(offs);
-        return sbuf_to_jv(&b, out) ? 0 : render_oom(r);
-    }
-    return render_fail(r, VLLMC_ERR_TEMPLATE, "'%s' object is not subscriptable",
-                       jv_type_name(obj));
 }
 
 // ---- calls ----
@@ -867,266 +647,12 @@ static int eval_test(struct render *r, const struct node *n, struct jv *out)
     return rc;
 }
 
-// ---- operators ----
+// ---- expressions ----
 
-static bool num(struct jv v)
-{
-    return v.kind == JV_INT || v.kind == JV_FLOAT || v.kind == JV_BOOL;
-}
-
-static double as_f(struct jv v)
-{
-    return v.kind == JV_FLOAT ? v.u.f : v.kind == JV_INT ? (double)v.u.i : (double)v.u.b;
-}
-
-static int64_t as_i(struct jv v)
+static int64_t int_of(struct jv v)
 {
     return v.kind == JV_INT ? v.u.i : (int64_t)v.u.b;
 }
-
-static const char *const binop_sym[] = {"+", "-", "*", "/", "//", "%", "**"};
-
-static int binop_type_error(struct render *r, int op, struct jv a, struct jv b)
-{
-    if (op == OP_ADD && a.kind == JV_STR)
-        return render_fail(r, VLLMC_ERR_TEMPLATE,
-                           "can only concatenate str (not \"%s\") to str", jv_type_name(b));
-    if (op == OP_ADD && a.kind == JV_LIST)
-        return render_fail(r, VLLMC_ERR_TEMPLATE, "can only concatenate %s (not \"%s\") to %s",
-                           jv_type_name(a), jv_type_name(b), jv_type_name(a));
-    return render_fail(r, VLLMC_ERR_TEMPLATE,
-                       "unsupported operand type(s) for %s: '%s' and '%s'", binop_sym[op],
-                       jv_type_name(a), jv_type_name(b));
-}
-
-static int repeat(struct render *r, struct jv seq, int64_t times, struct jv *out)
-{
-    if (times < 0)
-        times = 0;
-    if (seq.kind == JV_STR) {
-        size_t n = seq.u.s->len;
-        if (n && (uint64_t)times > RENDER_OUTPUT_MAX / n)
-            return render_fail(r, VLLMC_ERR_CAPACITY, "string repetition too large");
-        struct sbuf b;
-        sbuf_init(&b);
-        for (int64_t i = 0; i < times && n; i++)
-            sbuf_put(&b, seq.u.s->data, n);
-        return sbuf_to_jv(&b, out) ? 0 : render_oom(r);
-    }
-    size_t n = seq.u.l->n;
-    if (n && (uint64_t)times > (RENDER_OUTPUT_MAX / 16) / n)
-        return render_fail(r, VLLMC_ERR_CAPACITY, "list repetition too large");
-    if (!jv_list_new(n * (size_t)times, seq.u.l->tuple, out))
-        return render_oom(r);
-    for (int64_t i = 0; i < times; i++)
-        for (size_t k = 0; k < n; k++)
-            jv_list_push(out->u.l, jv_retain(seq.u.l->items[k]));
-    return 0;
-}
-
-static double py_fmod(double x, double y)
-{
-    double m = fmod(x, y);
-    if (m != 0 && ((y < 0) != (m < 0)))
-        m += y;
-    return m;
-}
-
-static double py_floordiv(double x, double y)
-{
-    double mod = fmod(x, y), div = (x - mod) / y;
-    if (mod != 0 && ((y < 0) != (mod < 0)))
-        div -= 1.0;
-    if (div == 0)
-        return copysign(0.0, x / y);
-    double f = floor(div);
-    if (div - f > 0.5)
-        f += 1.0;
-    return f;
-}
-
-int eval_binop(struct render *r, int op, struct jv a, struct jv b, struct jv *out)
-{
-    if (a.kind == JV_UNDEF)
-        return eval_undef_fail(r, a);
-    if (b.kind == JV_UNDEF)
-        return eval_undef_fail(r, b);
-    if (num(a) && num(b)) {
-        bool fl = a.kind == JV_FLOAT || b.kind == JV_FLOAT;
-        int64_t x = as_i(a), y = as_i(b), z;
-        double fx = as_f(a), fy = as_f(b);
-        switch (op) {
-        case OP_ADD:
-            if (fl)
-                *out = jv_float(fx + fy);
-            else if (__builtin_add_overflow(x, y, &z))
-                goto overflow;
-            else
-                *out = jv_int(z);
-            return 0;
-        case OP_SUB:
-            if (fl)
-                *out = jv_float(fx - fy);
-            else if (__builtin_sub_overflow(x, y, &z))
-                goto overflow;
-            else
-                *out = jv_int(z);
-            return 0;
-        case OP_MUL:
-            if (fl)
-                *out = jv_float(fx * fy);
-            else if (__builtin_mul_overflow(x, y, &z))
-                goto overflow;
-            else
-                *out = jv_int(z);
-            return 0;
-        case OP_DIV:
-            if (fy == 0)
-                return render_fail(r, VLLMC_ERR_TEMPLATE, "division by zero");
-            *out = jv_float(fx / fy);
-            return 0;
-        case OP_FLOORDIV:
-        case OP_MOD:
-            if (fl ? fy == 0 : y == 0)
-                return render_fail(r, VLLMC_ERR_TEMPLATE, "%s by zero",
-                                   op == OP_MOD ? "modulo" : "integer division or modulo");
-            if (fl) {
-                *out = jv_float(op == OP_MOD ? py_fmod(fx, fy) : py_floordiv(fx, fy));
-            } else if (x == INT64_MIN && y == -1) {
-                goto overflow;
-            } else {
-                int64_t q = x / y, m = x % y;
-                if (m != 0 && ((m < 0) != (y < 0))) {
-                    q -= 1;
-                    m += y;
-                }
-                *out = jv_int(op == OP_MOD ? m : q);
-            }
-            return 0;
-        case OP_POW:
-            if (!fl && y >= 0) {
-                int64_t acc = 1, base = x;
-                for (int64_t e = y; e; e >>= 1) {
-                    if ((e & 1) && __builtin_mul_overflow(acc, base, &acc))
-                        goto overflow;
-                    if (e > 1 && __builtin_mul_overflow(base, base, &base))
-                        goto overflow;
-                }
-                *out = jv_int(acc);
-                return 0;
-            }
-            if (fx == 0 && fy < 0)
-                return render_fail(r, VLLMC_ERR_TEMPLATE,
-                                   "0.0 cannot be raised to a negative power");
-            *out = jv_float(pow(fx, fy));
-            if (isnan(out->u.f) && !isnan(fx) && !isnan(fy))
-                return render_fail(r, VLLMC_ERR_UNSUPPORTED,
-                                   "unsupported: complex result of **");
-            return 0;
-        }
-    }
-    if (op == OP_ADD && a.kind == JV_STR && b.kind == JV_STR) {
-        if (a.u.s->len + b.u.s->len > RENDER_OUTPUT_MAX)
-            return render_fail(r, VLLMC_ERR_CAPACITY, "string too large");
-        struct sbuf s;
-        sbuf_init(&s);
-        sbuf_put(&s, a.u.s->data, a.u.s->len);
-        sbuf_put(&s, b.u.s->data, b.u.s->len);
-        return sbuf_to_jv(&s, out) ? 0 : render_oom(r);
-    }
-    if (op == OP_ADD && a.kind == JV_LIST && b.kind == JV_LIST && a.u.l->tuple == b.u.l->tuple) {
-        if (!jv_list_new(a.u.l->n + b.u.l->n, a.u.l->tuple, out))
-            return render_oom(r);
-        for (size_t i = 0; i < a.u.l->n; i++)
-            jv_list_push(out->u.l, jv_retain(a.u.l->items[i]));
-        for (size_t i = 0; i < b.u.l->n; i++)
-            jv_list_push(out->u.l, jv_retain(b.u.l->items[i]));
-        return 0;
-    }
-    if (op == OP_MUL) {
-        if ((a.kind == JV_STR || a.kind == JV_LIST) && (b.kind == JV_INT || b.kind == JV_BOOL))
-            return repeat(r, a, as_i(b), out);
-        if ((b.kind == JV_STR || b.kind == JV_LIST) && (a.kind == JV_INT || a.kind == JV_BOOL))
-            return repeat(r, b, as_i(a), out);
-    }
-    if (op == OP_MOD && a.kind == JV_STR)
-        return render_fail(r, VLLMC_ERR_UNSUPPORTED, "unsupported: printf-style '%%' formatting");
-    return binop_type_error(r, op, a, b);
-overflow:
-    return render_fail(r, VLLMC_ERR_UNSUPPORTED, "unsupported: integer result out of 64-bit range");
-}
-
-static int eval_in(struct render *r, struct jv item, struct jv seq, bool *res)
-{
-    *res = false;
-    switch (seq.kind) {
-    case JV_UNDEF:
-        return 0;
-    case JV_STR:
-        if (item.kind != JV_STR)
-            return render_fail(r, VLLMC_ERR_TEMPLATE,
-                               "'in <string>' requires string as left operand, not %s",
-                               jv_type_name(item));
-        *res = !item.u.s->len || memmem(seq.u.s->data, seq.u.s->len, item.u.s->data,
-                                        item.u.s->len) != NULL;
-        return 0;
-    case JV_LIST:
-        for (size_t i = 0; i < seq.u.l->n && !*res; i++)
-            *res = jv_equal(item, seq.u.l->items[i]);
-        return 0;
-    case JV_DICT:
-        if (seq.u.d->ns)
-            break;
-        if (item.kind == JV_LIST || item.kind == JV_DICT)
-            return render_fail(r, VLLMC_ERR_TEMPLATE, "unhashable type: '%s'",
-                               jv_type_name(item));
-        *res = jv_dict_get(seq.u.d, item) != NULL;
-        return 0;
-    default:
-        break;
-    }
-    return render_fail(r, VLLMC_ERR_TEMPLATE, "argument of type '%s' is not iterable",
-                       jv_type_name(seq));
-}
-
-static int eval_cmp(struct render *r, int op, struct jv a, struct jv b, bool *res)
-{
-    static const char *const sym[] = {"==", "!=", "<", "<=", ">", ">="};
-    switch (op) {
-    case CMP_EQ:
-        *res = jv_equal(a, b);
-        return 0;
-    case CMP_NE:
-        *res = !jv_equal(a, b);
-        return 0;
-    case CMP_IN:
-        return eval_in(r, a, b, res);
-    case CMP_NOTIN:
-        if (eval_in(r, a, b, res))
-            return -1;
-        *res = !*res;
-        return 0;
-    default:
-        break;
-    }
-    if (a.kind == JV_UNDEF)
-        return eval_undef_fail(r, a);
-    if (b.kind == JV_UNDEF)
-        return eval_undef_fail(r, b);
-    int c;
-    if (!jv_compare(a, b, &c))
-        return render_fail(r, VLLMC_ERR_TEMPLATE,
-                           "'%s' not supported between instances of '%s' and '%s'", sym[op],
-                           jv_type_name(a), jv_type_name(b));
-    if (c == 2) { // NaN
-        *res = false;
-        return 0;
-    }
-    *res = op == CMP_LT ? c < 0 : op == CMP_LE ? c <= 0 : op == CMP_GT ? c > 0 : c >= 0;
-    return 0;
-}
-
-// ---- expressions ----
 
 static int eval_seq(struct render *r, const struct node *n, bool tuple, struct jv *out)
 {
@@ -1263,7 +789,7 @@ static int eval_inner(struct render *r, const struct node *n, struct jv *out)
             *out = jv_float(n->kind == E_NEG ? -a.u.f : a.u.f);
             rc = 0;
         } else if (a.kind == JV_INT || a.kind == JV_BOOL) {
-            int64_t v = as_i(a);
+            int64_t v = int_of(a);
             if (n->kind == E_NEG && v == INT64_MIN)
                 rc = render_fail(r, VLLMC_ERR_UNSUPPORTED,
                                  "unsupported: integer result out of 64-bit range");
@@ -1416,10 +942,10 @@ static int render_node(struct render *r, const struct node *n)
 {
     struct jv v;
     int rc;
-    if (++r->steps > RENDER_STEPS_MAX) {
+    if (++r->steps > r->n_steps_max) {
         r->at = n;
         return render_fail(r, VLLMC_ERR_CAPACITY, "template ran more than %ld steps",
-                           RENDER_STEPS_MAX);
+                           r->n_steps_max);
     }
     r->at = n;
     switch (n->kind) {

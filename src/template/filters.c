@@ -4,6 +4,7 @@
 #include "template/internal.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -92,39 +93,14 @@ static int to_str(struct render *r, struct jv v, struct jv *out)
 
 static int seq_items(struct render *r, struct jv v, struct jv *out)
 {
-    // list(value) for the iterables jinja2 filters accept.
-    switch (v.kind) {
-    case JV_LIST:
-        *out = jv_retain(v);
-        return 0;
-    case JV_UNDEF:
-        return jv_list_new(0, false, out) ? 0 : render_oom(r);
-    case JV_DICT:
-        if (v.u.d->ns)
-            break;
-        if (!jv_list_new(v.u.d->n, false, out))
-            return render_oom(r);
-        for (size_t i = 0; i < v.u.d->n; i++)
-            jv_list_push(out->u.l, jv_retain(v.u.d->keys[i]));
-        return 0;
-    case JV_STR:
-        if (!jv_list_new(0, false, out))
-            return render_oom(r);
-        for (size_t i = 0; i < v.u.s->len;) {
-            size_t adv;
-            struct jv c;
-            jv_utf8_decode(v.u.s->data + i, v.u.s->len - i, &adv);
-            if (!jv_str_new(v.u.s->data + i, adv, &c) || !jv_list_push(out->u.l, c)) {
-                jv_release(*out);
-                return render_oom(r);
-            }
-            i += adv;
-        }
-        return 0;
-    default:
-        break;
-    }
-    return render_fail(r, VLLMC_ERR_TEMPLATE, "'%s' object is not iterable", jv_type_name(v));
+    return eval_iter_items(r, v, out);
+}
+
+// Marks a filter's result as the generator jinja2 returns.
+static int as_generator(struct jv *out)
+{
+    out->u.l->seq = SEQ_GENERATOR;
+    return 0;
 }
 
 // Follows a dotted attribute path ("a.b", "0.name") with jinja2's getitem.
@@ -239,6 +215,8 @@ static int f_length(struct render *r, struct jv v, const struct args *a, struct 
         *out = jv_int((int64_t)jv_utf8_count(v.u.s->data, v.u.s->len));
         return 0;
     case JV_LIST:
+        if (jv_is_iterator(v))
+            break;
         *out = jv_int((int64_t)v.u.l->n);
         return 0;
     case JV_DICT:
@@ -354,28 +332,43 @@ static int f_string(struct render *r, struct jv v, const struct args *a, struct 
 static int f_safe(struct render *r, struct jv v, const struct args *a, struct jv *out)
 {
     (void)a;
-    return to_str(r, v, out);
+    if (to_str(r, v, out))
+        return -1;
+    return jv_mark(out) ? 0 : (jv_release(*out), render_oom(r));
+}
+
+static int escape_common(struct render *r, struct jv v, struct jv *out, bool force)
+{
+    if (v.kind == JV_STR && v.u.s->markup && !force) {
+        *out = jv_retain(v);
+        return 0;
+    }
+    struct jv s;
+    if (v.kind == JV_NONE)
+        return jv_str_new("None", 4, out) && jv_mark(out) ? 0 : render_oom(r);
+    if (to_str(r, v, &s))
+        return -1;
+    struct sbuf b;
+    sbuf_init(&b);
+    html_escape(&b, s.u.s->data, s.u.s->len);
+    jv_release(s);
+    if (!b.p && !b.oom)
+        sbuf_put(&b, "", 0);
+    if (!(b.p ? sbuf_to_jv(&b, out) : jv_str_new("", 0, out)))
+        return render_oom(r);
+    return jv_mark(out) ? 0 : render_oom(r);
 }
 
 static int f_escape(struct render *r, struct jv v, const struct args *a, struct jv *out)
 {
     (void)a;
-    struct jv s;
-    if (to_str(r, v, &s))
-        return -1;
-    struct sbuf b;
-    sbuf_init(&b);
-    for (size_t i = 0; i < s.u.s->len; i++) {
-        char c = s.u.s->data[i];
-        const char *rep = c == '&' ? "&amp;" : c == '<' ? "&lt;" : c == '>' ? "&gt;"
-                          : c == '"' ? "&#34;" : c == '\'' ? "&#39;" : NULL;
-        if (rep)
-            sbuf_puts(&b, rep);
-        else
-            sbuf_putc(&b, c);
-    }
-    jv_release(s);
-    return sbuf_to_jv(&b, out) ? 0 : render_oom(r);
+    return escape_common(r, v, out, false);
+}
+
+static int f_forceescape(struct render *r, struct jv v, const struct args *a, struct jv *out)
+{
+    (void)a;
+    return escape_common(r, v, out, true);
 }
 
 static int f_join(struct render *r, struct jv v, const struct args *a, struct jv *out)
@@ -425,6 +418,17 @@ static int f_join(struct render *r, struct jv v, const struct args *a, struct jv
 
 static int f_first_last(struct render *r, struct jv v, struct jv *out, bool last)
 {
+    if (jv_is_iterator(v) && !last) {
+        struct jv_list *l = v.u.l;
+        if (l->pos < l->n)
+            *out = jv_retain(l->items[l->pos++]);
+        else if (!jv_undef_msg(out, "No first item, sequence was empty."))
+            return render_oom(r);
+        return 0;
+    }
+    if (jv_is_iterator(v))
+        return render_fail(r, VLLMC_ERR_TEMPLATE, "'%s' object is not reversible",
+                           jv_type_name(v));
     struct jv items;
     if (seq_items(r, v, &items))
         return -1;
@@ -473,8 +477,8 @@ static int f_items(struct render *r, struct jv v, const struct args *a, struct j
 {
     (void)a;
     if (v.kind == JV_UNDEF)
-        return jv_list_new(0, false, out) ? 0 : render_oom(r);
-    if (v.kind != JV_DICT)
+        return jv_list_new(0, false, out) ? as_generator(out) : render_oom(r);
+    if (v.kind != JV_DICT || v.u.d->ns)
         return render_fail(r, VLLMC_ERR_TEMPLATE, "Can only get item pairs from a mapping.");
     if (!jv_list_new(v.u.d->n, false, out))
         return render_oom(r);
@@ -488,7 +492,7 @@ static int f_items(struct render *r, struct jv v, const struct args *a, struct j
         jv_list_push(pair.u.l, jv_retain(v.u.d->vals[i]));
         jv_list_push(out->u.l, pair);
     }
-    return 0;
+    return as_generator(out);
 }
 
 static int f_tojson(struct render *r, struct jv v, const struct args *a, struct jv *out)
@@ -689,12 +693,39 @@ static int f_round(struct render *r, struct jv v, const struct args *a, struct j
     double x = v.kind == JV_FLOAT ? v.u.f : v.kind == JV_INT ? (double)v.u.i : v.u.b;
     double scale = pow(10.0, (double)prec), y;
     if (!strcmp(method, "common")) {
-        // Python round(): half to even on the decimal value.
-        double t = x * scale, fl = floor(t), diff = t - fl;
-        y = diff > 0.5 ? fl + 1 : diff < 0.5 ? fl : (fmod(fl, 2.0) == 0 ? fl : fl + 1);
-        y /= scale;
-        if (v.kind != JV_FLOAT && prec >= 0)
-            y = x;
+        if (v.kind != JV_FLOAT) {
+            // round(int, n) stays an int: exact, half to even.
+            int64_t i = v.kind == JV_INT ? v.u.i : v.u.b, p = 1;
+            for (int64_t k = 0; k < -prec && p; k++)
+                p = p <= INT64_MAX / 10 ? p * 10 : 0;
+            if (prec < 0 && !p) {
+                *out = jv_int(0);
+                return 0;
+            }
+            if (prec < 0) {
+                int64_t q = i / p, rem = i % p;
+                if (rem < 0) {
+                    q -= 1;
+                    rem += p;
+                }
+                if (rem * 2 > p || (rem * 2 == p && (q & 1)))
+                    q += 1;
+                i = q * p;
+            }
+            *out = jv_int(i);
+            return 0;
+        }
+        if (prec >= 0) {
+            // Python rounds the exact binary value to prec decimals, half to
+            // even, as printf does.
+            char buf[1024];
+            snprintf(buf, sizeof buf, "%.*f", (int)prec, x);
+            y = strtod(buf, NULL);
+        } else {
+            double t = x / pow(10.0, (double)-prec), fl = floor(t), diff = t - fl;
+            y = diff > 0.5 ? fl + 1 : diff < 0.5 ? fl : (fmod(fl, 2.0) == 0 ? fl : fl + 1);
+            y *= pow(10.0, (double)-prec);
+        }
     } else if (!strcmp(method, "ceil")) {
         y = ceil(x * scale) / scale;
     } else if (!strcmp(method, "floor")) {
@@ -747,7 +778,7 @@ static int f_unique(struct render *r, struct jv v, const struct args *a, struct 
     jv_release(seen);
     if (rc)
         jv_release(*out);
-    return rc;
+    return rc ? rc : as_generator(out);
 }
 
 static int sort_list(struct render *r, struct jv items, bool reverse, bool cs,
@@ -836,6 +867,9 @@ static int f_reverse(struct render *r, struct jv v, const struct args *a, struct
         }
         return sbuf_to_jv(&b, out) ? 0 : render_oom(r);
     }
+    // reversed() when the value allows it (an iterator over it); an
+    // iterator itself becomes a reversed list.
+    bool was_iter = jv_is_iterator(v);
     struct jv items;
     if (seq_items(r, v, &items))
         return -1;
@@ -846,6 +880,8 @@ static int f_reverse(struct render *r, struct jv v, const struct args *a, struct
     for (size_t i = items.u.l->n; i > 0; i--)
         jv_list_push(out->u.l, jv_retain(items.u.l->items[i - 1]));
     jv_release(items);
+    if (!was_iter)
+        out->u.l->seq = SEQ_REVERSED;
     return 0;
 }
 
@@ -872,7 +908,7 @@ static int select_common(struct render *r, struct jv v, const struct args *a, st
     // jinja2 walks the value only `if value:`, so none and other false
     // values select nothing.
     if (!jv_truthy(v))
-        return jv_list_new(0, false, out) ? 0 : render_oom(r);
+        return jv_list_new(0, false, out) ? as_generator(out) : render_oom(r);
     if (seq_items(r, v, &items))
         return -1;
     if (!jv_list_new(0, false, out)) {
@@ -900,7 +936,7 @@ static int select_common(struct render *r, struct jv v, const struct args *a, st
     jv_release(items);
     if (rc)
         jv_release(*out);
-    return rc;
+    return rc ? rc : as_generator(out);
 }
 
 static int f_select(struct render *r, struct jv v, const struct args *a, struct jv *out)
@@ -945,7 +981,7 @@ static int f_map(struct render *r, struct jv v, const struct args *a, struct jv 
     }
     struct jv items;
     if (!jv_truthy(v))
-        return jv_list_new(0, false, out) ? 0 : render_oom(r);
+        return jv_list_new(0, false, out) ? as_generator(out) : render_oom(r);
     if (seq_items(r, v, &items))
         return -1;
     if (!jv_list_new(items.u.l->n, false, out)) {
@@ -974,7 +1010,7 @@ static int f_map(struct render *r, struct jv v, const struct args *a, struct jv 
     jv_release(items);
     if (rc)
         jv_release(*out);
-    return rc;
+    return rc ? rc : as_generator(out);
 }
 
 static int f_minmax(struct render *r, struct jv v, const struct args *a, struct jv *out,
@@ -1082,7 +1118,7 @@ static int f_batch(struct render *r, struct jv v, const struct args *a, struct j
         jv_release(*out);
         return render_oom(r);
     }
-    return 0;
+    return as_generator(out);
 }
 
 static int f_indent(struct render *r, struct jv v, const struct args *a, struct jv *out)
@@ -1109,6 +1145,15 @@ static int f_indent(struct render *r, struct jv v, const struct args *a, struct 
     if (to_str(r, v, &s)) {
         sbuf_free(&ind);
         return -1;
+    }
+    bool markup = s.u.s->markup;
+    if (markup && ind.len) {
+        // Markup("\n") + indention escapes the indentation text.
+        struct sbuf esc;
+        sbuf_init(&esc);
+        html_escape(&esc, ind.p, ind.len);
+        sbuf_free(&ind);
+        ind = esc;
     }
     // jinja2 appends a newline, then splitlines(): a trailing newline does
     // not produce an indented empty line.
@@ -1141,9 +1186,9 @@ static int f_indent(struct render *r, struct jv v, const struct args *a, struct 
         sbuf_free(&b);
         return render_oom(r);
     }
-    if (!b.p && !jv_str_new("", 0, out))
+    if (!(b.p ? sbuf_to_jv(&b, out) : jv_str_new("", 0, out)))
         return render_oom(r);
-    return b.p ? (sbuf_to_jv(&b, out) ? 0 : render_oom(r)) : 0;
+    return !markup || jv_mark(out) ? 0 : (jv_release(*out), render_oom(r));
 }
 
 static int f_wordcount(struct render *r, struct jv v, const struct args *a, struct jv *out)
@@ -1203,9 +1248,15 @@ static int f_truncate(struct render *r, struct jv v, const struct args *a, struc
     struct sbuf b;
     sbuf_init(&b);
     sbuf_put(&b, s.u.s->data, cut);
-    sbuf_puts(&b, end);
+    bool markup = s.u.s->markup;
+    if (markup)
+        html_escape(&b, end, strlen(end)); // Markup + end escapes end
+    else
+        sbuf_puts(&b, end);
     jv_release(s);
-    return sbuf_to_jv(&b, out) ? 0 : render_oom(r);
+    if (!sbuf_to_jv(&b, out))
+        return render_oom(r);
+    return !markup || jv_mark(out) ? 0 : (jv_release(*out), render_oom(r));
 }
 
 static int f_center(struct render *r, struct jv v, const struct args *a, struct jv *out)
@@ -1232,16 +1283,32 @@ static int f_center(struct render *r, struct jv v, const struct args *a, struct 
     sbuf_put(&b, s.u.s->data, s.u.s->len);
     for (int64_t i = 0; i < marg - left; i++)
         sbuf_putc(&b, ' ');
+    bool markup = s.u.s->markup;
     jv_release(s);
-    return sbuf_to_jv(&b, out) ? 0 : render_oom(r);
+    if (!sbuf_to_jv(&b, out))
+        return render_oom(r);
+    return !markup || jv_mark(out) ? 0 : (jv_release(*out), render_oom(r));
 }
 
+// attr() reads Python attributes only (methods, loop fields), never items.
 static int f_attr(struct render *r, struct jv v, const struct args *a, struct jv *out)
 {
     struct jv name = jv_undef();
     if (arg_str(r, a, 0, "name", &name))
         return -1;
-    return eval_getattr(r, v, name.u.s->data, name.u.s->len, out);
+    if (v.kind == JV_UNDEF)
+        return eval_undef_fail(r, v);
+    if (v.kind == JV_LOOP || (v.kind == JV_DICT && v.u.d->ns))
+        return eval_getattr(r, v, name.u.s->data, name.u.s->len, out);
+    if (method_lookup(r, v, name.u.s->data, out))
+        return -1;
+    if (out->kind != JV_UNDEF)
+        return 0;
+    bool ok = v.kind == JV_NONE
+                  ? jv_undef_msg(out, "'None' has no attribute '%s'", name.u.s->data)
+                  : jv_undef_msg(out, "'%s object' has no attribute '%s'", jv_type_name(v),
+                                 name.u.s->data);
+    return ok ? 0 : render_oom(r);
 }
 
 static const struct filter filters[] = {
@@ -1258,7 +1325,7 @@ static const struct filter filters[] = {
     {"escape", f_escape},
     {"first", f_first},
     {"float", f_float},
-    {"forceescape", f_escape},
+    {"forceescape", f_forceescape},
     {"indent", f_indent},
     {"int", f_int},
     {"items", f_items},
@@ -1310,163 +1377,4 @@ int filter_apply(struct render *r, const char *name, struct jv subject, const st
     if (!f)
         return render_fail(r, VLLMC_ERR_UNSUPPORTED, "unsupported filter '%s'", name);
     return f->fn(r, subject, a, out);
-}
-
-// ---- tests ----
-
-static bool is_intlike(struct jv v)
-{
-    return v.kind == JV_INT || v.kind == JV_BOOL;
-}
-
-static int test_cmp(struct render *r, struct jv v, const struct args *a, int op, bool *out)
-{
-    const struct jv *o = args_get(a, 0, NULL);
-    if (!o)
-        return render_fail(r, VLLMC_ERR_TEMPLATE, "test needs an argument");
-    int c;
-    if (op == CMP_EQ || op == CMP_NE) {
-        *out = jv_equal(v, *o) == (op == CMP_EQ);
-        return 0;
-    }
-    if (v.kind == JV_UNDEF)
-        return eval_undef_fail(r, v);
-    if (!jv_compare(v, *o, &c))
-        return render_fail(r, VLLMC_ERR_TEMPLATE,
-                           "comparison not supported between instances of '%s' and '%s'",
-                           jv_type_name(v), jv_type_name(*o));
-    *out = c != 2 && (op == CMP_LT ? c < 0 : op == CMP_LE ? c <= 0 : op == CMP_GT ? c > 0 : c >= 0);
-    return 0;
-}
-
-int test_apply(struct render *r, const char *name, struct jv v, const struct args *a, bool *out)
-{
-    *out = false;
-    if (!strcmp(name, "defined")) {
-        *out = v.kind != JV_UNDEF;
-    } else if (!strcmp(name, "undefined")) {
-        *out = v.kind == JV_UNDEF;
-    } else if (!strcmp(name, "none")) {
-        *out = v.kind == JV_NONE;
-    } else if (!strcmp(name, "boolean")) {
-        *out = v.kind == JV_BOOL;
-    } else if (!strcmp(name, "true")) {
-        *out = v.kind == JV_BOOL && v.u.b;
-    } else if (!strcmp(name, "false")) {
-        *out = v.kind == JV_BOOL && !v.u.b;
-    } else if (!strcmp(name, "integer")) {
-        *out = v.kind == JV_INT;
-    } else if (!strcmp(name, "float")) {
-        *out = v.kind == JV_FLOAT;
-    } else if (!strcmp(name, "number")) {
-        *out = v.kind == JV_INT || v.kind == JV_FLOAT || v.kind == JV_BOOL;
-    } else if (!strcmp(name, "string")) {
-        *out = v.kind == JV_STR;
-    } else if (!strcmp(name, "mapping")) {
-        *out = v.kind == JV_DICT && !v.u.d->ns;
-    } else if (!strcmp(name, "iterable")) {
-        *out = v.kind == JV_STR || v.kind == JV_LIST || (v.kind == JV_DICT && !v.u.d->ns) ||
-               v.kind == JV_UNDEF;
-    } else if (!strcmp(name, "sequence")) {
-        *out = v.kind == JV_STR || v.kind == JV_LIST || (v.kind == JV_DICT && !v.u.d->ns) ||
-               v.kind == JV_UNDEF;
-    } else if (!strcmp(name, "callable")) {
-        *out = v.kind == JV_FUNC || (v.kind == JV_LOOP && v.u.loop->recursive);
-    } else if (!strcmp(name, "odd") || !strcmp(name, "even")) {
-        if (!is_intlike(v))
-            return v.kind == JV_UNDEF ? eval_undef_fail(r, v)
-                                      : render_fail(r, VLLMC_ERR_TEMPLATE,
-                                                    "test '%s' needs an integer, got %s", name,
-                                                    jv_type_name(v));
-        int64_t i = v.kind == JV_INT ? v.u.i : v.u.b;
-        *out = (i % 2 != 0) == (name[0] == 'o');
-    } else if (!strcmp(name, "divisibleby")) {
-        const struct jv *d = args_get(a, 0, "num");
-        if (!is_intlike(v) || !d || !is_intlike(*d))
-            return render_fail(r, VLLMC_ERR_TEMPLATE, "divisibleby needs integers");
-        int64_t x = v.kind == JV_INT ? v.u.i : v.u.b, y = d->kind == JV_INT ? d->u.i : d->u.b;
-        if (y == 0)
-            return render_fail(r, VLLMC_ERR_TEMPLATE, "integer division or modulo by zero");
-        *out = y == -1 || x % y == 0;
-    } else if (!strcmp(name, "eq") || !strcmp(name, "equalto") || !strcmp(name, "==")) {
-        return test_cmp(r, v, a, CMP_EQ, out);
-    } else if (!strcmp(name, "ne") || !strcmp(name, "!=")) {
-        return test_cmp(r, v, a, CMP_NE, out);
-    } else if (!strcmp(name, "lt") || !strcmp(name, "lessthan") || !strcmp(name, "<")) {
-        return test_cmp(r, v, a, CMP_LT, out);
-    } else if (!strcmp(name, "le") || !strcmp(name, "<=")) {
-        return test_cmp(r, v, a, CMP_LE, out);
-    } else if (!strcmp(name, "gt") || !strcmp(name, "greaterthan") || !strcmp(name, ">")) {
-        return test_cmp(r, v, a, CMP_GT, out);
-    } else if (!strcmp(name, "ge") || !strcmp(name, ">=")) {
-        return test_cmp(r, v, a, CMP_GE, out);
-    } else if (!strcmp(name, "in")) {
-        const struct jv *seq = args_get(a, 0, "seq");
-        if (!seq)
-            return render_fail(r, VLLMC_ERR_TEMPLATE, "test 'in' needs a sequence");
-        if (seq->kind == JV_STR && v.kind == JV_STR)
-            *out = !v.u.s->len ||
-                   memmem(seq->u.s->data, seq->u.s->len, v.u.s->data, v.u.s->len) != NULL;
-        else if (seq->kind == JV_LIST)
-            for (size_t i = 0; i < seq->u.l->n && !*out; i++)
-                *out = jv_equal(v, seq->u.l->items[i]);
-        else if (seq->kind == JV_DICT)
-            *out = v.kind != JV_LIST && v.kind != JV_DICT && jv_dict_get(seq->u.d, v);
-        else if (seq->kind != JV_UNDEF)
-            return render_fail(r, VLLMC_ERR_TEMPLATE, "argument of type '%s' is not iterable",
-                               jv_type_name(*seq));
-    } else if (!strcmp(name, "sameas")) {
-        const struct jv *o = args_get(a, 0, "other");
-        if (!o)
-            return render_fail(r, VLLMC_ERR_TEMPLATE, "test 'sameas' needs an argument");
-        if (v.kind != o->kind)
-            *out = false;
-        else if (v.kind == JV_NONE)
-            *out = true;
-        else if (v.kind == JV_BOOL)
-            *out = v.u.b == o->u.b;
-        else if (jv_is_obj(v))
-            *out = v.u.o == o->u.o;
-        else
-            return render_fail(r, VLLMC_ERR_UNSUPPORTED,
-                               "unsupported: 'sameas' on numbers depends on object identity");
-    } else if (!strcmp(name, "lower") || !strcmp(name, "upper")) {
-        if (v.kind != JV_STR)
-            return render_fail(r, VLLMC_ERR_TEMPLATE, "test '%s' needs a string", name);
-        struct jv low;
-        if (str_case(r, v, name[0] == 'l' ? 1 : 0, &low))
-            return -1;
-        // str.islower(): has a cased character and equals its lowercase.
-        bool cased = false;
-        struct jv other;
-        if (str_case(r, v, name[0] == 'l' ? 0 : 1, &other)) {
-            jv_release(low);
-            return -1;
-        }
-        cased = !jv_equal(low, other);
-        *out = cased && jv_equal(low, v);
-        jv_release(low);
-        jv_release(other);
-    } else if (!strcmp(name, "filter")) {
-        *out = v.kind == JV_STR && filter_exists(v.u.s->data);
-    } else if (!strcmp(name, "test")) {
-        *out = v.kind == JV_STR && test_exists(v.u.s->data);
-    } else {
-        return render_fail(r, VLLMC_ERR_UNSUPPORTED, "unsupported test '%s'", name);
-    }
-    return 0;
-}
-
-bool test_exists(const char *name)
-{
-    static const char *const names[] = {
-        "defined", "undefined", "none", "boolean", "true", "false", "integer", "float",
-        "number", "string", "mapping", "iterable", "sequence", "callable", "odd", "even",
-        "divisibleby", "eq", "equalto", "==", "ne", "!=", "lt", "lessthan", "<", "le", "<=",
-        "gt", "greaterthan", ">", "ge", ">=", "in", "sameas", "lower", "upper", "filter",
-        "test", NULL};
-    for (const char *const *p = names; *p; p++)
-        if (!strcmp(*p, name))
-            return true;
-    return false;
 }

@@ -33,7 +33,23 @@ struct jv_obj {
 struct jv_str {
     struct jv_obj h;
     size_t len;  // bytes, excluding the NUL
+    bool markup; // markupsafe.Markup (from |safe, |escape): `+` escapes plain strings
     char data[]; // UTF-8, NUL-terminated
+};
+
+// What Python object a JV_LIST stands for. Filters such as map and
+// selectattr return generators in jinja2: always true, no len(), consumed by
+// the first walk, not printable and not JSON; dict views and range objects
+// keep a length but are not JSON either. Templates that trip over these fail
+// in Jinja2, so they must fail here too instead of rendering something.
+enum jv_seq {
+    SEQ_LIST,
+    SEQ_GENERATOR,
+    SEQ_REVERSED, // list_reverseiterator (an iterator, like a generator)
+    SEQ_ITEMS_VIEW,
+    SEQ_KEYS_VIEW,
+    SEQ_VALUES_VIEW,
+    SEQ_RANGE,
 };
 
 struct jv_list;
@@ -61,6 +77,9 @@ struct jv_list {
     size_t n, cap;
     uint32_t depth; // nesting below this list, bounded by JV_DEPTH_MAX
     bool tuple;
+    uint8_t seq;    // enum jv_seq
+    size_t pos;     // iterators: items before pos were consumed
+    int64_t range[3]; // SEQ_RANGE: start, stop, step (for printing)
     struct jv *items; // [cap], owned references
 };
 
@@ -158,6 +177,14 @@ bool jv_dict_set(struct jv_dict *d, struct jv key, struct jv val); // takes owne
 struct jv *jv_dict_get(const struct jv_dict *d, struct jv key);    // borrowed; NULL when absent
 struct jv *jv_dict_get_cstr(const struct jv_dict *d, const char *key);
 void jv_dict_clear(struct jv_dict *d);
+static inline bool jv_is_iterator(struct jv v)
+{
+    return v.kind == JV_LIST && (v.u.l->seq == SEQ_GENERATOR || v.u.l->seq == SEQ_REVERSED);
+}
+static inline bool jv_is_plain_list(struct jv v)
+{
+    return v.kind == JV_LIST && v.u.l->seq == SEQ_LIST;
+}
 bool jv_func_new(const char *name, jv_builtin_fn fn, struct jv self, struct jv *out); // self retained
 
 const char *jv_type_name(struct jv v); // Python's type name: 'str', 'dict', 'NoneType', …
@@ -186,12 +213,20 @@ void fmt_float(struct sbuf *b, double f); // Python repr(float)
 // have no faithful text (functions, loops): the caller reports an error.
 bool jv_write(struct sbuf *b, struct jv v, int repr);
 void str_repr(struct sbuf *b, const char *p, size_t n); // Python repr of a str
+// markupsafe.escape: & < > " ' as entities.
+void html_escape(struct sbuf *b, const char *p, size_t n);
+// Appends v's text to b, escaped unless v is Markup (what Markup + v does).
+bool markup_put(struct sbuf *b, struct jv v);
+// Sets the Markup flag on *v, a string this caller owns (copies if shared).
+bool jv_mark(struct jv *v);
 
 // ---- UTF-8 ----
 size_t jv_utf8_count(const char *p, size_t n);          // code points
 size_t jv_utf8_offset(const char *p, size_t n, size_t i); // byte offset of code point i (n if past end)
 int32_t jv_utf8_decode(const char *p, size_t n, size_t *adv); // U+FFFD for invalid bytes
 void jv_utf8_put(struct sbuf *b, int32_t cp);
+// Appends cp in upper (mode 0), lower (1) or title (2) case, full mappings.
+void casing_put(struct sbuf *b, int32_t cp, int mode);
 
 // ---- syntax tree ----
 
@@ -314,10 +349,10 @@ struct frame {
     struct jv vars;       // dict
 };
 
-#define RENDER_DEPTH_MAX 200
-#define RENDER_OUTPUT_MAX ((size_t)64 << 20)
-#define RENDER_STEPS_MAX 20000000L
-#define RENDER_RANGE_MAX 100000
+#define RENDER_DEPTH_MAX 200                  // macro calls, captures, loop(...) recursion
+#define RENDER_OUTPUT_MAX ((size_t)64 << 20)  // any one string, and the default output cap
+#define RENDER_STEPS_MAX 20000000L            // default statement + iteration budget
+#define RENDER_RANGE_MAX 100000               // range() length, as jinja2's sandbox
 
 struct render {
     const struct jinja_template *t;
@@ -325,6 +360,8 @@ struct render {
     struct sbuf *out;          // current output (capture blocks swap it)
     struct frame *frame;       // innermost scope
     struct frame *globals;
+    size_t output_bytes_max;   // cap on the rendered text
+    long n_steps_max;          // cap on statements run plus loop iterations
     int depth;                 // call/capture nesting
     int eval_depth;            // expression recursion
     long steps;                // statements and loop iterations run
@@ -351,7 +388,14 @@ void loop_free(struct jv_loop *l);
 // str(v) as a new string value; errors for values with no text form.
 int eval_to_str(struct render *r, struct jv v, struct jv *out);
 int eval_binop(struct render *r, int op, struct jv a, struct jv b, struct jv *out);
+int eval_cmp(struct render *r, int op, struct jv a, struct jv b, bool *res); // enum cmpop
+int eval_slice(struct render *r, struct jv obj, const struct jv *sv, struct jv *out); // sv: [3]
+int eval_loop_attr(struct render *r, struct jv loop, const char *name, struct jv *out);
 int eval_undef_fail(struct render *r, struct jv v);
+// The items a for loop or a filter walks over (list, tuple, dict keys,
+// characters, nothing for undefined), as a list reference; iterators are
+// consumed.
+int eval_iter_items(struct render *r, struct jv v, struct jv *out);
 
 // ---- filters, tests, methods, globals ----
 
@@ -364,6 +408,7 @@ bool test_exists(const char *name);
 // Python method lookup (str.strip, dict.items, …): a bound method, or undefined.
 int method_lookup(struct render *r, struct jv obj, const char *name, struct jv *out);
 int global_lookup(struct render *r, const char *name, struct jv *out); // range, namespace, …
+int str_percent(struct render *r, struct jv fmt, struct jv args, struct jv *out); // fmt % args
 
 // ---- json ----
 

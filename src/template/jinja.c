@@ -212,9 +212,27 @@ static int64_t render_now(void)
     return (int64_t)time(NULL);
 }
 
+void jinja_limits_default(struct jinja_limits *l)
+{
+    l->output_bytes_max = RENDER_OUTPUT_MAX;
+    l->n_steps_max = RENDER_STEPS_MAX;
+}
+
 enum vllmc_status jinja_render(const struct jinja_template *t, const struct json_t *ctx,
                                char **out, size_t *out_len, struct err *e)
 {
+    return jinja_render_limited(t, ctx, NULL, out, out_len, e);
+}
+
+enum vllmc_status jinja_render_limited(const struct jinja_template *t, const struct json_t *ctx,
+                                       const struct jinja_limits *limits, char **out,
+                                       size_t *out_len, struct err *e)
+{
+    struct jinja_limits lim;
+    if (limits)
+        lim = *limits;
+    else
+        jinja_limits_default(&lim);
     struct err local;
     if (!e)
         e = &local;
@@ -232,7 +250,8 @@ enum vllmc_status jinja_render(const struct jinja_template *t, const struct json
     struct sbuf buf;
     sbuf_init(&buf);
     struct render r = {.t = t, .e = e, .out = &buf, .now_s = render_now(),
-                       .namespaces = jv_undef()};
+                       .namespaces = jv_undef(), .output_bytes_max = lim.output_bytes_max,
+                       .n_steps_max = lim.n_steps_max};
     int rc = eval_render_root(&r, vars);
     jv_release(vars);
     if (rc || buf.oom) {

@@ -24,6 +24,15 @@ enum vllmc_status jinja_compile(const char *src, size_t n, const char *name,
 
 void jinja_free(struct jinja_template *t); // NULL is a no-op
 
+// Bounds on one render, so a template that loops forever or explodes stops
+// with VLLMC_ERR_CAPACITY. Recursion depth is bounded separately (fixed).
+struct jinja_limits {
+    size_t output_bytes_max; // rendered text; default 64 MiB
+    long n_steps_max;        // statements run plus loop iterations; default 20 million
+};
+
+void jinja_limits_default(struct jinja_limits *l);
+
 // Renders t with the variables of ctx (a JSON object, borrowed): messages,
 // tools, add_generation_prompt, bos_token, eos_token and any
 // chat_template_kwargs the caller merged in. strftime_now() reads the time
@@ -36,5 +45,10 @@ void jinja_free(struct jinja_template *t); // NULL is a no-op
 // t is only read: any number of threads may render one template at once.
 enum vllmc_status jinja_render(const struct jinja_template *t, const struct json_t *ctx,
                                char **out, size_t *out_len, struct err *e);
+
+// jinja_render with explicit limits (NULL: the defaults).
+enum vllmc_status jinja_render_limited(const struct jinja_template *t, const struct json_t *ctx,
+                                       const struct jinja_limits *limits, char **out,
+                                       size_t *out_len, struct err *e);
 
 #endif

@@ -118,6 +118,18 @@ bool jv_json_dump(struct sbuf *b, struct jv v, const struct jv_json_opts *o, int
         return true;
     case JV_LIST: {
         const struct jv_list *l = v.u.l;
+        if (l->seq != SEQ_LIST) {
+            static const char *const msgs[] = {
+                [SEQ_GENERATOR] = "Object of type generator is not JSON serializable",
+                [SEQ_REVERSED] = "Object of type list_reverseiterator is not JSON serializable",
+                [SEQ_ITEMS_VIEW] = "Object of type dict_items is not JSON serializable",
+                [SEQ_KEYS_VIEW] = "Object of type dict_keys is not JSON serializable",
+                [SEQ_VALUES_VIEW] = "Object of type dict_values is not JSON serializable",
+                [SEQ_RANGE] = "Object of type range is not JSON serializable",
+            };
+            *why = msgs[l->seq];
+            return false;
+        }
         if (!l->n) {
             sbuf_puts(b, "[]");
             return true;

@@ -42,11 +42,17 @@ static void lexer_where(struct lexer *lx, size_t off, int *line, int *col)
     *col = lx->cur_col;
 }
 
-static enum vllmc_status lexer_fail(struct lexer *lx, size_t off, const char *msg)
+static enum vllmc_status lexer_fail_code(struct lexer *lx, size_t off, enum vllmc_status code,
+                                         const char *msg)
 {
     int line, col;
     lexer_where(lx, off, &line, &col);
-    return err_set(lx->e, VLLMC_ERR_TEMPLATE, "%s:%d:%d: %s", lx->t->name, line, col, msg);
+    return err_set(lx->e, code, "%s:%d:%d: %s", lx->t->name, line, col, msg);
+}
+
+static enum vllmc_status lexer_fail(struct lexer *lx, size_t off, const char *msg)
+{
+    return lexer_fail_code(lx, off, VLLMC_ERR_TEMPLATE, msg);
 }
 
 static struct token *lexer_push(struct lexer *lx, enum tok_kind kind, size_t off, const char *p,
@@ -188,7 +194,8 @@ static enum vllmc_status lexer_string(struct lexer *lx, size_t start, size_t end
             break;
         case 'N':
             sbuf_free(&b);
-            return lexer_fail(lx, i, "unsupported: \\N{...} escape in a string literal");
+            return lexer_fail_code(lx, i, VLLMC_ERR_UNSUPPORTED,
+                                   "unsupported: \\N{...} escape in a string literal");
         default:
             if (d >= '0' && d <= '7') {
                 int v = 0, k = 0;
@@ -316,7 +323,8 @@ static enum vllmc_status lexer_number(struct lexer *lx, size_t *pos)
             continue;
         uint64_t d = (uint64_t)hexval(lx->src[k]);
         if (v > (UINT64_MAX - d) / (uint64_t)base || v * (uint64_t)base + d > (uint64_t)INT64_MAX)
-            return lexer_fail(lx, s, "unsupported: integer literal too large");
+            return lexer_fail_code(lx, s, VLLMC_ERR_UNSUPPORTED,
+                                   "unsupported: integer literal too large");
         v = v * (uint64_t)base + d;
     }
     struct token *tk = lexer_push(lx, TOK_INT, s, lx->src + s, i - s);
@@ -375,7 +383,8 @@ static enum vllmc_status lexer_tag(struct lexer *lx, bool block, bool *line_star
                                  (lx->src[j] >= 'A' && lx->src[j] <= 'Z')))
                 j++;
             if (j < lx->n && (unsigned char)lx->src[j] >= 0x80)
-                return lexer_fail(lx, j, "unsupported: non-ASCII identifier");
+                return lexer_fail_code(lx, j, VLLMC_ERR_UNSUPPORTED,
+                                       "unsupported: non-ASCII identifier");
             if (!lexer_push(lx, TOK_NAME, i, lx->src + i, j - i))
                 return err_set(lx->e, VLLMC_ERR_NOMEM, "template: out of memory");
             lx->pos = j;
@@ -408,7 +417,7 @@ static enum vllmc_status lexer_tag(struct lexer *lx, bool block, bool *line_star
         size_t k = strlen(op);
         if (k == 1 && (c == '(' || c == '[' || c == '{')) {
             if (lx->n_balance == sizeof lx->balance)
-                return lexer_fail(lx, i, "brackets nested too deeply");
+                return lexer_fail_code(lx, i, VLLMC_ERR_CAPACITY, "brackets nested too deeply");
             lx->balance[lx->n_balance++] = c == '(' ? ')' : c == '[' ? ']' : '}';
         } else if (k == 1 && (c == ')' || c == ']' || c == '}')) {
             if (!lx->n_balance)

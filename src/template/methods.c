@@ -4,6 +4,7 @@
 // they do in transformers' immutable sandbox.
 #include "template/internal.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -103,10 +104,53 @@ int str_strip(struct render *r, struct jv s, const struct jv *chars, int which, 
             break;
         b = start;
     }
-    return jv_str_new(p + a, b - a, out) ? 0 : render_oom(r);
+    if (!jv_str_new(p + a, b - a, out))
+        return render_oom(r);
+    return !s.u.s->markup || jv_mark(out) ? 0 : (jv_release(*out), render_oom(r));
+}
+
+static bool case_ignorable(int32_t cp)
+{
+    if (cp == '\'' || cp == '.' || cp == ':' || cp == '^' || cp == '`' || cp == 0xb7 ||
+        cp == 0x2019)
+        return true;
+    utf8proc_category_t c = utf8proc_category(cp);
+    return c == UTF8PROC_CATEGORY_MN || c == UTF8PROC_CATEGORY_ME || c == UTF8PROC_CATEGORY_CF ||
+           c == UTF8PROC_CATEGORY_LM || c == UTF8PROC_CATEGORY_SK;
+}
+
+// Unicode's Final_Sigma: a capital sigma after a cased letter and not before
+// one lowercases to the final form.
+static bool final_sigma(const char *p, size_t n, size_t at, size_t adv)
+{
+    bool before = false;
+    for (size_t i = at; i > 0;) {
+        size_t s0 = i - 1;
+        while (s0 > 0 && ((unsigned char)p[s0] & 0xC0) == 0x80)
+            s0--;
+        size_t k;
+        int32_t cp = jv_utf8_decode(p + s0, i - s0, &k);
+        i = s0;
+        if (case_ignorable(cp))
+            continue;
+        before = is_cased(cp);
+        break;
+    }
+    if (!before)
+        return false;
+    for (size_t i = at + adv; i < n;) {
+        size_t k;
+        int32_t cp = jv_utf8_decode(p + i, n - i, &k);
+        i += k;
+        if (case_ignorable(cp))
+            continue;
+        return !is_cased(cp);
+    }
+    return true;
 }
 
 // mode: 0 upper, 1 lower, 2 Python str.title, 3 capitalize, 4 jinja2's title filter.
+// Full case mappings, so "ß".upper() is "SS" as in Python.
 int str_case(struct render *r, struct jv s, int mode, struct jv *out)
 {
     struct sbuf b;
@@ -116,39 +160,37 @@ int str_case(struct render *r, struct jv s, int mode, struct jv *out)
     bool prev_cased = false, at_start = true;
     for (size_t i = 0; i < n;) {
         size_t adv;
-        int32_t cp = jv_utf8_decode(p + i, n - i, &adv), o = cp;
+        int32_t cp = jv_utf8_decode(p + i, n - i, &adv);
+        int m = 1; // lower
         switch (mode) {
         case 0:
-            o = utf8proc_toupper(cp);
-            break;
-        case 1:
-            o = utf8proc_tolower(cp);
+            m = 0;
             break;
         case 2:
-            o = prev_cased ? utf8proc_tolower(cp) : utf8proc_totitle(cp);
+            m = prev_cased ? 1 : 2;
             prev_cased = is_cased(cp);
             break;
         case 3:
-            o = at_start ? utf8proc_totitle(cp) : utf8proc_tolower(cp);
+            m = at_start ? 2 : 1;
             at_start = false;
             break;
-        case 4: {
-            bool sep = cp == '-' || py_isspace(cp) || cp == '(' || cp == '{' || cp == '[' ||
+        case 4:
+            m = at_start ? 0 : 1;
+            at_start = cp == '-' || py_isspace(cp) || cp == '(' || cp == '{' || cp == '[' ||
                        cp == '<';
-            o = at_start ? utf8proc_toupper(cp) : utf8proc_tolower(cp);
-            at_start = sep;
+            break;
+        default:
             break;
         }
-        }
-        if (o == cp)
-            sbuf_put(&b, p + i, adv);
+        if (m == 1 && cp == 0x3A3 && final_sigma(p, n, i, adv))
+            jv_utf8_put(&b, 0x3C2);
         else
-            jv_utf8_put(&b, o);
+            casing_put(&b, cp, m);
         i += adv;
     }
-    if (!b.p)
-        return jv_str_new("", 0, out) ? 0 : render_oom(r);
-    return sbuf_to_jv(&b, out) ? 0 : render_oom(r);
+    if (!(b.p ? sbuf_to_jv(&b, out) : jv_str_new("", 0, out)))
+        return render_oom(r);
+    return !s.u.s->markup || jv_mark(out) ? 0 : (jv_release(*out), render_oom(r));
 }
 
 int str_replace(struct render *r, struct jv s, struct jv old, struct jv new_, int64_t count,
@@ -210,19 +252,44 @@ static int need_str(struct render *r, const struct args *a, size_t i, const char
     return 0;
 }
 
+// A Markup receiver escapes its string arguments first (markupsafe's
+// escaping wrapper); *out is a new reference.
+static int markup_arg(struct render *r, struct jv self, const struct jv *arg, struct jv *out)
+{
+    if (!arg || !self.u.s->markup || arg->kind != JV_STR || arg->u.s->markup) {
+        *out = arg ? jv_retain(*arg) : jv_none();
+        return 0;
+    }
+    struct sbuf b;
+    sbuf_init(&b);
+    html_escape(&b, arg->u.s->data, arg->u.s->len);
+    return (b.p ? sbuf_to_jv(&b, out) : jv_str_new("", 0, out)) ? 0 : render_oom(r);
+}
+
+static int strip_method(struct render *r, struct jv self, const struct args *a, int which,
+                        struct jv *out)
+{
+    struct jv chars;
+    if (markup_arg(r, self, args_get(a, 0, "chars"), &chars))
+        return -1;
+    int rc = str_strip(r, self, chars.kind == JV_NONE ? NULL : &chars, which, out);
+    jv_release(chars);
+    return rc;
+}
+
 static int m_strip(struct render *r, struct jv self, const struct args *a, struct jv *out)
 {
-    return str_strip(r, self, args_get(a, 0, "chars"), 3, out);
+    return strip_method(r, self, a, 3, out);
 }
 
 static int m_lstrip(struct render *r, struct jv self, const struct args *a, struct jv *out)
 {
-    return str_strip(r, self, args_get(a, 0, "chars"), 1, out);
+    return strip_method(r, self, a, 1, out);
 }
 
 static int m_rstrip(struct render *r, struct jv self, const struct args *a, struct jv *out)
 {
-    return str_strip(r, self, args_get(a, 0, "chars"), 2, out);
+    return strip_method(r, self, a, 2, out);
 }
 
 static int m_upper(struct render *r, struct jv self, const struct args *a, struct jv *out)
@@ -249,13 +316,19 @@ static int m_capitalize(struct render *r, struct jv self, const struct args *a, 
     return str_case(r, self, 3, out);
 }
 
-static int push_piece(struct render *r, struct jv list, const char *p, size_t n)
+static int push_piece_mark(struct render *r, struct jv list, const char *p, size_t n,
+                           bool markup)
 {
     struct jv s;
-    if (!jv_str_new(p, n, &s) || !jv_list_push(list.u.l, s))
+    if (!jv_str_new(p, n, &s))
+        return render_oom(r);
+    s.u.s->markup = markup;
+    if (!jv_list_push(list.u.l, s))
         return render_oom(r);
     return 0;
 }
+
+#define push_piece(r, list, p, n) push_piece_mark(r, list, p, n, self.u.s->markup)
 
 // str.split / str.rsplit with Python's whitespace and separator rules.
 static int split_common(struct render *r, struct jv self, const struct args *a, struct jv *out,
@@ -327,16 +400,8 @@ static int split_common(struct render *r, struct jv self, const struct args *a, 
                 if (i >= n)
                     break;
                 if (maxsplit == 0) {
-                    size_t e = n;
-                    while (e > i) {
-                        size_t s0 = e - 1;
-                        while (s0 > i && ((unsigned char)p[s0] & 0xC0) == 0x80)
-                            s0--;
-                        if (!py_isspace(jv_utf8_decode(p + s0, e - s0, &adv)))
-                            break;
-                        e = s0;
-                    }
-                    rc = push_piece(r, parts, p + i, e - i);
+                    // The rest stays as it is, trailing whitespace included.
+                    rc = push_piece(r, parts, p + i, n - i);
                     break;
                 }
                 size_t j = i;
@@ -362,10 +427,7 @@ static int split_common(struct render *r, struct jv self, const struct args *a, 
                 if (end == 0)
                     break;
                 if (maxsplit == 0) {
-                    size_t b = 0;
-                    while (b < end && py_isspace(jv_utf8_decode(p + b, end - b, &adv)))
-                        b += adv;
-                    rc = push_piece(r, parts, p + b, end - b);
+                    rc = push_piece(r, parts, p, end);
                     break;
                 }
                 size_t b = end;
@@ -465,11 +527,24 @@ static int m_endswith(struct render *r, struct jv self, const struct args *a, st
 
 static int m_replace(struct render *r, struct jv self, const struct args *a, struct jv *out)
 {
-    struct jv old = jv_undef(), nw = jv_undef();
+    struct jv old = jv_undef(), nw = jv_undef(), eo, en;
     const struct jv *c = args_get(a, 2, "count");
     if (need_str(r, a, 0, "replace", &old) || need_str(r, a, 1, "replace", &nw))
         return -1;
-    return str_replace(r, self, old, nw, c && c->kind == JV_INT ? c->u.i : -1, out);
+    if (markup_arg(r, self, &old, &eo))
+        return -1;
+    if (markup_arg(r, self, &nw, &en)) {
+        jv_release(eo);
+        return -1;
+    }
+    int rc = str_replace(r, self, eo, en, c && c->kind == JV_INT ? c->u.i : -1, out);
+    jv_release(eo);
+    jv_release(en);
+    if (!rc && self.u.s->markup && !jv_mark(out)) {
+        jv_release(*out);
+        return render_oom(r);
+    }
+    return rc;
 }
 
 static int m_find(struct render *r, struct jv self, const struct args *a, struct jv *out,
@@ -544,30 +619,41 @@ static int m_count(struct render *r, struct jv self, const struct args *a, struc
 
 static int m_join(struct render *r, struct jv self, const struct args *a, struct jv *out)
 {
-    const struct jv *it = args_get(a, 0, NULL);
-    if (!it || it->kind != JV_LIST)
-        return render_fail(r, VLLMC_ERR_UNSUPPORTED, "unsupported: join() of a non-list");
+    const struct jv *arg = args_get(a, 0, NULL);
+    struct jv items;
+    if (!arg)
+        return render_fail(r, VLLMC_ERR_TEMPLATE, "join() takes exactly one argument");
+    if (eval_iter_items(r, *arg, &items))
+        return -1;
+    bool markup = self.u.s->markup;
     struct sbuf b;
     sbuf_init(&b);
-    for (size_t i = 0; i < it->u.l->n; i++) {
-        struct jv x = it->u.l->items[i];
+    int rc = 0;
+    for (size_t i = 0; i < items.u.l->n && !rc; i++) {
+        struct jv x = items.u.l->items[i];
         if (x.kind != JV_STR) {
-            sbuf_free(&b);
-            return render_fail(r, VLLMC_ERR_TEMPLATE,
-                               "sequence item %zu: expected str instance, %s found", i,
-                               jv_type_name(x));
+            rc = render_fail(r, VLLMC_ERR_TEMPLATE,
+                             "sequence item %zu: expected str instance, %s found", i,
+                             jv_type_name(x));
+            break;
         }
         if (i)
             sbuf_put(&b, self.u.s->data, self.u.s->len);
-        sbuf_put(&b, x.u.s->data, x.u.s->len);
-        if (b.len > RENDER_OUTPUT_MAX) {
-            sbuf_free(&b);
-            return render_fail(r, VLLMC_ERR_CAPACITY, "string too large");
-        }
+        if (markup)
+            markup_put(&b, x);
+        else
+            sbuf_put(&b, x.u.s->data, x.u.s->len);
+        if (b.len > RENDER_OUTPUT_MAX)
+            rc = render_fail(r, VLLMC_ERR_CAPACITY, "string too large");
     }
-    if (!b.p)
-        return jv_str_new("", 0, out) ? 0 : render_oom(r);
-    return sbuf_to_jv(&b, out) ? 0 : render_oom(r);
+    jv_release(items);
+    if (rc) {
+        sbuf_free(&b);
+        return -1;
+    }
+    if (!(b.p ? sbuf_to_jv(&b, out) : jv_str_new("", 0, out)))
+        return render_oom(r);
+    return !markup || jv_mark(out) ? 0 : (jv_release(*out), render_oom(r));
 }
 
 // str.format with plain `{}`, `{0}` and `{name}` fields.
@@ -621,16 +707,16 @@ static int m_format(struct render *r, struct jv self, const struct args *a, stru
             sbuf_free(&b);
             return render_fail(r, VLLMC_ERR_TEMPLATE, "format field '%s' has no value", field);
         }
-        if (!jv_write(&b, *v, 0)) {
+        if (!(self.u.s->markup ? markup_put(&b, *v) : jv_write(&b, *v, 0))) {
             sbuf_free(&b);
             return render_fail(r, VLLMC_ERR_UNSUPPORTED, "unsupported: cannot format a %s",
                                jv_type_name(*v));
         }
         i = fe;
     }
-    if (!b.p)
-        return jv_str_new("", 0, out) ? 0 : render_oom(r);
-    return sbuf_to_jv(&b, out) ? 0 : render_oom(r);
+    if (!(b.p ? sbuf_to_jv(&b, out) : jv_str_new("", 0, out)))
+        return render_oom(r);
+    return !self.u.s->markup || jv_mark(out) ? 0 : (jv_release(*out), render_oom(r));
 }
 
 static int str_is(struct render *r, struct jv self, struct jv *out, int kind)
@@ -712,11 +798,168 @@ static int m_removesuffix(struct render *r, struct jv self, const struct args *a
     return m_removeprefix(r, self, a, out, true);
 }
 
+// ---- printf-style formatting ----
+
+// Python's `fmt % args` for the conversions s r a d i u f F e E g G x X o c
+// and %%, with flags, width and precision, positional or %(key)s fields.
+int str_percent(struct render *r, struct jv fmt, struct jv args, struct jv *out)
+{
+    const char *p = fmt.u.s->data;
+    size_t n = fmt.u.s->len, next = 0;
+    bool is_tuple = args.kind == JV_LIST && args.u.l->tuple && jv_is_plain_list(args);
+    bool is_map = args.kind == JV_DICT && !args.u.d->ns;
+    size_t n_args = is_tuple ? args.u.l->n : 1;
+    bool used_map = false;
+    struct sbuf b;
+    sbuf_init(&b);
+    int rc = 0;
+    for (size_t i = 0; i < n && !rc; i++) {
+        if (p[i] != '%') {
+            sbuf_putc(&b, p[i]);
+            continue;
+        }
+        if (++i >= n) {
+            rc = render_fail(r, VLLMC_ERR_TEMPLATE, "incomplete format");
+            break;
+        }
+        const struct jv *v = NULL;
+        if (p[i] == '(') {
+            const char *close = memchr(p + i, ')', n - i);
+            if (!close || !is_map) {
+                rc = render_fail(r, VLLMC_ERR_TEMPLATE, "format requires a mapping");
+                break;
+            }
+            struct jv key;
+            if (!jv_str_new(p + i + 1, (size_t)(close - p) - i - 1, &key)) {
+                rc = render_oom(r);
+                break;
+            }
+            v = jv_dict_get(args.u.d, key);
+            if (!v)
+                rc = render_fail(r, VLLMC_ERR_TEMPLATE, "KeyError: '%s'", key.u.s->data);
+            jv_release(key);
+            used_map = true;
+            i = (size_t)(close - p) + 1;
+            if (rc)
+                break;
+        }
+        char spec[64];
+        size_t k = 0;
+        spec[k++] = '%';
+        while (i < n && strchr("-+ #0", p[i]) && k < 8)
+            spec[k++] = p[i++];
+        while (i < n && p[i] >= '0' && p[i] <= '9' && k < 16)
+            spec[k++] = p[i++];
+        if (i < n && p[i] == '.') {
+            spec[k++] = p[i++];
+            while (i < n && p[i] >= '0' && p[i] <= '9' && k < 24)
+                spec[k++] = p[i++];
+        }
+        if (i >= n || k >= 24) {
+            rc = render_fail(r, VLLMC_ERR_UNSUPPORTED, "unsupported: format specifier");
+            break;
+        }
+        char conv = p[i];
+        if (conv == '%' && k == 1) {
+            sbuf_putc(&b, '%');
+            continue;
+        }
+        if (!v) {
+            if (next >= n_args || (!is_tuple && is_map)) {
+                if (!is_map || used_map) {
+                    rc = render_fail(r, VLLMC_ERR_TEMPLATE,
+                                     "not enough arguments for format string");
+                    break;
+                }
+            }
+            v = is_tuple ? &args.u.l->items[next] : &args;
+            next++;
+        }
+        char buf[512];
+        if (conv == 's' || conv == 'r' || conv == 'a') {
+            struct sbuf t;
+            sbuf_init(&t);
+            if (!jv_write(&t, *v, conv != 's')) {
+                sbuf_free(&t);
+                rc = render_fail(r, VLLMC_ERR_UNSUPPORTED, "unsupported: cannot format a %s",
+                                 jv_type_name(*v));
+                break;
+            }
+            // Width and precision count characters, not bytes.
+            spec[k] = 0;
+            bool left = strchr(spec, '-') != NULL;
+            const char *w = spec + 1;
+            while (*w && strchr("-+ #0", *w))
+                w++;
+            long width = strtol(w, NULL, 10);
+            const char *dot = strchr(spec, '.');
+            const char *text = t.p ? t.p : "";
+            size_t tlen = t.len;
+            if (dot)
+                tlen = jv_utf8_offset(text, tlen, (size_t)strtol(dot + 1, NULL, 10));
+            long pad = width - (long)jv_utf8_count(text, tlen);
+            for (long q = 0; !left && q < pad && q < 4096; q++)
+                sbuf_putc(&b, ' ');
+            sbuf_put(&b, text, tlen);
+            for (long q = 0; left && q < pad && q < 4096; q++)
+                sbuf_putc(&b, ' ');
+            sbuf_free(&t);
+            continue;
+        }
+        bool is_num = v->kind == JV_INT || v->kind == JV_BOOL || v->kind == JV_FLOAT;
+        if (!is_num) {
+            rc = render_fail(r, VLLMC_ERR_TEMPLATE, "%%%c format: a real number is required, not %s",
+                             conv, jv_type_name(*v));
+            break;
+        }
+        double f = v->kind == JV_FLOAT ? v->u.f : v->kind == JV_INT ? (double)v->u.i : v->u.b;
+        if (strchr("diuxXoc", conv)) {
+            long long iv = v->kind == JV_FLOAT ? (long long)v->u.f
+                           : v->kind == JV_INT ? (long long)v->u.i : v->u.b;
+            if (conv == 'c') {
+                jv_utf8_put(&b, (int32_t)iv);
+                continue;
+            }
+            if ((conv == 'x' || conv == 'X' || conv == 'o') && iv < 0) {
+                rc = render_fail(r, VLLMC_ERR_UNSUPPORTED, "unsupported: negative %%x/%%o");
+                break;
+            }
+            spec[k++] = 'l';
+            spec[k++] = 'l';
+            spec[k++] = conv == 'u' || conv == 'i' ? 'd' : conv;
+            spec[k] = 0;
+            snprintf(buf, sizeof buf, spec, iv);
+        } else if (strchr("fFeEgG", conv)) {
+            spec[k++] = conv;
+            spec[k] = 0;
+            snprintf(buf, sizeof buf, spec, f);
+        } else {
+            rc = render_fail(r, VLLMC_ERR_UNSUPPORTED, "unsupported: format character '%c'",
+                             conv);
+            break;
+        }
+        sbuf_puts(&b, buf);
+    }
+    if (!rc && is_tuple && next < n_args)
+        rc = render_fail(r, VLLMC_ERR_TEMPLATE,
+                         "not all arguments converted during string formatting");
+    if (rc) {
+        sbuf_free(&b);
+        return -1;
+    }
+    if (!(b.p ? sbuf_to_jv(&b, out) : jv_str_new("", 0, out)))
+        return render_oom(r);
+    return 0;
+}
+
 // ---- dict and list methods ----
 
 static int m_items(struct render *r, struct jv self, const struct args *a, struct jv *out)
 {
-    return filter_apply(r, "items", self, a, out);
+    if (filter_apply(r, "items", self, a, out))
+        return -1;
+    out->u.l->seq = SEQ_ITEMS_VIEW;
+    return 0;
 }
 
 static int m_keys(struct render *r, struct jv self, const struct args *a, struct jv *out)
@@ -726,6 +969,7 @@ static int m_keys(struct render *r, struct jv self, const struct args *a, struct
         return render_oom(r);
     for (size_t i = 0; i < self.u.d->n; i++)
         jv_list_push(out->u.l, jv_retain(self.u.d->keys[i]));
+    out->u.l->seq = SEQ_KEYS_VIEW;
     return 0;
 }
 
@@ -736,6 +980,7 @@ static int m_values(struct render *r, struct jv self, const struct args *a, stru
         return render_oom(r);
     for (size_t i = 0; i < self.u.d->n; i++)
         jv_list_push(out->u.l, jv_retain(self.u.d->vals[i]));
+    out->u.l->seq = SEQ_VALUES_VIEW;
     return 0;
 }
 
@@ -886,6 +1131,10 @@ static int g_range(struct render *r, struct jv self, const struct args *a, struc
         return render_oom(r);
     for (int64_t x = start; step > 0 ? x < stop : x > stop; x += step)
         jv_list_push(out->u.l, jv_int(x));
+    out->u.l->seq = SEQ_RANGE;
+    out->u.l->range[0] = start;
+    out->u.l->range[1] = stop;
+    out->u.l->range[2] = step;
     return 0;
 }
 

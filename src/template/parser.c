@@ -1198,8 +1198,14 @@ static bool subparse(struct parser *p, const char *const *end_names, struct nvec
         const struct token *tk = cur(p);
         if (tk->kind == TOK_EOF) {
             if (end_names) {
+                char want[192] = "";
+                for (const char *const *e = end_names; *e; e++) {
+                    size_t k = strlen(want);
+                    snprintf(want + k, sizeof want - k, "%s'%s'", k ? " or " : "", *e);
+                }
                 fail_at(p, tk, VLLMC_ERR_TEMPLATE,
-                        "Unexpected end of template. Jinja was looking for '%s'.", end_names[0]);
+                        "Unexpected end of template. Jinja was looking for the following tags: "
+                        "%s.", want);
                 return false;
             }
             return true;

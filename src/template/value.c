@@ -84,6 +84,7 @@ static struct jv_str *str_alloc(const char *p, size_t n)
         return NULL;
     s->h.refs = 1;
     s->len = n;
+    s->markup = false;
     if (n)
         memcpy(s->data, p, n);
     s->data[n] = 0;
@@ -297,9 +298,24 @@ const char *jv_type_name(struct jv v)
     case JV_FLOAT:
         return "float";
     case JV_STR:
-        return "str";
+        return v.u.s->markup ? "Markup" : "str";
     case JV_LIST:
-        return v.u.l->tuple ? "tuple" : "list";
+        switch (v.u.l->seq) {
+        case SEQ_GENERATOR:
+            return "generator";
+        case SEQ_REVERSED:
+            return "list_reverseiterator";
+        case SEQ_ITEMS_VIEW:
+            return "dict_items";
+        case SEQ_KEYS_VIEW:
+            return "dict_keys";
+        case SEQ_VALUES_VIEW:
+            return "dict_values";
+        case SEQ_RANGE:
+            return "range";
+        default:
+            return v.u.l->tuple ? "tuple" : "list";
+        }
     case JV_DICT:
         return v.u.d->ns ? "Namespace" : "dict";
     case JV_FUNC:
@@ -325,7 +341,7 @@ bool jv_truthy(struct jv v)
     case JV_STR:
         return v.u.s->len > 0;
     case JV_LIST:
-        return v.u.l->n > 0;
+        return jv_is_iterator(v) || v.u.l->n > 0;
     case JV_DICT:
         return v.u.d->ns || v.u.d->n > 0;
     default:
@@ -363,13 +379,24 @@ bool jv_equal(struct jv a, struct jv b)
         return true;
     case JV_STR:
         return a.u.s->len == b.u.s->len && !memcmp(a.u.s->data, b.u.s->data, a.u.s->len);
-    case JV_LIST:
-        if (a.u.l->tuple != b.u.l->tuple || a.u.l->n != b.u.l->n)
+    case JV_LIST: {
+        const struct jv_list *x = a.u.l, *y = b.u.l;
+        if (x->seq != SEQ_LIST || y->seq != SEQ_LIST) {
+            // Iterators and views compare by identity; ranges by content.
+            if (x == y)
+                return true;
+            if (x->seq != SEQ_RANGE || y->seq != SEQ_RANGE)
+                return false;
+        } else if (x->tuple != y->tuple) {
             return false;
-        for (size_t i = 0; i < a.u.l->n; i++)
-            if (!jv_equal(a.u.l->items[i], b.u.l->items[i]))
+        }
+        if (x->n != y->n)
+            return false;
+        for (size_t i = 0; i < x->n; i++)
+            if (!jv_equal(x->items[i], y->items[i]))
                 return false;
         return true;
+    }
     case JV_DICT:
         if (a.u.d->ns || b.u.d->ns)
             return a.u.d == b.u.d;
@@ -409,7 +436,7 @@ bool jv_compare(struct jv a, struct jv b, int *cmp)
         *cmp = c ? (c < 0 ? -1 : 1) : a.u.s->len < b.u.s->len ? -1 : a.u.s->len > b.u.s->len;
         return true;
     }
-    if (a.kind == JV_LIST && b.kind == JV_LIST && a.u.l->tuple == b.u.l->tuple) {
+    if (jv_is_plain_list(a) && jv_is_plain_list(b) && a.u.l->tuple == b.u.l->tuple) {
         size_t n = a.u.l->n < b.u.l->n ? a.u.l->n : b.u.l->n;
         for (size_t i = 0; i < n; i++) {
             if (jv_equal(a.u.l->items[i], b.u.l->items[i]))
@@ -601,6 +628,52 @@ void str_repr(struct sbuf *b, const char *p, size_t n)
     sbuf_putc(b, q);
 }
 
+void html_escape(struct sbuf *b, const char *p, size_t n)
+{
+    size_t run = 0;
+    for (size_t i = 0; i < n; i++) {
+        char c = p[i];
+        const char *rep = c == '&' ? "&amp;" : c == '<' ? "&lt;" : c == '>' ? "&gt;"
+                          : c == '"' ? "&#34;" : c == '\'' ? "&#39;" : NULL;
+        if (!rep)
+            continue;
+        sbuf_put(b, p + run, i - run);
+        sbuf_puts(b, rep);
+        run = i + 1;
+    }
+    sbuf_put(b, p + run, n - run);
+}
+
+bool markup_put(struct sbuf *b, struct jv v)
+{
+    if (v.kind == JV_STR && v.u.s->markup) {
+        sbuf_put(b, v.u.s->data, v.u.s->len);
+        return true;
+    }
+    struct sbuf t;
+    sbuf_init(&t);
+    bool ok = jv_write(&t, v, 0);
+    if (ok)
+        html_escape(b, t.p ? t.p : "", t.len);
+    sbuf_free(&t);
+    return ok;
+}
+
+bool jv_mark(struct jv *v)
+{
+    if (v->u.s->markup)
+        return true;
+    if (v->u.s->h.refs != 1) {
+        struct jv c;
+        if (!jv_str_new(v->u.s->data, v->u.s->len, &c))
+            return false;
+        jv_release(*v);
+        *v = c;
+    }
+    v->u.s->markup = true;
+    return true;
+}
+
 static bool write_depth(struct sbuf *b, struct jv v, int repr, int depth)
 {
     if (depth > 64)
@@ -630,6 +703,19 @@ static bool write_depth(struct sbuf *b, struct jv v, int repr, int depth)
         return true;
     case JV_LIST: {
         const struct jv_list *l = v.u.l;
+        if (l->seq == SEQ_RANGE) {
+            sbuf_printf(b, "range(%lld, %lld", (long long)l->range[0], (long long)l->range[1]);
+            if (l->range[2] != 1)
+                sbuf_printf(b, ", %lld", (long long)l->range[2]);
+            sbuf_putc(b, ')');
+            return true;
+        }
+        if (l->seq == SEQ_GENERATOR || l->seq == SEQ_REVERSED)
+            return false; // Python prints an object address
+        if (l->seq != SEQ_LIST)
+            sbuf_puts(b, l->seq == SEQ_ITEMS_VIEW  ? "dict_items("
+                         : l->seq == SEQ_KEYS_VIEW ? "dict_keys("
+                                                   : "dict_values(");
         sbuf_putc(b, l->tuple ? '(' : '[');
         for (size_t i = 0; i < l->n; i++) {
             if (i)
@@ -640,6 +726,8 @@ static bool write_depth(struct sbuf *b, struct jv v, int repr, int depth)
         if (l->tuple && l->n == 1)
             sbuf_putc(b, ',');
         sbuf_putc(b, l->tuple ? ')' : ']');
+        if (l->seq != SEQ_LIST)
+            sbuf_putc(b, ')');
         return true;
     }
     case JV_DICT: {
