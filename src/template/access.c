@@ -9,8 +9,8 @@
 
 static bool is_dict_method(const char *name)
 {
-    static const char *const m[] = {"items", "keys", "values", "get", "pop", "popitem",
-                                    "update", "setdefault", "clear", "copy", "fromkeys", NULL};
+    static const char *const m[] = {"items",  "keys",       "values", "get",  "pop",      "popitem",
+                                    "update", "setdefault", "clear",  "copy", "fromkeys", NULL};
     for (const char *const *p = m; *p; p++)
         if (!strcmp(*p, name))
             return true;
@@ -76,8 +76,8 @@ static int undef_item(struct render *r, struct jv obj, struct jv key, struct jv 
     struct sbuf b;
     sbuf_init(&b);
     jv_write(&b, key, 1);
-    bool ok = !b.oom && jv_undef_msg(out, "'%s object' has no element %s", jv_type_name(obj),
-                                     b.p ? b.p : "");
+    bool ok = !b.oom &&
+              jv_undef_msg(out, "'%s object' has no element %s", jv_type_name(obj), b.p ? b.p : "");
     sbuf_free(&b);
     return ok ? 0 : render_oom(r);
 }
@@ -120,8 +120,8 @@ int eval_getitem(struct render *r, struct jv obj, struct jv key, struct jv *out)
         }
         break;
     case JV_DICT: {
-        struct jv *v = key.kind == JV_LIST || key.kind == JV_DICT ? NULL
-                                                                   : jv_dict_get(obj.u.d, key);
+        struct jv *v =
+            key.kind == JV_LIST || key.kind == JV_DICT ? NULL : jv_dict_get(obj.u.d, key);
         if (v) {
             *out = jv_retain(*v);
             return 0;
@@ -155,8 +155,7 @@ static int slice_bounds(struct render *r, int64_t len, const struct jv *sv, int6
     for (int k = 0; k < 3; k++) {
         has[k] = sv[k].kind != JV_NONE;
         if (has[k] && !index_of(sv[k], &v[k]))
-            return render_fail(r, VLLMC_ERR_TEMPLATE,
-                               "slice indices must be integers or None");
+            return render_fail(r, VLLMC_ERR_TEMPLATE, "slice indices must be integers or None");
     }
     int64_t st = has[2] ? v[2] : 1;
     if (st == 0)
@@ -256,4 +255,3 @@ int eval_slice(struct render *r, struct jv obj, const struct jv *sv, struct jv *
     return render_fail(r, VLLMC_ERR_TEMPLATE, "'%s' object is not subscriptable",
                        jv_type_name(obj));
 }
-

@@ -664,6 +664,13 @@ static int eval_seq(struct render *r, const struct node *n, bool tuple, struct j
             jv_release(*out);
             return -1;
         }
+        if (!jv_nest_ok(v)) {
+            jv_release(v);
+            jv_release(*out);
+            r->at = n;
+            return render_fail(r, VLLMC_ERR_CAPACITY, "values nested more than %d deep",
+                               JV_DEPTH_MAX);
+        }
         if (!jv_list_push(out->u.l, v)) {
             jv_release(*out);
             return render_oom(r);
@@ -688,6 +695,13 @@ static int eval_dict(struct render *r, const struct node *n, struct jv *out)
         }
         if (eval_expr(r, n->kids2[i], &v)) {
             jv_release(k);
+            goto fail;
+        }
+        if (!jv_nest_ok(v)) {
+            jv_release(k);
+            jv_release(v);
+            r->at = n;
+            render_fail(r, VLLMC_ERR_CAPACITY, "values nested more than %d deep", JV_DEPTH_MAX);
             goto fail;
         }
         if (!jv_dict_set(out->u.d, k, v)) {
@@ -879,8 +893,10 @@ static int eval_inner(struct render *r, const struct node *n, struct jv *out)
             return eval_expr(r, n->a, out);
         if (n->c)
             return eval_expr(r, n->c, out);
-        return jv_undef_msg(out, "the inline if-expression on line %d evaluated to false and "
-                                 "no else section was defined.", n->line)
+        return jv_undef_msg(out,
+                            "the inline if-expression on line %d evaluated to false and "
+                            "no else section was defined.",
+                            n->line)
                    ? 0
                    : render_oom(r);
     default:

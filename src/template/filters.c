@@ -55,8 +55,8 @@ static bool arg_bool(const struct args *a, size_t i, const char *name, bool dflt
     return v ? jv_truthy(*v) : dflt;
 }
 
-static int arg_int(struct render *r, const struct args *a, size_t i, const char *name,
-                   int64_t dflt, int64_t *out)
+static int arg_int(struct render *r, const struct args *a, size_t i, const char *name, int64_t dflt,
+                   int64_t *out)
 {
     const struct jv *v = args_get(a, i, name);
     *out = dflt;
@@ -66,8 +66,8 @@ static int arg_int(struct render *r, const struct args *a, size_t i, const char 
         *out = v->kind == JV_INT ? v->u.i : v->u.b;
         return 0;
     }
-    return render_fail(r, VLLMC_ERR_TEMPLATE, "argument '%s' must be an integer, not %s",
-                       name, jv_type_name(*v));
+    return render_fail(r, VLLMC_ERR_TEMPLATE, "argument '%s' must be an integer, not %s", name,
+                       jv_type_name(*v));
 }
 
 static int arg_str(struct render *r, const struct args *a, size_t i, const char *name,
@@ -228,8 +228,7 @@ static int f_length(struct render *r, struct jv v, const struct args *a, struct 
     default:
         break;
     }
-    return render_fail(r, VLLMC_ERR_TEMPLATE, "object of type '%s' has no len()",
-                       jv_type_name(v));
+    return render_fail(r, VLLMC_ERR_TEMPLATE, "object of type '%s' has no len()", jv_type_name(v));
 }
 
 static int f_default(struct render *r, struct jv v, const struct args *a, struct jv *out)
@@ -427,8 +426,7 @@ static int f_first_last(struct render *r, struct jv v, struct jv *out, bool last
         return 0;
     }
     if (jv_is_iterator(v))
-        return render_fail(r, VLLMC_ERR_TEMPLATE, "'%s' object is not reversible",
-                           jv_type_name(v));
+        return render_fail(r, VLLMC_ERR_TEMPLATE, "'%s' object is not reversible", jv_type_name(v));
     struct jv items;
     if (seq_items(r, v, &items))
         return -1;
@@ -497,8 +495,7 @@ static int f_items(struct render *r, struct jv v, const struct args *a, struct j
 
 static int f_tojson(struct render *r, struct jv v, const struct args *a, struct jv *out)
 {
-    static const char *const names[] = {"ensure_ascii", "indent", "separators", "sort_keys",
-                                        NULL};
+    static const char *const names[] = {"ensure_ascii", "indent", "separators", "sort_keys", NULL};
     // transformers' signature: tojson(x, ensure_ascii=False, indent=None,
     // separators=None, sort_keys=False).
     if (args_check(r, a, "tojson", 4, names))
@@ -569,8 +566,9 @@ static bool parse_py_int(const char *s, size_t n, int64_t base, int64_t *out)
             prev_us = true;
             continue;
         }
-        int d = c >= '0' && c <= '9' ? c - '0' : (c | 0x20) >= 'a' && (c | 0x20) <= 'z'
-                                                      ? (c | 0x20) - 'a' + 10 : 99;
+        int d = c >= '0' && c <= '9'                     ? c - '0'
+                : (c | 0x20) >= 'a' && (c | 0x20) <= 'z' ? (c | 0x20) - 'a' + 10
+                                                         : 99;
         if (d >= base)
             return false;
         if (__builtin_mul_overflow(v, base, &v) || __builtin_add_overflow(v, d, &v))
@@ -672,8 +670,7 @@ static int f_abs(struct render *r, struct jv v, const struct args *a, struct jv 
         *out = jv_int(i < 0 ? -i : i);
         return 0;
     }
-    return render_fail(r, VLLMC_ERR_TEMPLATE, "bad operand type for abs(): '%s'",
-                       jv_type_name(v));
+    return render_fail(r, VLLMC_ERR_TEMPLATE, "bad operand type for abs(): '%s'", jv_type_name(v));
 }
 
 static int f_round(struct render *r, struct jv v, const struct args *a, struct jv *out)
@@ -898,8 +895,7 @@ static int select_common(struct render *r, struct jv v, const struct args *a, st
     if (test && test->kind != JV_STR)
         return render_fail(r, VLLMC_ERR_TEMPLATE, "test name must be a string");
     if (test && !test_exists(test->u.s->data))
-        return render_fail(r, VLLMC_ERR_UNSUPPORTED, "unsupported test '%s'",
-                           test->u.s->data);
+        return render_fail(r, VLLMC_ERR_UNSUPPORTED, "unsupported test '%s'", test->u.s->data);
     struct args ta = {0};
     if (a->n_pos > first_arg + 1) {
         ta.n_pos = a->n_pos - first_arg - 1;
@@ -967,8 +963,7 @@ static int f_map(struct render *r, struct jv v, const struct args *a, struct jv 
     if (!attr && (!fname || fname->kind != JV_STR))
         return render_fail(r, VLLMC_ERR_TEMPLATE, "map requires a filter name or attribute=");
     if (!attr && !filter_exists(fname->u.s->data))
-        return render_fail(r, VLLMC_ERR_UNSUPPORTED, "unsupported filter '%s'",
-                           fname->u.s->data);
+        return render_fail(r, VLLMC_ERR_UNSUPPORTED, "unsupported filter '%s'", fname->u.s->data);
     struct args fa = {0};
     if (!attr && a->n_pos > 1) {
         fa.n_pos = a->n_pos - 1;
@@ -1304,10 +1299,9 @@ static int f_attr(struct render *r, struct jv v, const struct args *a, struct jv
         return -1;
     if (out->kind != JV_UNDEF)
         return 0;
-    bool ok = v.kind == JV_NONE
-                  ? jv_undef_msg(out, "'None' has no attribute '%s'", name.u.s->data)
-                  : jv_undef_msg(out, "'%s object' has no attribute '%s'", jv_type_name(v),
-                                 name.u.s->data);
+    bool ok = v.kind == JV_NONE ? jv_undef_msg(out, "'None' has no attribute '%s'", name.u.s->data)
+                                : jv_undef_msg(out, "'%s object' has no attribute '%s'",
+                                               jv_type_name(v), name.u.s->data);
     return ok ? 0 : render_oom(r);
 }
 

@@ -77,8 +77,8 @@ struct jv_list {
     size_t n, cap;
     uint32_t depth; // nesting below this list, bounded by JV_DEPTH_MAX
     bool tuple;
-    uint8_t seq;    // enum jv_seq
-    size_t pos;     // iterators: items before pos were consumed
+    uint8_t seq;      // enum jv_seq
+    size_t pos;       // iterators: items before pos were consumed
     int64_t range[3]; // SEQ_RANGE: start, stop, step (for printing)
     struct jv *items; // [cap], owned references
 };
@@ -105,7 +105,8 @@ struct args {
     struct jv *kw;               // [n_kw], borrowed
 };
 
-typedef int (*jv_builtin_fn)(struct render *r, struct jv self, const struct args *a, struct jv *out);
+typedef int (*jv_builtin_fn)(struct render *r, struct jv self, const struct args *a,
+                             struct jv *out);
 
 struct jv_func {
     struct jv_obj h;
@@ -172,6 +173,7 @@ bool jv_list_new(size_t cap, bool tuple, struct jv *out);
 // namespace is held by the render and cleared when it ends.
 #define JV_DEPTH_MAX 512
 bool jv_list_push(struct jv_list *l, struct jv v); // takes ownership of v (released on failure)
+bool jv_nest_ok(struct jv v); // v may go inside a container without passing JV_DEPTH_MAX
 bool jv_dict_new(bool ns, struct jv *out);
 bool jv_dict_set(struct jv_dict *d, struct jv key, struct jv val); // takes ownership of both
 struct jv *jv_dict_get(const struct jv_dict *d, struct jv key);    // borrowed; NULL when absent
@@ -185,7 +187,8 @@ static inline bool jv_is_plain_list(struct jv v)
 {
     return v.kind == JV_LIST && v.u.l->seq == SEQ_LIST;
 }
-bool jv_func_new(const char *name, jv_builtin_fn fn, struct jv self, struct jv *out); // self retained
+bool jv_func_new(const char *name, jv_builtin_fn fn, struct jv self,
+                 struct jv *out); // self retained
 
 const char *jv_type_name(struct jv v); // Python's type name: 'str', 'dict', 'NoneType', …
 bool jv_truthy(struct jv v);
@@ -221,8 +224,9 @@ bool markup_put(struct sbuf *b, struct jv v);
 bool jv_mark(struct jv *v);
 
 // ---- UTF-8 ----
-size_t jv_utf8_count(const char *p, size_t n);          // code points
-size_t jv_utf8_offset(const char *p, size_t n, size_t i); // byte offset of code point i (n if past end)
+size_t jv_utf8_count(const char *p, size_t n); // code points
+size_t jv_utf8_offset(const char *p, size_t n,
+                      size_t i); // byte offset of code point i (n if past end)
 int32_t jv_utf8_decode(const char *p, size_t n, size_t *adv); // U+FFFD for invalid bytes
 void jv_utf8_put(struct sbuf *b, int32_t cp);
 // Appends cp in upper (mode 0), lower (1) or title (2) case, full mappings.
@@ -232,37 +236,37 @@ void casing_put(struct sbuf *b, int32_t cp, int mode);
 
 enum node_kind {
     // statements
-    N_BODY, // kids: statements
-    N_TEXT, // str
-    N_OUTPUT, // a
-    N_IF, // a cond, kids then-body, kids2 else-body (elif becomes a nested N_IF)
-    N_FOR, // names targets, a iterable, b filter cond, kids body, kids2 else, flag recursive
-    N_SET, // a target (E_NAME/E_TUPLE/E_GETATTR), b value
-    N_SET_BLOCK, // a target, kids body, kids2 filters (E_FILTER chain with NULL subject)
-    N_MACRO, // str name, names params, kids2 defaults (NULL entries), kids body
+    N_BODY,       // kids: statements
+    N_TEXT,       // str
+    N_OUTPUT,     // a
+    N_IF,         // a cond, kids then-body, kids2 else-body (elif becomes a nested N_IF)
+    N_FOR,        // names targets, a iterable, b filter cond, kids body, kids2 else, flag recursive
+    N_SET,        // a target (E_NAME/E_TUPLE/E_GETATTR), b value
+    N_SET_BLOCK,  // a target, kids body, kids2 filters (E_FILTER chain with NULL subject)
+    N_MACRO,      // str name, names params, kids2 defaults (NULL entries), kids body
     N_CALL_BLOCK, // a call expr, names params, kids2 defaults, kids body
     N_FILTER_BLOCK, // a filter chain (E_FILTER with NULL innermost), kids body
-    N_WITH, // names, kids2 values, kids body
+    N_WITH,         // names, kids2 values, kids body
     N_BREAK,
     N_CONTINUE,
     N_GENERATION, // kids body
     // expressions
-    E_CONST, // val
-    E_NAME, // str
-    E_LIST, // kids
-    E_TUPLE, // kids
-    E_DICT, // kids keys, kids2 values
+    E_CONST,   // val
+    E_NAME,    // str
+    E_LIST,    // kids
+    E_TUPLE,   // kids
+    E_DICT,    // kids keys, kids2 values
     E_GETATTR, // a obj, str attr
     E_GETITEM, // a obj, b key
-    E_SLICE, // a obj, b start, c stop, d step (each may be NULL)
-    E_CALL, // a callee, kids positional, kids2 keyword values, names keyword names
-    E_FILTER, // str name, a subject (NULL in filter blocks), kids args, kids2 kw, names kw names
-    E_TEST, // str name, a subject, kids args, kids2 kw, names; flag: negated
+    E_SLICE,   // a obj, b start, c stop, d step (each may be NULL)
+    E_CALL,    // a callee, kids positional, kids2 keyword values, names keyword names
+    E_FILTER,  // str name, a subject (NULL in filter blocks), kids args, kids2 kw, names kw names
+    E_TEST,    // str name, a subject, kids args, kids2 kw, names; flag: negated
     E_NEG,
     E_POS,
     E_NOT,
-    E_BINOP, // op, a, b
-    E_CONCAT, // kids
+    E_BINOP,   // op, a, b
+    E_CONCAT,  // kids
     E_COMPARE, // a first, kids operands, ops[]
     E_AND,
     E_OR,
@@ -275,19 +279,19 @@ enum cmpop { CMP_EQ, CMP_NE, CMP_LT, CMP_LE, CMP_GT, CMP_GE, CMP_IN, CMP_NOTIN }
 struct node {
     enum node_kind kind;
     int line, col;
-    int op;                 // enum binop for E_BINOP
-    bool flag;              // N_FOR: recursive; E_TEST: negated
-    const char *str;        // names, attribute names, text (owned by the template)
+    int op;          // enum binop for E_BINOP
+    bool flag;       // N_FOR: recursive; E_TEST: negated
+    const char *str; // names, attribute names, text (owned by the template)
     size_t str_len;
     struct node *a, *b, *c, *d;
-    struct node **kids;     // [n_kids]
+    struct node **kids; // [n_kids]
     size_t n_kids;
-    struct node **kids2;    // [n_kids2]
+    struct node **kids2; // [n_kids2]
     size_t n_kids2;
-    const char **names;     // [n_names]
+    const char **names; // [n_names]
     size_t n_names;
-    uint8_t *ops;           // [n_kids] enum cmpop for E_COMPARE
-    struct jv val;          // E_CONST: immortal value
+    uint8_t *ops;  // [n_kids] enum cmpop for E_COMPARE
+    struct jv val; // E_CONST: immortal value
 };
 
 // ---- compiled template ----
@@ -321,9 +325,9 @@ struct token {
     int line, col;
     const char *p; // into the normalised source, or the decoded string for TOK_STRING
     size_t n;
-    int64_t i;     // TOK_INT
-    double f;      // TOK_FLOAT
-    bool raw;      // TOK_DATA from a raw block
+    int64_t i; // TOK_INT
+    double f;  // TOK_FLOAT
+    bool raw;  // TOK_DATA from a raw block
 };
 
 struct token_list {
@@ -349,26 +353,26 @@ struct frame {
     struct jv vars;       // dict
 };
 
-#define RENDER_DEPTH_MAX 200                  // macro calls, captures, loop(...) recursion
-#define RENDER_OUTPUT_MAX ((size_t)64 << 20)  // any one string, and the default output cap
-#define RENDER_STEPS_MAX 20000000L            // default statement + iteration budget
-#define RENDER_RANGE_MAX 100000               // range() length, as jinja2's sandbox
+#define RENDER_DEPTH_MAX 200                 // macro calls, captures, loop(...) recursion
+#define RENDER_OUTPUT_MAX ((size_t)64 << 20) // any one string, and the default output cap
+#define RENDER_STEPS_MAX 20000000L           // default statement + iteration budget
+#define RENDER_RANGE_MAX 100000              // range() length, as jinja2's sandbox
 
 struct render {
     const struct jinja_template *t;
     struct err *e;
-    struct sbuf *out;          // current output (capture blocks swap it)
-    struct frame *frame;       // innermost scope
+    struct sbuf *out;    // current output (capture blocks swap it)
+    struct frame *frame; // innermost scope
     struct frame *globals;
-    size_t output_bytes_max;   // cap on the rendered text
-    long n_steps_max;          // cap on statements run plus loop iterations
-    int depth;                 // call/capture nesting
-    int eval_depth;            // expression recursion
-    long steps;                // statements and loop iterations run
-    int64_t now_s;             // seconds since the epoch for strftime_now
-    const struct node *at;     // node being evaluated, for error locations
+    size_t output_bytes_max; // cap on the rendered text
+    long n_steps_max;        // cap on statements run plus loop iterations
+    int depth;               // call/capture nesting
+    int eval_depth;          // expression recursion
+    long steps;              // statements and loop iterations run
+    int64_t now_s;           // seconds since the epoch for strftime_now
+    const struct node *at;   // node being evaluated, for error locations
     enum { FLOW_NONE, FLOW_BREAK, FLOW_CONTINUE } flow;
-    struct jv namespaces;      // list of every namespace made, cleared at the end (cycles)
+    struct jv namespaces; // list of every namespace made, cleared at the end (cycles)
 };
 
 int render_fail(struct render *r, enum vllmc_status code, const char *fmt, ...)
@@ -388,7 +392,7 @@ void loop_free(struct jv_loop *l);
 // str(v) as a new string value; errors for values with no text form.
 int eval_to_str(struct render *r, struct jv v, struct jv *out);
 int eval_binop(struct render *r, int op, struct jv a, struct jv b, struct jv *out);
-int eval_cmp(struct render *r, int op, struct jv a, struct jv b, bool *res); // enum cmpop
+int eval_cmp(struct render *r, int op, struct jv a, struct jv b, bool *res);          // enum cmpop
 int eval_slice(struct render *r, struct jv obj, const struct jv *sv, struct jv *out); // sv: [3]
 int eval_loop_attr(struct render *r, struct jv loop, const char *name, struct jv *out);
 int eval_undef_fail(struct render *r, struct jv v);
@@ -413,14 +417,14 @@ int str_percent(struct render *r, struct jv fmt, struct jv args, struct jv *out)
 // ---- json ----
 
 struct jv_json_opts {
-    int indent;       // < 0: none
+    int indent; // < 0: none
     bool sort_keys;
     bool ensure_ascii;
     const char *item_sep, *key_sep; // NULL: Python's defaults for the indent
 };
 // Python json.dumps. Returns false with *why set for values JSON cannot hold.
 bool jv_json_dump(struct sbuf *b, struct jv v, const struct jv_json_opts *o, int depth,
-               const char **why);
+                  const char **why);
 
 // Argument helpers for builtins: the i-th positional or the keyword `name`.
 const struct jv *args_get(const struct args *a, size_t i, const char *name);

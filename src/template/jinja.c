@@ -98,13 +98,13 @@ enum vllmc_status jinja_compile(const char *src, size_t n, const char *name,
     for (size_t i = 0; i < n;) {
         size_t adv;
         int32_t cp = jv_utf8_decode(src + i, n - i, &adv);
-        bool bad = cp == 0xFFFD && !(adv == 3 && (unsigned char)src[i] == 0xEF &&
-                                     (unsigned char)src[i + 1] == 0xBF &&
-                                     (unsigned char)src[i + 2] == 0xBD);
+        bool bad = cp == 0xFFFD &&
+                   !(adv == 3 && (unsigned char)src[i] == 0xEF &&
+                     (unsigned char)src[i + 1] == 0xBF && (unsigned char)src[i + 2] == 0xBD);
         if (bad || cp == 0) {
-            enum vllmc_status rc = err_set(e, VLLMC_ERR_TEMPLATE, "%s:%d:%d: %s", t->name, line,
-                                           col, cp == 0 ? "NUL byte in template"
-                                                        : "template is not valid UTF-8");
+            enum vllmc_status rc =
+                err_set(e, VLLMC_ERR_TEMPLATE, "%s:%d:%d: %s", t->name, line, col,
+                        cp == 0 ? "NUL byte in template" : "template is not valid UTF-8");
             jinja_free(t);
             return rc;
         }
@@ -218,8 +218,8 @@ void jinja_limits_default(struct jinja_limits *l)
     l->n_steps_max = RENDER_STEPS_MAX;
 }
 
-enum vllmc_status jinja_render(const struct jinja_template *t, const struct json_t *ctx,
-                               char **out, size_t *out_len, struct err *e)
+enum vllmc_status jinja_render(const struct jinja_template *t, const struct json_t *ctx, char **out,
+                               size_t *out_len, struct err *e)
 {
     return jinja_render_limited(t, ctx, NULL, out, out_len, e);
 }
@@ -245,12 +245,18 @@ enum vllmc_status jinja_render_limited(const struct jinja_template *t, const str
         return err_set(e, VLLMC_ERR_INVALID_ARG, "%s: render context must be a JSON object",
                        t->name);
     if (ctx ? !from_json(ctx, &vars, 0) : !jv_dict_new(false, &vars))
-        return err_set(e, VLLMC_ERR_NOMEM, "%s: out of memory converting the context (or it "
-                                           "nests more than %d deep)", t->name, JV_DEPTH_MAX);
+        return err_set(e, VLLMC_ERR_NOMEM,
+                       "%s: out of memory converting the context (or it "
+                       "nests more than %d deep)",
+                       t->name, JV_DEPTH_MAX);
     struct sbuf buf;
     sbuf_init(&buf);
-    struct render r = {.t = t, .e = e, .out = &buf, .now_s = render_now(),
-                       .namespaces = jv_undef(), .output_bytes_max = lim.output_bytes_max,
+    struct render r = {.t = t,
+                       .e = e,
+                       .out = &buf,
+                       .now_s = render_now(),
+                       .namespaces = jv_undef(),
+                       .output_bytes_max = lim.output_bytes_max,
                        .n_steps_max = lim.n_steps_max};
     int rc = eval_render_root(&r, vars);
     jv_release(vars);

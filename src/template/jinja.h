@@ -43,8 +43,8 @@ void jinja_limits_default(struct jinja_limits *l);
 // "name:line:col: ..." with VLLMC_ERR_TEMPLATE, VLLMC_ERR_UNSUPPORTED,
 // VLLMC_ERR_CAPACITY (output, step or depth limits) or VLLMC_ERR_NOMEM.
 // t is only read: any number of threads may render one template at once.
-enum vllmc_status jinja_render(const struct jinja_template *t, const struct json_t *ctx,
-                               char **out, size_t *out_len, struct err *e);
+enum vllmc_status jinja_render(const struct jinja_template *t, const struct json_t *ctx, char **out,
+                               size_t *out_len, struct err *e);
 
 // jinja_render with explicit limits (NULL: the defaults).
 enum vllmc_status jinja_render_limited(const struct jinja_template *t, const struct json_t *ctx,

@@ -92,7 +92,7 @@ static bool dump_key(struct sbuf *b, struct jv k, bool ascii, const char **why)
 }
 
 bool jv_json_dump(struct sbuf *b, struct jv v, const struct jv_json_opts *o, int depth,
-               const char **why)
+                  const char **why)
 {
     if (depth > JV_DEPTH_MAX + 8) {
         *why = "Circular reference detected";
@@ -206,9 +206,9 @@ bool jv_json_dump(struct sbuf *b, struct jv v, const struct jv_json_opts *o, int
     default:
         break;
     }
-    *why = v.kind == JV_UNDEF   ? "Object of type Undefined is not JSON serializable"
-           : v.kind == JV_DICT  ? "Object of type Namespace is not JSON serializable"
-           : v.kind == JV_LOOP  ? "Object of type LoopContext is not JSON serializable"
-                                : "Object of type function is not JSON serializable";
+    *why = v.kind == JV_UNDEF  ? "Object of type Undefined is not JSON serializable"
+           : v.kind == JV_DICT ? "Object of type Namespace is not JSON serializable"
+           : v.kind == JV_LOOP ? "Object of type LoopContext is not JSON serializable"
+                               : "Object of type function is not JSON serializable";
     return false;
 }

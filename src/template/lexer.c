@@ -307,7 +307,10 @@ static enum vllmc_status lexer_number(struct lexer *lx, size_t *pos)
     size_t ds = s;
     if (lx->src[s] == '0' && s + 1 < lx->n) {
         char x = lx->src[s + 1];
-        base = (x == 'x' || x == 'X') ? 16 : (x == 'o' || x == 'O') ? 8 : (x == 'b' || x == 'B') ? 2 : 10;
+        base = (x == 'x' || x == 'X')   ? 16
+               : (x == 'o' || x == 'O') ? 8
+               : (x == 'b' || x == 'B') ? 2
+                                        : 10;
         if (base != 10) {
             ds = s + 2;
             if (ds < lx->n && lx->src[ds] == '_')
@@ -335,9 +338,9 @@ static enum vllmc_status lexer_number(struct lexer *lx, size_t *pos)
     return VLLMC_OK;
 }
 
-static const char *const lexer_ops[] = {"//", "**", "==", "!=", ">=", "<=", "+", "-", "/", "*",
-                                        "%",  "~",  "[",  "]",  "(",  ")",  "{", "}", ">", "<",
-                                        "=",  ".",  ":",  "|",  ",",  ";"};
+static const char *const lexer_ops[] = {"//", "**", "==", "!=", ">=", "<=", "+", "-", "/",
+                                        "*",  "%",  "~",  "[",  "]",  "(",  ")", "{", "}",
+                                        ">",  "<",  "=",  ".",  ":",  "|",  ",", ";"};
 
 // Tokens inside {{ }} or {% %} up to the end marker. Returns the position
 // after the end marker (and after whitespace control), or 0 on error.
@@ -347,8 +350,9 @@ static enum vllmc_status lexer_tag(struct lexer *lx, bool block, bool *line_star
     for (;;) {
         size_t i = lx->pos;
         if (i >= lx->n)
-            return lexer_fail(lx, i, block ? "unexpected end of template, expected '%}'"
-                                            : "unexpected end of template, expected '}}'");
+            return lexer_fail(lx, i,
+                              block ? "unexpected end of template, expected '%}'"
+                                    : "unexpected end of template, expected '}}'");
         if (lx->n_balance == 0) {
             char sign = 0;
             size_t at = i;
@@ -463,8 +467,7 @@ static bool lexer_is_tag_word(const struct lexer *lx, size_t at, const char *wor
 enum vllmc_status lexer_run(struct jinja_template *t, const char *src, size_t n,
                             struct token_list *out, struct err *e)
 {
-    struct lexer lx = {.t = t, .src = src, .n = n, .out = out, .e = e,
-                       .cur_line = 1, .cur_col = 1};
+    struct lexer lx = {.t = t, .src = src, .n = n, .out = out, .e = e, .cur_line = 1, .cur_col = 1};
     bool line_starting = true;
     while (lx.pos < n) {
         // Find the next tag start.
@@ -509,8 +512,10 @@ enum vllmc_status lexer_run(struct jinja_template *t, const char *src, size_t n,
                 char close;
                 if (j + 1 < n && src[j + 1] == '%' &&
                     lexer_is_tag_word(&lx, j, "endraw", &end, &close, true)) {
-                    char s2 = (j + 2 < n && (src[j + 2] == '-' || src[j + 2] == '+')) ? src[j + 2] : 0;
-                    rc = lexer_data(&lx, body, j, s2, true, body > 0 && src[body - 1] == '\n', true);
+                    char s2 =
+                        (j + 2 < n && (src[j + 2] == '-' || src[j + 2] == '+')) ? src[j + 2] : 0;
+                    rc =
+                        lexer_data(&lx, body, j, s2, true, body > 0 && src[body - 1] == '\n', true);
                     if (rc)
                         return rc;
                     lx.pos = lexer_after_end(&lx, end, close, true);
@@ -521,8 +526,7 @@ enum vllmc_status lexer_run(struct jinja_template *t, const char *src, size_t n,
             }
             continue;
         }
-        enum vllmc_status rc =
-            lexer_data(&lx, lx.pos, i, sign, kind != '{', line_starting, false);
+        enum vllmc_status rc = lexer_data(&lx, lx.pos, i, sign, kind != '{', line_starting, false);
         if (rc)
             return rc;
         size_t body = i + 2 + (sign ? 1 : 0);

@@ -176,8 +176,8 @@ int str_case(struct render *r, struct jv s, int mode, struct jv *out)
             break;
         case 4:
             m = at_start ? 0 : 1;
-            at_start = cp == '-' || py_isspace(cp) || cp == '(' || cp == '{' || cp == '[' ||
-                       cp == '<';
+            at_start =
+                cp == '-' || py_isspace(cp) || cp == '(' || cp == '{' || cp == '[' || cp == '<';
             break;
         default:
             break;
@@ -316,8 +316,7 @@ static int m_capitalize(struct render *r, struct jv self, const struct args *a, 
     return str_case(r, self, 3, out);
 }
 
-static int push_piece_mark(struct render *r, struct jv list, const char *p, size_t n,
-                           bool markup)
+static int push_piece_mark(struct render *r, struct jv list, const char *p, size_t n, bool markup)
 {
     struct jv s;
     if (!jv_str_new(p, n, &s))
@@ -498,8 +497,7 @@ static int starts_ends(struct render *r, struct jv self, const struct args *a, s
         return render_fail(r, VLLMC_ERR_UNSUPPORTED,
                            "unsupported: start/end arguments of startswith/endswith");
     if (!x || (x->kind != JV_STR && x->kind != JV_LIST))
-        return render_fail(r, VLLMC_ERR_TEMPLATE,
-                           "%s first arg must be str or a tuple of str",
+        return render_fail(r, VLLMC_ERR_TEMPLATE, "%s first arg must be str or a tuple of str",
                            ends ? "endswith" : "startswith");
     size_t n_opts = x->kind == JV_STR ? 1 : x->u.l->n;
     bool hit = false;
@@ -787,8 +785,7 @@ static int m_removeprefix(struct render *r, struct jv self, const struct args *a
     return 0;
 }
 
-static int m_removeprefix_l(struct render *r, struct jv self, const struct args *a,
-                            struct jv *out)
+static int m_removeprefix_l(struct render *r, struct jv self, const struct args *a, struct jv *out)
 {
     return m_removeprefix(r, self, a, out, false);
 }
@@ -908,14 +905,16 @@ int str_percent(struct render *r, struct jv fmt, struct jv args, struct jv *out)
         }
         bool is_num = v->kind == JV_INT || v->kind == JV_BOOL || v->kind == JV_FLOAT;
         if (!is_num) {
-            rc = render_fail(r, VLLMC_ERR_TEMPLATE, "%%%c format: a real number is required, not %s",
-                             conv, jv_type_name(*v));
+            rc =
+                render_fail(r, VLLMC_ERR_TEMPLATE, "%%%c format: a real number is required, not %s",
+                            conv, jv_type_name(*v));
             break;
         }
         double f = v->kind == JV_FLOAT ? v->u.f : v->kind == JV_INT ? (double)v->u.i : v->u.b;
         if (strchr("diuxXoc", conv)) {
             long long iv = v->kind == JV_FLOAT ? (long long)v->u.f
-                           : v->kind == JV_INT ? (long long)v->u.i : v->u.b;
+                           : v->kind == JV_INT ? (long long)v->u.i
+                                               : v->u.b;
             if (conv == 'c') {
                 jv_utf8_put(&b, (int32_t)iv);
                 continue;
@@ -934,8 +933,7 @@ int str_percent(struct render *r, struct jv fmt, struct jv args, struct jv *out)
             spec[k] = 0;
             snprintf(buf, sizeof buf, spec, f);
         } else {
-            rc = render_fail(r, VLLMC_ERR_UNSUPPORTED, "unsupported: format character '%c'",
-                             conv);
+            rc = render_fail(r, VLLMC_ERR_UNSUPPORTED, "unsupported: format character '%c'", conv);
             break;
         }
         sbuf_puts(&b, buf);
@@ -1028,8 +1026,10 @@ static int m_unsafe(struct render *r, struct jv self, const struct args *a, stru
 {
     (void)a;
     (void)out;
-    return render_fail(r, VLLMC_ERR_TEMPLATE, "access to a mutating method of '%s' object is "
-                                              "unsafe in the sandbox", jv_type_name(self));
+    return render_fail(r, VLLMC_ERR_TEMPLATE,
+                       "access to a mutating method of '%s' object is "
+                       "unsafe in the sandbox",
+                       jv_type_name(self));
 }
 
 struct method {
@@ -1114,8 +1114,7 @@ static int g_range(struct render *r, struct jv self, const struct args *a, struc
         struct jv x = a->pos[i];
         if (x.kind != JV_INT && x.kind != JV_BOOL)
             return render_fail(r, VLLMC_ERR_TEMPLATE,
-                               "'%s' object cannot be interpreted as an integer",
-                               jv_type_name(x));
+                               "'%s' object cannot be interpreted as an integer", jv_type_name(x));
         v[a->n_pos == 1 ? 1 : i] = x.kind == JV_INT ? x.u.i : x.u.b;
     }
     int64_t start = v[0], stop = v[1], step = v[2];
@@ -1126,7 +1125,8 @@ static int g_range(struct render *r, struct jv self, const struct args *a, struc
     if (count > RENDER_RANGE_MAX)
         return render_fail(r, VLLMC_ERR_CAPACITY,
                            "Range too big. The sandbox blocks ranges larger than MAX_RANGE "
-                           "(%d).", RENDER_RANGE_MAX);
+                           "(%d).",
+                           RENDER_RANGE_MAX);
     if (!jv_list_new((size_t)count + 1, false, out))
         return render_oom(r);
     for (int64_t x = start; step > 0 ? x < stop : x > stop; x += step)
@@ -1229,8 +1229,7 @@ int global_lookup(struct render *r, const char *name, struct jv *out)
     };
     for (size_t i = 0; i < sizeof globals / sizeof globals[0]; i++)
         if (!strcmp(globals[i].name, name))
-            return jv_func_new(globals[i].name, globals[i].fn, jv_undef(), out) ? 0
-                                                                                : render_oom(r);
+            return jv_func_new(globals[i].name, globals[i].fn, jv_undef(), out) ? 0 : render_oom(r);
     *out = jv_undef();
     return 0;
 }

@@ -20,7 +20,7 @@ static double as_f(struct jv v)
 
 static int64_t as_i(struct jv v)
 {
-    return v.kind == JV_INT ? v.u.i : (int64_t)v.u.b;
+    return v.kind == JV_INT ? v.u.i : v.kind == JV_BOOL ? (int64_t)v.u.b : 0;
 }
 
 static const char *const binop_sym[] = {"+", "-", "*", "/", "//", "%", "**"};
@@ -28,14 +28,13 @@ static const char *const binop_sym[] = {"+", "-", "*", "/", "//", "%", "**"};
 static int binop_type_error(struct render *r, int op, struct jv a, struct jv b)
 {
     if (op == OP_ADD && a.kind == JV_STR)
-        return render_fail(r, VLLMC_ERR_TEMPLATE,
-                           "can only concatenate str (not \"%s\") to str", jv_type_name(b));
+        return render_fail(r, VLLMC_ERR_TEMPLATE, "can only concatenate str (not \"%s\") to str",
+                           jv_type_name(b));
     if (op == OP_ADD && a.kind == JV_LIST)
         return render_fail(r, VLLMC_ERR_TEMPLATE, "can only concatenate %s (not \"%s\") to %s",
                            jv_type_name(a), jv_type_name(b), jv_type_name(a));
-    return render_fail(r, VLLMC_ERR_TEMPLATE,
-                       "unsupported operand type(s) for %s: '%s' and '%s'", binop_sym[op],
-                       jv_type_name(a), jv_type_name(b));
+    return render_fail(r, VLLMC_ERR_TEMPLATE, "unsupported operand type(s) for %s: '%s' and '%s'",
+                       binop_sym[op], jv_type_name(a), jv_type_name(b));
 }
 
 static int repeat(struct render *r, struct jv seq, int64_t times, struct jv *out)
@@ -161,8 +160,7 @@ int eval_binop(struct render *r, int op, struct jv a, struct jv b, struct jv *ou
                                    "0.0 cannot be raised to a negative power");
             *out = jv_float(pow(fx, fy));
             if (isnan(out->u.f) && !isnan(fx) && !isnan(fy))
-                return render_fail(r, VLLMC_ERR_UNSUPPORTED,
-                                   "unsupported: complex result of **");
+                return render_fail(r, VLLMC_ERR_UNSUPPORTED, "unsupported: complex result of **");
             return 0;
         }
     }
@@ -222,8 +220,8 @@ static int eval_in(struct render *r, struct jv item, struct jv seq, bool *res)
             return render_fail(r, VLLMC_ERR_TEMPLATE,
                                "'in <string>' requires string as left operand, not %s",
                                jv_type_name(item));
-        *res = !item.u.s->len || memmem(seq.u.s->data, seq.u.s->len, item.u.s->data,
-                                        item.u.s->len) != NULL;
+        *res = !item.u.s->len ||
+               memmem(seq.u.s->data, seq.u.s->len, item.u.s->data, item.u.s->len) != NULL;
         return 0;
     case JV_LIST: {
         // An iterator is consumed up to and including the match.
@@ -239,8 +237,7 @@ static int eval_in(struct render *r, struct jv item, struct jv seq, bool *res)
         if (seq.u.d->ns)
             break;
         if (item.kind == JV_LIST || item.kind == JV_DICT)
-            return render_fail(r, VLLMC_ERR_TEMPLATE, "unhashable type: '%s'",
-                               jv_type_name(item));
+            return render_fail(r, VLLMC_ERR_TEMPLATE, "unhashable type: '%s'", jv_type_name(item));
         *res = jv_dict_get(seq.u.d, item) != NULL;
         return 0;
     default:
@@ -286,4 +283,3 @@ int eval_cmp(struct render *r, int op, struct jv a, struct jv b, bool *res)
     *res = op == CMP_LT ? c < 0 : op == CMP_LE ? c <= 0 : op == CMP_GT ? c > 0 : c >= 0;
     return 0;
 }
-

@@ -635,8 +635,11 @@ static struct node *parse_math2(struct parser *p)
     struct node *n = parse_pow(p);
     for (;;) {
         const struct token *at = cur(p);
-        int op = is_op(at, "*") ? OP_MUL : is_op(at, "/") ? OP_DIV : is_op(at, "//") ? OP_FLOORDIV
-                 : is_op(at, "%") ? OP_MOD : -1;
+        int op = is_op(at, "*")    ? OP_MUL
+                 : is_op(at, "/")  ? OP_DIV
+                 : is_op(at, "//") ? OP_FLOORDIV
+                 : is_op(at, "%")  ? OP_MOD
+                                   : -1;
         if (!n || op < 0)
             return n;
         advance(p);
@@ -689,9 +692,14 @@ static struct node *parse_compare(struct parser *p)
     uint8_t ops[64];
     for (;;) {
         const struct token *tk = cur(p);
-        int op = is_op(tk, "==") ? CMP_EQ : is_op(tk, "!=") ? CMP_NE : is_op(tk, "<") ? CMP_LT
-                 : is_op(tk, "<=") ? CMP_LE : is_op(tk, ">") ? CMP_GT : is_op(tk, ">=") ? CMP_GE
-                 : is_name(tk, "in") ? CMP_IN : -1;
+        int op = is_op(tk, "==")     ? CMP_EQ
+                 : is_op(tk, "!=")   ? CMP_NE
+                 : is_op(tk, "<")    ? CMP_LT
+                 : is_op(tk, "<=")   ? CMP_LE
+                 : is_op(tk, ">")    ? CMP_GT
+                 : is_op(tk, ">=")   ? CMP_GE
+                 : is_name(tk, "in") ? CMP_IN
+                                     : -1;
         if (op < 0 && is_name(tk, "not") && is_name(peek(p, 1), "in")) {
             advance(p);
             op = CMP_NOTIN;
@@ -869,8 +877,7 @@ static struct node *parse_tuple(struct parser *p, int mode, const char *extra_en
 static struct node *parse_assign_target(struct parser *p, const char *extra_end, bool with_ns)
 {
     const struct token *tk = cur(p);
-    if (with_ns && tk->kind == TOK_NAME && is_op(peek(p, 1), ".") &&
-        peek(p, 2)->kind == TOK_NAME) {
+    if (with_ns && tk->kind == TOK_NAME && is_op(peek(p, 1), ".") && peek(p, 2)->kind == TOK_NAME) {
         struct node *base = mk(p, E_NAME, tk);
         struct node *g = mk(p, E_GETATTR, tk);
         if (!base || !g)
@@ -1205,7 +1212,8 @@ static bool subparse(struct parser *p, const char *const *end_names, struct nvec
                 }
                 fail_at(p, tk, VLLMC_ERR_TEMPLATE,
                         "Unexpected end of template. Jinja was looking for the following tags: "
-                        "%s.", want);
+                        "%s.",
+                        want);
                 return false;
             }
             return true;
@@ -1252,8 +1260,7 @@ static bool subparse(struct parser *p, const char *const *end_names, struct nvec
     return false;
 }
 
-enum vllmc_status parser_run(struct jinja_template *t, const struct token_list *toks,
-                             struct err *e)
+enum vllmc_status parser_run(struct jinja_template *t, const struct token_list *toks, struct err *e)
 {
     struct parser p = {.t = t, .toks = toks, .e = e};
     struct nvec body = {0};

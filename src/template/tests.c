@@ -61,16 +61,17 @@ int test_apply(struct render *r, const char *name, struct jv v, const struct arg
         *out = v.kind == JV_STR || v.kind == JV_LIST || (v.kind == JV_DICT && !v.u.d->ns) ||
                v.kind == JV_UNDEF;
     } else if (!strcmp(name, "sequence")) {
-        *out = v.kind == JV_STR || (v.kind == JV_LIST && (jv_is_plain_list(v) || v.u.l->seq == SEQ_RANGE)) ||
+        *out = v.kind == JV_STR ||
+               (v.kind == JV_LIST && (jv_is_plain_list(v) || v.u.l->seq == SEQ_RANGE)) ||
                (v.kind == JV_DICT && !v.u.d->ns) || v.kind == JV_UNDEF;
     } else if (!strcmp(name, "callable")) {
         *out = v.kind == JV_FUNC || (v.kind == JV_LOOP && v.u.loop->recursive);
     } else if (!strcmp(name, "odd") || !strcmp(name, "even")) {
         if (!is_intlike(v))
-            return v.kind == JV_UNDEF ? eval_undef_fail(r, v)
-                                      : render_fail(r, VLLMC_ERR_TEMPLATE,
-                                                    "test '%s' needs an integer, got %s", name,
-                                                    jv_type_name(v));
+            return v.kind == JV_UNDEF
+                       ? eval_undef_fail(r, v)
+                       : render_fail(r, VLLMC_ERR_TEMPLATE, "test '%s' needs an integer, got %s",
+                                     name, jv_type_name(v));
         int64_t i = v.kind == JV_INT ? v.u.i : v.u.b;
         *out = (i % 2 != 0) == (name[0] == 'o');
     } else if (!strcmp(name, "divisibleby")) {
@@ -153,11 +154,12 @@ int test_apply(struct render *r, const char *name, struct jv v, const struct arg
 bool test_exists(const char *name)
 {
     static const char *const names[] = {
-        "defined", "undefined", "none", "boolean", "true", "false", "integer", "float",
-        "number", "string", "mapping", "iterable", "sequence", "callable", "odd", "even",
-        "divisibleby", "eq", "equalto", "==", "ne", "!=", "lt", "lessthan", "<", "le", "<=",
-        "gt", "greaterthan", ">", "ge", ">=", "in", "sameas", "lower", "upper", "filter",
-        "test", NULL};
+        "defined",     "undefined", "none",        "boolean", "true",     "false",    "integer",
+        "float",       "number",    "string",      "mapping", "iterable", "sequence", "callable",
+        "odd",         "even",      "divisibleby", "eq",      "equalto",  "==",       "ne",
+        "!=",          "lt",        "lessthan",    "<",       "le",       "<=",       "gt",
+        "greaterthan", ">",         "ge",          ">=",      "in",       "sameas",   "lower",
+        "upper",       "filter",    "test",        NULL};
     for (const char *const *p = names; *p; p++)
         if (!strcmp(*p, name))
             return true;

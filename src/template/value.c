@@ -153,6 +153,11 @@ static uint32_t child_depth(struct jv v)
     return 0;
 }
 
+bool jv_nest_ok(struct jv v)
+{
+    return child_depth(v) + 1 <= JV_DEPTH_MAX;
+}
+
 bool jv_list_push(struct jv_list *l, struct jv v)
 {
     uint32_t d = child_depth(v);
@@ -633,8 +638,12 @@ void html_escape(struct sbuf *b, const char *p, size_t n)
     size_t run = 0;
     for (size_t i = 0; i < n; i++) {
         char c = p[i];
-        const char *rep = c == '&' ? "&amp;" : c == '<' ? "&lt;" : c == '>' ? "&gt;"
-                          : c == '"' ? "&#34;" : c == '\'' ? "&#39;" : NULL;
+        const char *rep = c == '&'    ? "&amp;"
+                          : c == '<'  ? "&lt;"
+                          : c == '>'  ? "&gt;"
+                          : c == '"'  ? "&#34;"
+                          : c == '\'' ? "&#39;"
+                                      : NULL;
         if (!rep)
             continue;
         sbuf_put(b, p + run, i - run);

@@ -30,8 +30,8 @@ static char *read_file(const char *path, size_t *n)
 }
 
 // Renders one case; returns the status and sets *out or *msg.
-static enum vllmc_status render_case(const struct jinja_template *t, json_t *special,
-                                     json_t *c, char **out, struct err *e)
+static enum vllmc_status render_case(const struct jinja_template *t, json_t *special, json_t *c,
+                                     char **out, struct err *e)
 {
     json_t *ctx = json_object();
     json_object_update(ctx, special);
@@ -81,8 +81,8 @@ static void check_expected_file(const char *path)
         n_cases++;
         if (want) {
             if (rc || strcmp(got, want)) {
-                fprintf(stderr, "%s [%s]: mismatch\n  want: %s\n  got:  %s\n", tname, cname,
-                        want, rc ? e.msg : got);
+                fprintf(stderr, "%s [%s]: mismatch\n  want: %s\n  got:  %s\n", tname, cname, want,
+                        rc ? e.msg : got);
                 check_failures++;
             }
         } else {
@@ -90,8 +90,8 @@ static void check_expected_file(const char *path)
             static const char prefix[] = "TemplateError: ";
             if (!rc || strncmp(want_err, prefix, strlen(prefix)) ||
                 strcmp(e.msg, want_err + strlen(prefix))) {
-                fprintf(stderr, "%s [%s]: expected error \"%s\", got %s\n", tname, cname,
-                        want_err, rc ? e.msg : got);
+                fprintf(stderr, "%s [%s]: expected error \"%s\", got %s\n", tname, cname, want_err,
+                        rc ? e.msg : got);
                 check_failures++;
             }
         }
@@ -128,11 +128,11 @@ static void test_expected(void)
 // A conversation every chat template should accept.
 static json_t *plain_context(void)
 {
-    return json_pack("{s:[{s:s,s:s},{s:s,s:s},{s:s,s:s}],s:b,s:s,s:s}", "messages", "role",
-                     "user", "content", "Hello, how are you?", "role", "assistant", "content",
+    return json_pack("{s:[{s:s,s:s},{s:s,s:s},{s:s,s:s}],s:b,s:s,s:s}", "messages", "role", "user",
+                     "content", "Hello, how are you?", "role", "assistant", "content",
                      "I'm doing great. How can I help you today?", "role", "user", "content",
-                     "I'd like to show off how chat templating works!", "add_generation_prompt",
-                     1, "bos_token", "<s>", "eos_token", "</s>");
+                     "I'd like to show off how chat templating works!", "add_generation_prompt", 1,
+                     "bos_token", "<s>", "eos_token", "</s>");
 }
 
 static int n_templates;

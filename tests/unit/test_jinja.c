@@ -100,7 +100,9 @@ static void test_literals_and_printing(void)
         {"{{ [1, 'a', none] }}|{{ (1,) }}|{{ (1, 2) }}|{{ {'k': [true]} }}",
          "[1, 'a', None]|(1,)|(1, 2)|{'k': [True]}", NULL},
         {"{{ [\"it's\", 'say \"hi\"', '\\n'] }}", "[\"it's\", 'say \"hi\"', '\\n']", NULL},
-        {"{{ 'a' 'b' }}|{{ 'q\\'s' }}|{{ \"\\u00e9\\x41\\101\" }}|{{ '\\d' }}", "ab|q's|\xc3\xa9" "AA|\\d",
+        {"{{ 'a' 'b' }}|{{ 'q\\'s' }}|{{ \"\\u00e9\\x41\\101\" }}|{{ '\\d' }}",
+         "ab|q's|\xc3\xa9"
+         "AA|\\d",
          NULL},
         {"{{ nil }}|{{ undefined_name }}|{{ d }}", "None||{'b': 2, 'a': 1}", NULL},
     };
@@ -118,9 +120,11 @@ static void test_operators(void)
          "a1None[1]|abab|[1, 2]|2", NULL},
         {"{{ 1 < 2 < 3 }}{{ 1 < 3 < 2 }}{{ 1 == 1.0 }}{{ 'a' < 'b' }}{{ [1, 2] < [1, 3] }}",
          "TrueFalseTrueTrueTrue", NULL},
-        {"{{ 'b' in 'abc' }}{{ 2 in l }}{{ 'a' in d }}{{ 'z' not in d }}{{ 'x' in undefined_name }}",
+        {"{{ 'b' in 'abc' }}{{ 2 in l }}{{ 'a' in d }}{{ 'z' not in d }}{{ 'x' in undefined_name "
+         "}}",
          "TrueTrueTrueTrueFalse", NULL},
-        {"{{ 'x' if n > 5 else 'y' }}|{{ 'x' if n < 5 }}|{{ nil or 'fb' }}|{{ 0 and 1 }}|{{ not n }}",
+        {"{{ 'x' if n > 5 else 'y' }}|{{ 'x' if n < 5 }}|{{ nil or 'fb' }}|{{ 0 and 1 }}|{{ not n "
+         "}}",
          "x||fb|0|False", NULL},
         {"{{ -n ** 2 }}|{{ (-n) ** 2 }}|{{ not true == false }}", "49|49|True", NULL},
         {"{{ 1 + 'a' }}", NULL, "unsupported operand type(s) for +: 'int' and 'str'"},
@@ -139,7 +143,8 @@ static void test_access(void)
          "Hd|ell|dlroW ,olleH|\xc3\xa9l|[2, 1, 3]|[]", NULL},
         {"{{ messages[0].role }}|{{ messages[-1]['content'] }}|{{ messages[9] }}|{{ d.zz }}",
          "system| ok ||", NULL},
-        {"{{ d.items() | list }}|{{ d.keys() | list }}|{{ d.values() | list }}|{{ d.get('zz', 0) }}",
+        {"{{ d.items() | list }}|{{ d.keys() | list }}|{{ d.values() | list }}|{{ d.get('zz', 0) "
+         "}}",
          "[('b', 2), ('a', 1)]|['b', 'a']|[2, 1]|0", NULL},
         {"{{ undefined_name.attr }}", NULL, "'undefined_name' is undefined"},
         {"{{ d.zz.yy }}", NULL, "'dict object' has no attribute 'zz'"},
@@ -168,8 +173,7 @@ static void test_statements(void)
          "{% if x == 5 %}{% break %}{% endif %}{{ x }}{% endfor %}",
          "0134", NULL},
         // Assignments in a loop body stay there; namespace() carries state out.
-        {"{% set x = 1 %}{% for i in [1] %}{% set x = 2 %}{{ x }}{% endfor %}{{ x }}", "21",
-         NULL},
+        {"{% set x = 1 %}{% for i in [1] %}{% set x = 2 %}{{ x }}{% endfor %}{{ x }}", "21", NULL},
         {"{% for i in [1, 2] %}{% if loop.first %}{% set y = 5 %}{% endif %}[{{ y }}]{% endfor %}",
          "[5][]", NULL},
         {"{% set ns = namespace(total=0) %}{% for x in l %}{% set ns.total = ns.total + x %}"
@@ -228,31 +232,39 @@ static void test_filters(void)
          "3|12|5|0", NULL},
         {"{{ undefined_name | default('x') }}|{{ nil | default('x') }}|{{ '' | d('x', true) }}",
          "x|None|x", NULL},
-        {"{{ l | first }}|{{ l | last }}|{{ e | first }}|{{ l | sort }}|{{ l | sort(reverse=true) }}",
+        {"{{ l | first }}|{{ l | last }}|{{ e | first }}|{{ l | sort }}|{{ l | sort(reverse=true) "
+         "}}",
          "3|2||[1, 2, 3]|[3, 2, 1]", NULL},
-        {"{{ ['b', 'A', 'c'] | sort }}|{{ ['a', 'A', 'b'] | unique | list }}|{{ l | max }}|{{ l | min }}",
+        {"{{ ['b', 'A', 'c'] | sort }}|{{ ['a', 'A', 'b'] | unique | list }}|{{ l | max }}|{{ l | "
+         "min }}",
          "['A', 'b', 'c']|['a', 'b']|3|1", NULL},
         {"{{ d | dictsort }}|{{ d | dictsort(by='value', reverse=true) }}",
          "[('a', 1), ('b', 2)]|[('b', 2), ('a', 1)]", NULL},
         {"{{ messages | selectattr('role', 'equalto', 'user') | list | length }}|"
          "{{ messages | rejectattr('role', 'eq', 'user') | map(attribute='role') | join(',') }}|"
-         "{{ l | select('odd') | list }}|{{ l | reject('odd') | list }}|{{ ['a'] | map('upper') | list }}",
+         "{{ l | select('odd') | list }}|{{ l | reject('odd') | list }}|{{ ['a'] | map('upper') | "
+         "list }}",
          "1|system,assistant|[3, 1]|[2]|['A']", NULL},
-        {"{{ -3 | abs }}|{{ 2.5 | round }}|{{ 3.5 | round }}|{{ 2.675 | round(2) }}|{{ 5 | round }}|"
+        {"{{ -3 | abs }}|{{ 2.5 | round }}|{{ 3.5 | round }}|{{ 2.675 | round(2) }}|{{ 5 | round "
+         "}}|"
          "{{ 2.1 | round(0, 'ceil') }}",
          "3|2.0|4.0|2.67|5|3.0", NULL},
         {"{{ '42' | int }}|{{ '4.7' | int }}|{{ 'x' | int(5) }}|{{ '0x1A' | int(base=16) }}|"
          "{{ '3.5' | float }}|{{ 3 | float }}|{{ 7 | string }}",
          "42|4|5|26|3.5|3.0|7", NULL},
-        {"{{ [1, 2, 3] | sum }}|{{ l | batch(2) | list }}|{{ 'abc' | reverse }}|{{ 'a b c' | wordcount }}",
+        {"{{ [1, 2, 3] | sum }}|{{ l | batch(2) | list }}|{{ 'abc' | reverse }}|{{ 'a b c' | "
+         "wordcount }}",
          "6|[[3, 1], [2]]|cba|3", NULL},
-        {"{{ 'x' | center(5) }}|{{ 'foo bar baz qux' | truncate(9) }}|{{ 'foo bar baz qux' | truncate(9, true) }}",
+        {"{{ 'x' | center(5) }}|{{ 'foo bar baz qux' | truncate(9) }}|{{ 'foo bar baz qux' | "
+         "truncate(9, true) }}",
          "  x  |foo...|foo ba...", NULL},
-        {"{{ 'a\\nb' | indent }}|{{ 'a\\nb' | indent(2, true) }}|{{ 'a\\n\\nb' | indent(1, blank=true) }}",
+        {"{{ 'a\\nb' | indent }}|{{ 'a\\nb' | indent(2, true) }}|{{ 'a\\n\\nb' | indent(1, "
+         "blank=true) }}",
          "a\n    b|  a\n  b|a\n \n b", NULL},
         {"{{ '<a>&\"\\'' | e }}|{{ ('<b>' | safe) + '<i>' }}|{{ ('<b>' | safe) ~ '<i>' }}",
          "&lt;a&gt;&amp;&#34;&#39;|<b>&lt;i&gt;|<b><i>", NULL},
-        {"{{ d | items | list }}|{{ messages[0] | attr('role') }}|{{ s | attr('upper') is callable }}",
+        {"{{ d | items | list }}|{{ messages[0] | attr('role') }}|{{ s | attr('upper') is callable "
+         "}}",
          "[('b', 2), ('a', 1)]||True", NULL},
         {"{{ x | nosuchfilter }}", NULL, "t:1:8: unsupported filter 'nosuchfilter'"},
         // map() and friends return generators in Jinja2: they cannot be
@@ -268,17 +280,20 @@ static void test_filters(void)
 static void test_tojson(void)
 {
     static const struct jcase cases[] = {
-        {"{{ d | tojson }}|{{ l | tojson }}|{{ nil | tojson }}|{{ 1.0 | tojson }}|{{ true | tojson }}",
+        {"{{ d | tojson }}|{{ l | tojson }}|{{ nil | tojson }}|{{ 1.0 | tojson }}|{{ true | tojson "
+         "}}",
          "{\"b\": 2, \"a\": 1}|[3, 1, 2]|null|1.0|true", NULL},
         {"{{ u | tojson }}|{{ u | tojson(ensure_ascii=true) }}|{{ '\\t\"\\\\\\x01' | tojson }}",
          "\"h\xc3\xa9llo\"|\"h\\u00e9llo\"|\"\\t\\\"\\\\\\u0001\"", NULL},
         {"{{ d | tojson(indent=2) }}", "{\n  \"b\": 2,\n  \"a\": 1\n}", NULL},
-        {"{{ d | tojson(sort_keys=true) }}|{{ d | tojson(separators=(',', ':')) }}|{{ [[], {}] | tojson(indent=1) }}",
+        {"{{ d | tojson(sort_keys=true) }}|{{ d | tojson(separators=(',', ':')) }}|{{ [[], {}] | "
+         "tojson(indent=1) }}",
          "{\"a\": 1, \"b\": 2}|{\"b\":2,\"a\":1}|[\n []"
          ",\n {}\n]",
          NULL},
         {"{{ {1: 'x', true: 'y'} | tojson }}", "{\"1\": \"y\"}", NULL},
-        {"{{ undefined_name | tojson }}", NULL, "Object of type Undefined is not JSON serializable"},
+        {"{{ undefined_name | tojson }}", NULL,
+         "Object of type Undefined is not JSON serializable"},
     };
     RUN(cases);
 }
@@ -287,7 +302,8 @@ static void test_tests_and_methods(void)
 {
     static const struct jcase cases[] = {
         {"{{ n is odd }}{{ n is even }}{{ n is divisibleby 7 }}{{ n is number }}{{ f is float }}"
-         "{{ n is integer }}{{ true is boolean }}{{ nil is none }}{{ s is string }}{{ d is mapping }}",
+         "{{ n is integer }}{{ true is boolean }}{{ nil is none }}{{ s is string }}{{ d is mapping "
+         "}}",
          "TrueFalseTrueTrueTrueTrueTrueTrueTrueTrue", NULL},
         {"{{ l is iterable }}{{ l is sequence }}{{ x is defined }}{{ x is undefined }}"
          "{{ n is eq 7 }}{{ n is lt 8 }}{{ 2 is in l }}{{ 1 is true }}{{ nil is not none }}",
@@ -295,10 +311,12 @@ static void test_tests_and_methods(void)
         {"{{ s.split(',') }}|{{ '  a  b  '.split() }}|{{ 'a,b,c'.split(',', 1) }}|"
          "{{ 'a,b,c'.rsplit(',', 1) }}|{{ ' a b '.split(none, 1) }}",
          "['Hello', ' World']|['a', 'b']|['a', 'b,c']|['a,b', 'c']|['a', 'b ']", NULL},
-        {"{{ s.startswith('Hell') }}{{ s.endswith(('x', 'ld')) }}{{ s.find('o') }}{{ s.rfind('o') }}"
+        {"{{ s.startswith('Hell') }}{{ s.endswith(('x', 'ld')) }}{{ s.find('o') }}{{ s.rfind('o') "
+         "}}"
          "{{ s.count('l') }}",
          "TrueTrue483", NULL},
-        {"{{ '  p  '.strip() }}|{{ '  p  '.lstrip() }}|{{ '  p  '.rstrip() }}|{{ 'xxpxx'.strip('x') }}",
+        {"{{ '  p  '.strip() }}|{{ '  p  '.lstrip() }}|{{ '  p  '.rstrip() }}|{{ "
+         "'xxpxx'.strip('x') }}",
          "p|p  |  p|p", NULL},
         {"{{ '{} and {}'.format(1, 'two') }}|{{ '{0}{1}{0}'.format('a', 'b') }}|"
          "{{ '{k}!'.format(k='x') }}|{{ ', '.join(['a', 'b']) }}|{{ 'a\\nb'.splitlines() }}",
@@ -313,7 +331,8 @@ static void test_tests_and_methods(void)
 static void test_globals(void)
 {
     static const struct jcase cases[] = {
-        {"{{ range(3) | list }}|{{ range(1, 10, 3) | list }}|{{ range(5, 0, -2) | list }}|{{ range(3) }}",
+        {"{{ range(3) | list }}|{{ range(1, 10, 3) | list }}|{{ range(5, 0, -2) | list }}|{{ "
+         "range(3) }}",
          "[0, 1, 2]|[1, 4, 7]|[5, 3, 1]|range(0, 3)", NULL},
         {"{{ dict(a=1, b='x') }}|{{ namespace(a=1).a }}", "{'a': 1, 'b': 'x'}|1", NULL},
         {"{{ strftime_now('%d %b %Y') }}", "26 Jul 2024", NULL},
@@ -339,7 +358,8 @@ static void test_errors(void)
         const char *msg;
     } cases[] = {
         {"a\n{% if x %}\nb", VLLMC_ERR_TEMPLATE,
-         "t:3:2: Unexpected end of template. Jinja was looking for the following tags: 'elif' or 'else' or 'endif'."},
+         "t:3:2: Unexpected end of template. Jinja was looking for the following tags: 'elif' or "
+         "'else' or 'endif'."},
         {"{% endfor %}", VLLMC_ERR_TEMPLATE, "t:1:4: Encountered unexpected tag 'endfor'"},
         {"{% frobnicate %}", VLLMC_ERR_TEMPLATE, "t:1:4: Encountered unknown tag 'frobnicate'"},
         {"x\n  {% include 'other.jinja' %}", VLLMC_ERR_UNSUPPORTED,
@@ -357,8 +377,7 @@ static void test_errors(void)
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         struct jinja_template *t = NULL;
         struct err e;
-        enum vllmc_status rc =
-            jinja_compile(cases[i].tpl, strlen(cases[i].tpl), "t", &t, &e);
+        enum vllmc_status rc = jinja_compile(cases[i].tpl, strlen(cases[i].tpl), "t", &t, &e);
         CHECK_EQ_INT(rc, cases[i].code);
         CHECK(t == NULL);
         if (!strstr(e.msg, cases[i].msg)) {
@@ -385,17 +404,31 @@ static void test_limits(void)
         "{% for a in range(100000) %}{% for b in range(100000) %}{{ 'xxxxxxxxxxxxxxxx' }}"
         "{% endfor %}{% endfor %}",
         "{{ 'x' * 1000000000 }}",
-        "{% set ns = namespace(l=[]) %}{% for i in range(2000) %}{% set ns.l = [ns.l] %}{% endfor %}",
+        "{% set ns = namespace(l=[]) %}{% for i in range(2000) %}{% set ns.l = [ns.l] %}{% endfor "
+        "%}",
         "{% for x in [1] recursive %}{{ loop([1]) }}{% endfor %}",
         "{{ 9223372036854775807 + 1 }}",
     };
+    struct jinja_limits lim;
+    jinja_limits_default(&lim);
+    CHECK_EQ_INT(lim.output_bytes_max, 64 << 20);
+    CHECK_EQ_INT(lim.n_steps_max, 20000000);
+    // Smaller budgets than the defaults keep the test quick; the mechanism
+    // is the same.
+    lim.n_steps_max = 1000000;
+    lim.output_bytes_max = 1 << 20;
     for (size_t i = 0; i < sizeof tpls / sizeof tpls[0]; i++) {
+        struct jinja_template *t = NULL;
         struct err e;
-        enum vllmc_status rc;
-        char *out = render_str(tpls[i], "{}", &e, &rc);
+        char *out = NULL;
+        CHECK_EQ_INT(jinja_compile(tpls[i], strlen(tpls[i]), "t", &t, &e), VLLMC_OK);
+        enum vllmc_status rc = jinja_render_limited(t, NULL, &lim, &out, NULL, &e);
         CHECK(out == NULL);
-        CHECK(rc == VLLMC_ERR_CAPACITY || rc == VLLMC_ERR_NOMEM || rc == VLLMC_ERR_UNSUPPORTED);
-        mem_free(out);
+        if (rc != VLLMC_ERR_CAPACITY && rc != VLLMC_ERR_UNSUPPORTED) {
+            fprintf(stderr, "%s: status %d: %s\n", tpls[i], rc, e.msg);
+            check_failures++;
+        }
+        jinja_free(t);
     }
     // Deeply nested expressions are refused at parse time, not by the stack.
     size_t depth = 5000;
@@ -478,8 +511,9 @@ static void *render_thread(void *p)
 
 static void test_concurrent_render(void)
 {
-    const char *tpl = "{% set ns = namespace(n=0) %}{% for m in messages %}{% set ns.n = ns.n + 1 %}"
-                      "<{{ m.role }}>{{ m.content | trim }}{% endfor %}{{ ns.n }}{{ 'x' ~ s }}";
+    const char *tpl =
+        "{% set ns = namespace(n=0) %}{% for m in messages %}{% set ns.n = ns.n + 1 %}"
+        "<{{ m.role }}>{{ m.content | trim }}{% endfor %}{{ ns.n }}{{ 'x' ~ s }}";
     const char *want = "<system>Sys<user>Hi<assistant>ok3xHello, World";
     struct jinja_template *t = NULL;
     struct err e;
