@@ -40,6 +40,8 @@ enum vllmc_status tokenizer_load_gguf(const struct gguf_file *g, struct tokenize
         v.pre = gstr(s);
     if (gguf_get_str(g, "tokenizer.chat_template", &s))
         v.chat_template = gstr(s);
+    if (gguf_get_str(g, "general.name", &s))
+        v.name = gstr(s);
     enum gguf_type et;
     uint64_t n = 0, n_merges = 0;
     if (!gguf_get_arr(g, "tokenizer.ggml.tokens", &et, &n) || et != GGUF_TYPE_STRING || !n ||

@@ -99,6 +99,52 @@ static bool norm_form(const char *in, size_t len, utf8proc_option_t opts, struct
     return ok;
 }
 
+// Code points that are NFC as they stand and never combine with the character before them:
+// NFC leaves a run of them as it is, and a text can be normalised piecewise between them.
+static bool cp_nfc_inert(int32_t c)
+{
+    return c < 0x300 || (c >= 0x3400 && c <= 0x4dbf) || (c >= 0x4e00 && c <= 0x9fff) ||
+           (c >= 0xac00 && c <= 0xd7a3) || (c >= 0x1f300 && c <= 0x1faff);
+}
+
+// NFC that hands utf8proc only the stretches that can change: each run of other code points,
+// together with the character before it (which may compose with the run's first).
+static bool norm_nfc(const char *in, size_t len, struct tok_bytes *out)
+{
+    struct tok_bytes tmp = {0};
+    out->len = 0;
+    size_t i = 0, prev = 0; // prev: start of the last inert character copied
+    bool ok = tok_bytes_reserve(out, len + 1);
+    while (ok && i < len) {
+        int32_t cp;
+        size_t k = utf8_decode(in + i, len - i, &cp);
+        if (cp >= 0 && cp_nfc_inert(cp)) {
+            prev = i;
+            ok = tok_bytes_append(out, in + i, k);
+            i += k;
+            continue;
+        }
+        // Take back the character before the run, then normalise it with the run.
+        size_t start = i;
+        if (i > 0 && out->len >= i - prev) {
+            out->len -= i - prev;
+            start = prev;
+        }
+        size_t end = i + k;
+        while (end < len) {
+            size_t m = utf8_decode(in + end, len - end, &cp);
+            if (cp >= 0 && cp_nfc_inert(cp))
+                break;
+            end += m;
+        }
+        ok = norm_form(in + start, end - start, UTF8PROC_COMPOSE, &tmp) &&
+             tok_bytes_append(out, tmp.ptr, tmp.len);
+        i = prev = end;
+    }
+    mem_free(tmp.ptr);
+    return ok;
+}
+
 // Code point by code point rewriting (case, accents, BERT clean-up).
 static bool norm_per_cp(const char *in, size_t len, enum norm_kind kind, struct tok_bytes *out)
 {
@@ -183,7 +229,7 @@ static bool norm_step_run(const struct norm_step *s, const char *in, size_t len,
 {
     switch (s->kind) {
     case NORM_NFC:
-        return norm_form(in, len, UTF8PROC_COMPOSE, out);
+        return norm_nfc(in, len, out);
     case NORM_NFKC:
         return norm_form(in, len, UTF8PROC_COMPOSE | UTF8PROC_COMPAT, out);
     case NORM_NFD:

@@ -403,6 +403,26 @@ static enum vllmc_status vocab_setup_model(struct tokenizer *tok, const struct t
                    (int)v->model.len, v->model.ptr ? v->model.ptr : "");
 }
 
+// Token attributes GGUF cannot store, implied by the model as llama.cpp implies them: Phi-3's
+// special tokens swallow the whitespace after them (its tokenizer.json says rstrip), except
+// <unk>, <s> and <|endoftext|>.
+static void apply_model_token_attrs(struct tokenizer *tok, struct tokenizer_str name)
+{
+    char lower[64];
+    size_t n = name.len < sizeof(lower) - 1 ? name.len : sizeof(lower) - 1;
+    for (size_t i = 0; i < n; i++) {
+        char c = name.ptr[i];
+        lower[i] = (char)(c >= 'A' && c <= 'Z' ? c + 32 : c);
+    }
+    lower[n] = '\0';
+    if (!strstr(lower, "phi-3") && !strstr(lower, "phi3"))
+        return;
+    for (size_t i = 0; i < tok->n_added; i++) {
+        const char *t = tok->text_pool + tok->added[i].off;
+        tok->added[i].rstrip = strcmp(t, "<unk>") && strcmp(t, "<s>") && strcmp(t, "<|endoftext|>");
+    }
+}
+
 enum vllmc_status tokenizer_create_from_vocab(const struct tokenizer_vocab *v,
                                               struct tokenizer **out, struct err *err)
 {
@@ -432,6 +452,7 @@ enum vllmc_status tokenizer_create_from_vocab(const struct tokenizer_vocab *v,
             goto fail;
         }
     }
+    apply_model_token_attrs(tok, v->name);
     if (tok->model == TOK_MODEL_BPE) {
         if (!v->n_merges) {
             rc = err_set(err, VLLMC_ERR_FORMAT, "tokenizer: byte-level BPE without merges");

@@ -46,6 +46,8 @@ struct tokenizer_vocab {
     // -1 = not set (model default), 0 = false, 1 = true.
     int add_bos, add_eos, add_space_prefix;
     struct tokenizer_str chat_template; // empty when absent
+    struct tokenizer_str name;          // general.name: GGUF files carry no per-token
+                                        // lstrip/rstrip, so some are implied by the model
 };
 
 // Initialises every field to "absent" (ids -1, flags -1, pointers NULL).

@@ -10,6 +10,8 @@
 #include "engine/tokenizer_load.h"
 #include "tokenizer/detok.h"
 #include "tokenizer/tokenizer.h"
+#include "tokenizer/tokenizer_impl.h"
+#include <utf8proc.h>
 
 #define HF VLLMC_SHARED_DIR "/testdata/hf-tokenizers/"
 
@@ -312,6 +314,39 @@ static void test_out_of_memory(void)
     tokenizer_free(tok);
 }
 
+// The NFC normaliser, which skips text NFC cannot change, agrees with utf8proc's whole-text
+// NFC on random mixes of combining marks, Hangul jamo and syllables, CJK, emoji, singletons.
+static void test_nfc_matches_utf8proc(void)
+{
+    static const int32_t alphabet[] = {'e', 'A', ' ', 0x301, 0x327, 0x308, 0x1100, 0x1161,
+                                       0x11a8, 0xac00, 0xac01, 0x4e2d, 0x1f600, 0x2000, 0x212b,
+                                       0x3099, 0x304b, 0x0f73, 0x1e0a, 0x0323, 0xe9, 0x2126};
+    struct normalizer n = {0};
+    CHECK(normalizer_add(&n, NORM_NFC, NULL, NULL, 0, 0));
+    uint32_t rng = 12345;
+    size_t n_same = 0, n_cases = 2000;
+    struct tok_bytes out = {0};
+    for (size_t c = 0; c < n_cases; c++) {
+        char text[256];
+        size_t len = 0;
+        size_t n_cp = 1 + c % 24;
+        for (size_t i = 0; i < n_cp; i++) {
+            rng = rng * 1103515245u + 12345u;
+            int32_t cp = alphabet[(rng >> 16) % (sizeof(alphabet) / sizeof(alphabet[0]))];
+            len += (size_t)utf8proc_encode_char(cp, (utf8proc_uint8_t *)text + len);
+        }
+        text[len] = '\0';
+        utf8proc_uint8_t *want = utf8proc_NFC((const utf8proc_uint8_t *)text);
+        CHECK(normalizer_run(&n, text, len, &out));
+        if (want && out.len == strlen((char *)want) && !memcmp(out.ptr, want, out.len))
+            n_same++;
+        free(want); // utf8proc's allocation
+    }
+    CHECK_EQ_INT(n_same, n_cases);
+    mem_free(out.ptr);
+    normalizer_deinit(&n);
+}
+
 static double cpu_seconds(void)
 {
     return (double)clock() / CLOCKS_PER_SEC;
@@ -360,6 +395,7 @@ static const struct check_case cases[] = {
     {"stream_holds_partial_characters", test_stream_holds_partial_characters},
     {"bad_files", test_bad_files},
     {"out_of_memory", test_out_of_memory},
+    {"nfc_matches_utf8proc", test_nfc_matches_utf8proc},
     {"speed", test_speed},
     {NULL, NULL},
 };
