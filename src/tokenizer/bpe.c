@@ -144,7 +144,7 @@ static bool bpe_seed(const struct tokenizer *tok, struct bpe_scratch *s, const c
         return true;
     }
     for (size_t i = 0; i < len;) {
-        size_t k = utf8_seq_len(text + i, len - i);
+        size_t k = unicode_utf8_seq_len(text + i, len - i);
         int32_t id = strmap_get(&tok->lookup, text + i, k);
         if (id >= 0 || tok->model == TOK_MODEL_SPM || !tok->byte_fallback) {
             if (!sym_push(s, id, i, k))

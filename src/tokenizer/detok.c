@@ -49,9 +49,9 @@ void detok_free(struct detok *d)
 // Moves the complete prefix of pending (or all of it when final) into out.
 static enum vllmc_status detok_emit(struct detok *d, bool final)
 {
-    size_t n = final ? d->pending.len : utf8_complete_prefix(d->pending.ptr, d->pending.len);
+    size_t n = final ? d->pending.len : unicode_utf8_complete_prefix(d->pending.ptr, d->pending.len);
     d->out.len = 0;
-    if (!utf8_append_sanitized(&d->out, d->pending.ptr, n))
+    if (!unicode_utf8_append_sanitized(&d->out, d->pending.ptr, n))
         return VLLMC_ERR_NOMEM;
     memmove(d->pending.ptr, d->pending.ptr + n, d->pending.len - n);
     d->pending.len -= n;

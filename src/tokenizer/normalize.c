@@ -117,7 +117,7 @@ static bool norm_nfc(const char *in, size_t len, struct tok_bytes *out)
     bool ok = tok_bytes_reserve(out, len + 1);
     while (ok && i < len) {
         int32_t cp;
-        size_t k = utf8_decode(in + i, len - i, &cp);
+        size_t k = unicode_utf8_decode(in + i, len - i, &cp);
         if (cp >= 0 && cp_nfc_inert(cp)) {
             prev = i;
             ok = tok_bytes_append(out, in + i, k);
@@ -132,7 +132,7 @@ static bool norm_nfc(const char *in, size_t len, struct tok_bytes *out)
         }
         size_t end = i + k;
         while (end < len) {
-            size_t m = utf8_decode(in + end, len - end, &cp);
+            size_t m = unicode_utf8_decode(in + end, len - end, &cp);
             if (cp >= 0 && cp_nfc_inert(cp))
                 break;
             end += m;
@@ -153,7 +153,7 @@ static bool norm_per_cp(const char *in, size_t len, enum norm_kind kind, struct 
         return false;
     for (size_t i = 0; i < len;) {
         int32_t cp;
-        size_t k = utf8_decode(in + i, len - i, &cp);
+        size_t k = unicode_utf8_decode(in + i, len - i, &cp);
         const char *src = in + i;
         i += k;
         if (cp < 0) {
@@ -165,34 +165,34 @@ static bool norm_per_cp(const char *in, size_t len, enum norm_kind kind, struct 
         size_t nb;
         switch (kind) {
         case NORM_LOWERCASE:
-            nb = utf8_encode(cp < 0x80 ? (cp >= 'A' && cp <= 'Z' ? cp + 32 : cp)
+            nb = unicode_utf8_encode(cp < 0x80 ? (cp >= 'A' && cp <= 'Z' ? cp + 32 : cp)
                                        : utf8proc_tolower(cp),
                              buf);
             break;
         case NORM_STRIP_ACCENTS:
             if (cp >= 0x80 && utf8proc_category(cp) == UTF8PROC_CATEGORY_MN)
                 continue;
-            nb = utf8_encode(cp, buf);
+            nb = unicode_utf8_encode(cp, buf);
             break;
         case NORM_BERT_CLEAN:
             if (cp == 0 || cp == 0xfffd ||
                 (cp != '\t' && cp != '\n' && cp != '\r' && cp_is_other(cp)))
                 continue;
-            nb = utf8_encode(cp_is_whitespace(cp) ? ' ' : cp, buf);
+            nb = unicode_utf8_encode(cp_is_whitespace(cp) ? ' ' : cp, buf);
             break;
         case NORM_BERT_CHINESE:
             if (cp_is_chinese(cp)) {
                 char tmp[6] = {' '};
-                size_t m = utf8_encode(cp, tmp + 1);
+                size_t m = unicode_utf8_encode(cp, tmp + 1);
                 tmp[m + 1] = ' ';
                 if (!tok_bytes_append(out, tmp, m + 2))
                     return false;
                 continue;
             }
-            nb = utf8_encode(cp, buf);
+            nb = unicode_utf8_encode(cp, buf);
             break;
         default:
-            nb = utf8_encode(cp, buf);
+            nb = unicode_utf8_encode(cp, buf);
             break;
         }
         if (!tok_bytes_append(out, buf, nb))
@@ -247,7 +247,7 @@ static bool norm_step_run(const struct norm_step *s, const char *in, size_t len,
         size_t a = 0, b = len;
         while (s->a && a < b) {
             int32_t cp;
-            size_t k = utf8_decode(in + a, b - a, &cp);
+            size_t k = unicode_utf8_decode(in + a, b - a, &cp);
             if (!cp_is_whitespace(cp))
                 break;
             a += k;
@@ -257,7 +257,7 @@ static bool norm_step_run(const struct norm_step *s, const char *in, size_t len,
             while (k < b - a && k < 4 && ((uint8_t)in[b - k] & 0xc0) == 0x80)
                 k++;
             int32_t cp;
-            utf8_decode(in + b - k, k, &cp);
+            unicode_utf8_decode(in + b - k, k, &cp);
             if (!cp_is_whitespace(cp))
                 break;
             b -= k;

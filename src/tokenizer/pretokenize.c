@@ -288,7 +288,7 @@ static enum vllmc_status split_find(const pcre2_code *re, pcre2_match_data *md, 
             // An empty match: step one character so the search advances.
             if (ms >= n)
                 break;
-            pos = ms + utf8_seq_len(text + a + ms, n - ms);
+            pos = ms + unicode_utf8_seq_len(text + a + ms, n - ms);
         } else {
             pos = me;
         }

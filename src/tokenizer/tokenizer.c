@@ -689,7 +689,7 @@ enum vllmc_status tokenizer_decode(const struct tokenizer *tok, const int32_t *i
     size_t start = 0;
     for (int k = 0; k < tok->strip_leading && start < raw.len && raw.ptr[start] == ' '; k++)
         start++;
-    bool ok = utf8_append_sanitized(&out, raw.ptr ? raw.ptr + start : "", raw.len - start);
+    bool ok = unicode_utf8_append_sanitized(&out, raw.ptr ? raw.ptr + start : "", raw.len - start);
     mem_free(raw.ptr);
     if (!ok) {
         mem_free(out.ptr);

@@ -69,15 +69,15 @@ const struct pairmap_slot *pairmap_get(const struct pairmap *m, int32_t left, in
 // ---- unicode helpers (unicode.c) ----
 
 // Length of the UTF-8 sequence starting at p (1 for an invalid or truncated one).
-size_t utf8_seq_len(const char *p, size_t n);
+size_t unicode_utf8_seq_len(const char *p, size_t n);
 // Decodes one code point; returns its byte length (1 with *cp = -1 for an invalid byte).
-size_t utf8_decode(const char *p, size_t n, int32_t *cp);
-size_t utf8_encode(int32_t cp, char out[4]);
+size_t unicode_utf8_decode(const char *p, size_t n, int32_t *cp);
+size_t unicode_utf8_encode(int32_t cp, char out[4]);
 // Appends text to out, replacing each maximal invalid subpart with U+FFFD.
-bool utf8_append_sanitized(struct tok_bytes *out, const char *p, size_t n);
+bool unicode_utf8_append_sanitized(struct tok_bytes *out, const char *p, size_t n);
 // Length of the longest prefix of p that ends on a character boundary and does not end in
 // an incomplete (but still possibly valid) sequence.
-size_t utf8_complete_prefix(const char *p, size_t n);
+size_t unicode_utf8_complete_prefix(const char *p, size_t n);
 
 // GPT-2 byte <-> unicode map: byte b is spelled by code point byte_level_cp[b].
 extern const uint16_t byte_level_cp[256];

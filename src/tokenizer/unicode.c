@@ -90,13 +90,13 @@ static int utf8_check(const uint8_t *p, size_t n, size_t *len)
     return 1;
 }
 
-size_t utf8_seq_len(const char *p, size_t n)
+size_t unicode_utf8_seq_len(const char *p, size_t n)
 {
     size_t len;
     return utf8_check((const uint8_t *)p, n, &len) == 1 ? len : 1;
 }
 
-size_t utf8_decode(const char *p, size_t n, int32_t *cp)
+size_t unicode_utf8_decode(const char *p, size_t n, int32_t *cp)
 {
     const uint8_t *s = (const uint8_t *)p;
     size_t len;
@@ -122,7 +122,7 @@ size_t utf8_decode(const char *p, size_t n, int32_t *cp)
     return len;
 }
 
-size_t utf8_encode(int32_t cp, char out[4])
+size_t unicode_utf8_encode(int32_t cp, char out[4])
 {
     uint32_t c = (uint32_t)cp;
     if (c < 0x80) {
@@ -147,7 +147,7 @@ size_t utf8_encode(int32_t cp, char out[4])
     return 4;
 }
 
-bool utf8_append_sanitized(struct tok_bytes *out, const char *p, size_t n)
+bool unicode_utf8_append_sanitized(struct tok_bytes *out, const char *p, size_t n)
 {
     static const char replacement[3] = {(char)0xef, (char)0xbf, (char)0xbd};
     size_t i = 0, run = 0; // [run, i) is valid text not yet appended
@@ -167,7 +167,7 @@ bool utf8_append_sanitized(struct tok_bytes *out, const char *p, size_t n)
     return tok_bytes_append(out, p + run, n - run);
 }
 
-size_t utf8_complete_prefix(const char *p, size_t n)
+size_t unicode_utf8_complete_prefix(const char *p, size_t n)
 {
     size_t i = 0;
     while (i < n) {
@@ -186,7 +186,7 @@ bool byte_level_unmap(const char *text, size_t n, struct tok_bytes *out)
         return false;
     for (size_t i = 0; i < n;) {
         int32_t cp;
-        i += utf8_decode(text + i, n - i, &cp);
+        i += unicode_utf8_decode(text + i, n - i, &cp);
         int b = cp < 0 ? -1 : byte_level_byte(cp);
         if (b < 0)
             return false;
@@ -201,7 +201,7 @@ bool byte_level_map(const char *bytes, size_t n, struct tok_bytes *out)
     out->len = 0;
     for (size_t i = 0; i < n; i++) {
         char buf[4];
-        size_t k = utf8_encode(byte_level_cp[(uint8_t)bytes[i]], buf);
+        size_t k = unicode_utf8_encode(byte_level_cp[(uint8_t)bytes[i]], buf);
         if (!tok_bytes_append(out, buf, k))
             return false;
     }

@@ -13,7 +13,7 @@ bool wordpiece_encode_piece(const struct tokenizer *tok, const char *text, size_
     if (!len)
         return true;
     size_t n_chars = 0;
-    for (size_t i = 0; i < len; i += utf8_seq_len(text + i, len - i))
+    for (size_t i = 0; i < len; i += unicode_utf8_seq_len(text + i, len - i))
         n_chars++;
     size_t mark = out->len;
     bool bad = n_chars > tok->wp_max_chars;
