@@ -35,6 +35,15 @@ if (JSON.stringify(ids) !== JSON.stringify(wantIds)) {
 }
 ' "$golden" "$tmp/out" "$tmp/ids"
 
+# Sampling: a seed fixes the output; top-k 1 is greedy whatever the temperature.
+"$bin" generate -t 1 -n 30 --temperature 0.9 --top-p 0.95 --seed 7 --print-ids >"$tmp/s1" 2>/dev/null
+"$bin" generate -t 1 -n 30 --temperature 0.9 --top-p 0.95 --seed 7 --print-ids >"$tmp/s2" 2>/dev/null
+"$bin" generate -t 1 -n 30 --temperature 0.9 --top-p 0.95 --seed 8 --print-ids >"$tmp/s3" 2>/dev/null
+cmp -s "$tmp/s1" "$tmp/s2" || { echo "same seed, different samples"; exit 1; }
+cmp -s "$tmp/s1" "$tmp/s3" && { echo "seeds 7 and 8 sampled the same 30 tokens"; exit 1; }
+"$bin" generate -t 1 -p "Once upon a time" -n 40 --temperature 1.5 --top-k 1 --print-ids >"$tmp/k1" 2>/dev/null
+cmp -s "$tmp/k1" "$tmp/ids" || { echo "top-k 1 is not greedy"; exit 1; }
+
 # Errors: one line on stderr and exit status 1 (model) or 2 (usage).
 if "$bin" generate -m "$tmp/missing.gguf" -n 1 >/dev/null 2>"$tmp/err"; then
     echo "a missing model file succeeded"; exit 1
