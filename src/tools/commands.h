@@ -12,5 +12,6 @@ int bench_ops_main(int argc, char **argv); // bench_ops.c
 int parity_main(int argc, char **argv);    // parity.c
 int tokenize_main(int argc, char **argv);  // tokenize.c
 int detokenize_main(int argc, char **argv); // tokenize.c
+int quantize_main(int argc, char **argv);   // quantize.c
 
 #endif

@@ -29,6 +29,7 @@ static const struct command commands[] = {
     {"gen-model", gen_model_main, "write a random-weight Llama model of a given shape"},
     {"tokenize", tokenize_main, "text to token ids (JSON array) with a model's tokenizer"},
     {"detokenize", detokenize_main, "token ids to text with a model's tokenizer"},
+    {"quantize", quantize_main, "write a GGUF with quantized weights (Q4_K_M, Q8_0, ...)"},
     {"version", version_main, "print the version"},
 };
 
