@@ -68,23 +68,24 @@ struct vllmc_engine;  // opaque
 struct vllmc_request; // opaque: one submitted request (all n of its samples)
 
 struct vllmc_engine_params {
-    const char *model_path;         // GGUF file or Hugging Face folder; borrowed for the call
-    const char *device;             // "cpu" (default) or "cuda"
-    int n_threads;                  // CPU worker threads; 0 = all cores
-    int block_size;                 // tokens per KV block; default 16
-    int max_model_len;              // 0 = the model's context length
-    int max_num_seqs;               // requests in one step; default 256
-    int max_num_batched_tokens;     // token budget of one step; 0 = max(8192, max_model_len)
-                                    // capped at max_model_len * max_num_seqs
-    int64_t kv_cache_memory_bytes;  // KV cache size; 0 = derive from gpu_memory_utilization
-    double gpu_memory_utilization;  // fraction of the device's memory (on the CPU: of the free
-                                    // RAM) the engine may use in all: weights, activations, KV;
-                                    // default 0.9
-    bool enable_prefix_caching;     // default true
-    uint64_t seed;                  // seeds requests that give no seed of their own; default 0
-    const char *dtype;              // activation/KV dtype: "auto" (default), "f32", "f16", "bf16"
-    const char *kv_cache_dtype;     // "auto" (default: as dtype), "f32", "f16", "bf16"
-    bool log_providers;             // log each distinct op provider selection once
+    const char *model_path;        // GGUF file or Hugging Face folder; borrowed for the call
+    const char *device;            // "cpu" (default) or "cuda"
+    int n_threads;                 // CPU worker threads; 0 = all cores
+    int block_size;                // tokens per KV block; default 16
+    int max_model_len;             // 0 = the model's context length
+    int max_num_seqs;              // requests in one step; default 256
+    int max_num_batched_tokens;    // token budget of one step (>= max_num_seqs); 0 = 2048,
+                                   // vLLM's default on the CPU
+    int64_t kv_cache_memory_bytes; // KV cache size; 0 = derive from gpu_memory_utilization
+    double gpu_memory_utilization; // fraction of the device's memory (on the CPU: of the free
+                                   // RAM) the engine may use in all: weights, activations, KV;
+                                   // default 0.9
+    bool enable_prefix_caching;    // default true
+    uint64_t seed;                 // seeds requests that give no seed of their own; default 0
+    const char *dtype;             // "auto" (default) or "f32": activations are computed in
+                                   // f32; "f16"/"bf16" are accepted with a warning
+    const char *kv_cache_dtype;    // "auto" (default: f32), "f32", "f16", "bf16"
+    bool log_providers;            // log each distinct op provider selection once
 };
 
 // Fills p with the defaults above. Call before setting fields.
@@ -110,30 +111,30 @@ struct vllmc_logit_bias {
 };
 
 struct vllmc_sampling_params {
-    int n;                      // samples generated from the prompt; default 1
-    float temperature;          // default 1; 0 (below 1e-5) = greedy
-    float top_p;                // (0, 1]; default 1 = off
-    int top_k;                  // 0 or -1 = off (default)
-    float min_p;                // [0, 1]; default 0 = off
-    float presence_penalty;     // [-2, 2]; default 0
-    float frequency_penalty;    // [-2, 2]; default 0
-    float repetition_penalty;   // > 0; default 1 = off
-    bool has_seed;              // default false: seeded from the engine seed
-    uint64_t seed;              // with has_seed: sample i of n uses seed + i
-    int max_tokens;             // generated tokens at most; default 16, -1 = up to max_model_len
-    int min_tokens;             // EOS and stop_token_ids are masked before this many; default 0
-    bool ignore_eos;            // keep going past EOS; default false
-    const int32_t *stop_token_ids;  // borrowed for the add call (copied)
+    int n;                         // samples generated from the prompt; default 1
+    float temperature;             // default 1; 0 (below 1e-5) = greedy
+    float top_p;                   // (0, 1]; default 1 = off
+    int top_k;                     // 0 or -1 = off (default)
+    float min_p;                   // [0, 1]; default 0 = off
+    float presence_penalty;        // [-2, 2]; default 0
+    float frequency_penalty;       // [-2, 2]; default 0
+    float repetition_penalty;      // > 0; default 1 = off
+    bool has_seed;                 // default false: seeded from the engine seed
+    uint64_t seed;                 // with has_seed: sample i of n uses seed + i
+    int max_tokens;                // generated tokens at most; default 16, -1 = up to max_model_len
+    int min_tokens;                // EOS and stop_token_ids are masked before this many; default 0
+    bool ignore_eos;               // keep going past EOS; default false
+    const int32_t *stop_token_ids; // borrowed for the add call (copied)
     int n_stop_token_ids;
-    const char *const *stop;        // stop strings; borrowed for the add call (copied)
+    const char *const *stop; // stop strings; borrowed for the add call (copied)
     int n_stop;
-    bool include_stop_str_in_output; // default false
+    bool include_stop_str_in_output;           // default false
     const struct vllmc_logit_bias *logit_bias; // borrowed for the add call (copied)
     int n_logit_bias;
-    int logprobs;               // -1 = none (default); k >= 0: the sampled token's logprob and
-                                // the k most likely alternatives, per generated token
-    int prompt_logprobs;        // -1 = none (default); k >= 0: the same for each prompt token
-    bool skip_special_tokens;   // leave special tokens out of the text; default true
+    int logprobs;             // -1 = none (default); k >= 0: the sampled token's logprob and
+                              // the k most likely alternatives, per generated token
+    int prompt_logprobs;      // -1 = none (default); k >= 0: the same for each prompt token
+    bool skip_special_tokens; // leave special tokens out of the text; default true
 };
 
 // Fills p with vLLM's defaults (see the fields).
@@ -142,16 +143,16 @@ VLLMC_API void vllmc_sampling_params_default(struct vllmc_sampling_params *p);
 // ---- requests ----
 
 struct vllmc_request_params {
-    const char *prompt;               // UTF-8 text, or NULL to use prompt_token_ids
-    bool add_special_tokens;          // text prompts: add BOS as the model's tokenizer says;
-                                      // default true
-    const int32_t *prompt_token_ids;  // used when prompt is NULL; borrowed for the call
+    const char *prompt;              // UTF-8 text, or NULL to use prompt_token_ids
+    bool add_special_tokens;         // text prompts: add BOS as the model's tokenizer says;
+                                     // default true
+    const int32_t *prompt_token_ids; // used when prompt is NULL; borrowed for the call
     int n_prompt_token_ids;
     struct vllmc_sampling_params sampling;
-    int priority;                     // lower runs earlier (vLLM priority scheduling);
-                                      // default 0; ties are first come first served
-    const char *cache_salt;           // optional: only requests with the same salt share
-                                      // prefix-cache blocks; borrowed for the call
+    int priority;           // lower runs earlier (vLLM priority scheduling);
+                            // default 0; ties are first come first served
+    const char *cache_salt; // optional: only requests with the same salt share
+                            // prefix-cache blocks; borrowed for the call
     // Optional: called on the engine thread each time an output is queued for
     // this request (and once more after the final one). It must not block nor
     // call back into the engine; it is meant to wake the consumer (an event
@@ -205,36 +206,36 @@ struct vllmc_top_logprob {
 // Log-probabilities of one position: those of the model's raw output (before
 // penalties and temperature), as vLLM reports by default.
 struct vllmc_logprob {
-    int32_t token_id;                     // the sampled (or prompt) token
-    float logprob;                        // its log-probability
-    int32_t rank;                         // 1 = the most likely token
-    int n_top;                            // entries in top
-    const struct vllmc_top_logprob *top;  // the n_top most likely tokens, most likely first
+    int32_t token_id;                    // the sampled (or prompt) token
+    float logprob;                       // its log-probability
+    int32_t rank;                        // 1 = the most likely token
+    int n_top;                           // entries in top
+    const struct vllmc_top_logprob *top; // the n_top most likely tokens, most likely first
 };
 
 struct vllmc_usage {
     int prompt_tokens;
-    int completion_tokens;  // over all samples
-    int cached_tokens;      // prompt tokens served from the prefix cache (first sample)
+    int completion_tokens; // over all samples
+    int cached_tokens;     // prompt tokens served from the prefix cache (first sample)
 };
 
 // One step's worth of new results for one sample of a request.
 struct vllmc_output {
-    int index;                          // which of the n samples (0-based)
-    const int32_t *token_ids;           // new tokens since the previous output of this sample
+    int index;                // which of the n samples (0-based)
+    const int32_t *token_ids; // new tokens since the previous output of this sample
     int n_token_ids;
-    const char *text;                   // new text (UTF-8, never a split character), NUL-terminated
+    const char *text; // new text (UTF-8, never a split character), NUL-terminated
     size_t text_len;
-    const struct vllmc_logprob *logprobs; // [n_token_ids] when logprobs >= 0, else NULL
+    const struct vllmc_logprob *logprobs;        // [n_token_ids] when logprobs >= 0, else NULL
     const struct vllmc_logprob *prompt_logprobs; // [n_prompt_logprobs] in the first output of a
     int n_prompt_logprobs;                       // request when prompt_logprobs >= 0; entry 0
                                                  // (the first prompt token) has n_top 0 and
                                                  // logprob NAN, as vLLM's None
-    enum vllmc_finish_reason finish_reason; // set on the last output of this sample
-    const char *stop_str;               // the stop string that ended the sample, or NULL
-    int32_t stop_token_id;              // the stop token id that ended it, or -1
-    bool final;                         // the last output of the whole request: usage is final
-    struct vllmc_usage usage;           // totals so far
+    enum vllmc_finish_reason finish_reason;      // set on the last output of this sample
+    const char *stop_str;                        // the stop string that ended the sample, or NULL
+    int32_t stop_token_id;                       // the stop token id that ended it, or -1
+    bool final;               // the last output of the whole request: usage is final
+    struct vllmc_usage usage; // totals so far
 };
 
 // Waits up to timeout_ms (-1 = no limit, 0 = poll) for the request's next
@@ -249,20 +250,20 @@ VLLMC_API void vllmc_output_free(struct vllmc_output *out); // NULL is a no-op
 // ---- statistics (for /metrics) ----
 
 struct vllmc_engine_stats {
-    int n_running;                    // requests (samples) in the running set
-    int n_waiting;                    // waiting, including preempted ones
-    int n_blocks_total;               // KV blocks
+    int n_running;      // requests (samples) in the running set
+    int n_waiting;      // waiting, including preempted ones
+    int n_blocks_total; // KV blocks
     int n_blocks_free;
-    double kv_cache_usage;            // fraction of blocks in use, 0..1
+    double kv_cache_usage; // fraction of blocks in use, 0..1
     int block_size;
     int max_model_len;
-    int64_t prefix_cache_queries;     // prompt tokens looked up in the prefix cache
-    int64_t prefix_cache_hits;        // of which found
+    int64_t prefix_cache_queries; // prompt tokens looked up in the prefix cache
+    int64_t prefix_cache_hits;    // of which found
     int64_t n_preemptions;
-    int64_t prompt_tokens_total;      // prompt tokens of finished and running requests
-    int64_t generation_tokens_total;  // tokens generated
-    int64_t n_requests_finished;      // by any reason
-    int64_t n_steps;                  // model steps run
+    int64_t prompt_tokens_total;     // prompt tokens of finished and running requests
+    int64_t generation_tokens_total; // tokens generated
+    int64_t n_requests_finished;     // by any reason
+    int64_t n_steps;                 // model steps run
 };
 
 // Fills *out with a snapshot of the counters. Any thread.
@@ -284,8 +285,8 @@ VLLMC_API void vllmc_tokens_free(int32_t *ids); // NULL is a no-op
 
 // Turns token ids into text; *out_text is owned by the caller (release with
 // vllmc_text_free()), NUL-terminated. Any thread.
-VLLMC_API enum vllmc_status vllmc_detokenize(struct vllmc_engine *engine, const int32_t *ids,
-                                             int n, bool skip_special_tokens, char **out_text);
+VLLMC_API enum vllmc_status vllmc_detokenize(struct vllmc_engine *engine, const int32_t *ids, int n,
+                                             bool skip_special_tokens, char **out_text);
 VLLMC_API void vllmc_text_free(char *text); // NULL is a no-op
 
 // The model's chat template (Jinja source), or NULL when it has none. Valid

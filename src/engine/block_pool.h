@@ -18,8 +18,8 @@ struct block_hash {
 };
 
 struct kv_block {
-    int32_t ref_cnt;        // requests holding the block; 0 = in the free queue
-    int32_t prev_free;      // free-queue links (block ids), -1 at the ends
+    int32_t ref_cnt;   // requests holding the block; 0 = in the free queue
+    int32_t prev_free; // free-queue links (block ids), -1 at the ends
     int32_t next_free;
     bool has_hash;          // full block registered in the prefix cache
     struct block_hash hash; // valid when has_hash
@@ -36,10 +36,10 @@ struct block_pool {
     int32_t free_tail;
     int n_free;
     bool enable_caching;
-    int32_t *map;            // owned [map_cap]: open addressing by hash, -1 = empty slot
-    uint32_t map_mask;       // map_cap - 1 (map_cap a power of two >= 2 * n_blocks)
-    int n_cached;            // blocks with has_hash
-    int64_t n_evictions;     // cached blocks whose hash was dropped to reuse them
+    int32_t *map;        // owned [map_cap]: open addressing by hash, -1 = empty slot
+    uint32_t map_mask;   // map_cap - 1 (map_cap a power of two >= 2 * n_blocks)
+    int n_cached;        // blocks with has_hash
+    int64_t n_evictions; // cached blocks whose hash was dropped to reuse them
 };
 
 // Creates a pool of n_blocks (>= 1) free blocks. *out owns it; free with block_pool_free().

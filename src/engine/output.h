@@ -10,14 +10,14 @@
 #include "vllmc.h"
 
 struct output_text {
-    char *text;            // owned, NUL-terminated: the sample's text so far (cut at a stop)
+    char *text; // owned, NUL-terminated: the sample's text so far (cut at a stop)
     size_t len;
     size_t cap;
-    size_t n_sent;         // bytes already handed out as deltas
+    size_t n_sent;           // bytes already handed out as deltas
     const char *const *stop; // borrowed from the request's sampling params
     int n_stop;
     bool include_stop;
-    int stop_index;        // index of the stop string that matched, -1 = none
+    int stop_index; // index of the stop string that matched, -1 = none
 };
 
 void output_text_init(struct output_text *o, const struct vllmc_sampling_params *sp);

@@ -13,7 +13,7 @@
 #include "vllmc.h"
 
 enum request_status {
-    REQUEST_WAITING,   // never scheduled yet
+    REQUEST_WAITING, // never scheduled yet
     REQUEST_RUNNING,
     REQUEST_PREEMPTED, // back in the waiting queue, blocks freed; recomputes on resume
     REQUEST_FINISHED,  // see finish_reason
@@ -21,36 +21,36 @@ enum request_status {
 
 struct request {
     uint64_t id;
-    uint64_t arrival_seq;       // admission order: the first-come-first-served tiebreak
-    int priority;               // lower runs earlier
+    uint64_t arrival_seq; // admission order: the first-come-first-served tiebreak
+    int priority;         // lower runs earlier
     enum request_status status;
     enum vllmc_finish_reason finish_reason;
 
-    int32_t *token_ids;         // owned [n_tokens_max]: the prompt, then generated tokens
+    int32_t *token_ids; // owned [n_tokens_max]: the prompt, then generated tokens
     int n_prompt_tokens;
     int n_tokens;
-    int n_tokens_max;           // max_model_len
-    int n_output_max;           // generated tokens allowed (max_tokens within max_model_len)
-    int n_computed_tokens;      // tokens whose KV is in the cache (or is being written this step)
-    int n_cached_tokens;        // prompt tokens served by the prefix cache at first scheduling;
-                                // -1 until then
+    int n_tokens_max;      // max_model_len
+    int n_output_max;      // generated tokens allowed (max_tokens within max_model_len)
+    int n_computed_tokens; // tokens whose KV is in the cache (or is being written this step)
+    int n_cached_tokens;   // prompt tokens served by the prefix cache at first scheduling;
+                           // -1 until then
     int n_preemptions;
 
-    int32_t *block_ids;         // owned [n_blocks_max]: KV blocks in order
+    int32_t *block_ids; // owned [n_blocks_max]: KV blocks in order
     int n_blocks;
-    int n_blocks_max;           // ceil(max_model_len / block_size)
+    int n_blocks_max;                // ceil(max_model_len / block_size)
     struct block_hash *block_hashes; // owned [n_blocks_max]: hashes of the full blocks of
     int n_block_hashes;              // token_ids, kept up to date by request_update_hashes()
-    int n_cached_blocks;        // leading blocks already offered to the prefix cache
+    int n_cached_blocks;             // leading blocks already offered to the prefix cache
     int block_size;
-    uint8_t *cache_salt;        // owned, may be NULL: extra key of the first block
+    uint8_t *cache_salt; // owned, may be NULL: extra key of the first block
     size_t n_cache_salt;
-    bool skip_prefix_cache;     // prompt logprobs need every prompt position computed
+    bool skip_prefix_cache; // prompt logprobs need every prompt position computed
 
     struct vllmc_sampling_params sp; // deep copy: stop_token_ids, stop, logit_bias owned
     struct rng rng;
-    int sample_index;           // which of the prompt's n samples
-    void *engine_data;          // borrowed: the engine's per-request record
+    int sample_index;  // which of the prompt's n samples
+    void *engine_data; // borrowed: the engine's per-request record
 };
 
 // Creates a request over a copy of prompt (1 <= n_prompt < max_model_len) and a

@@ -22,14 +22,14 @@ struct sampler_cand {
 
 struct sampler {
     int n_vocab;
-    int32_t eos_id;           // -1 when the model has none
-    int32_t *extra_eos_ids;   // owned [n_extra_eos]: more end ids (generation config)
+    int32_t eos_id;         // -1 when the model has none
+    int32_t *extra_eos_ids; // owned [n_extra_eos]: more end ids (generation config)
     int n_extra_eos;
-    float *logits;            // owned scratch [n_vocab]: the processed row
+    float *logits;             // owned scratch [n_vocab]: the processed row
     struct sampler_cand *cand; // owned scratch [n_vocab]: tokens still in the running
-    float *tmp;               // owned scratch [n_vocab]
-    int32_t *counts;          // owned scratch [n_vocab]: output token counts, zero between rows
-    uint8_t *seen;            // owned scratch [n_vocab]: in prompt or output, zero between rows
+    float *tmp;                // owned scratch [n_vocab]
+    int32_t *counts;           // owned scratch [n_vocab]: output token counts, zero between rows
+    uint8_t *seen;             // owned scratch [n_vocab]: in prompt or output, zero between rows
 };
 
 // One row to sample: the request's sampling params and tokens so far.
@@ -37,9 +37,9 @@ struct sample_input {
     const struct vllmc_sampling_params *sp; // borrowed
     const int32_t *prompt_ids;              // borrowed [n_prompt]
     int n_prompt;
-    const int32_t *output_ids;              // borrowed [n_output]
+    const int32_t *output_ids; // borrowed [n_output]
     int n_output;
-    struct rng *rng;                        // borrowed; advanced once by a random draw
+    struct rng *rng; // borrowed; advanced once by a random draw
 };
 
 // eos_id may be -1; extra_eos_ids (copied) are more ids that end generation.

@@ -56,8 +56,8 @@ enum vllmc_status scheduler_create(const struct scheduler_config *cfg, struct kv
     s->out.n_new_tokens = mem_alloc(n_seqs * sizeof *s->out.n_new_tokens);
     s->out.preempted = mem_alloc(n_seqs * sizeof *s->out.preempted);
     s->hit_ids = mem_alloc((size_t)max_blocks * sizeof *s->hit_ids);
-    if (!s->waiting || !s->running || !s->out.reqs || !s->out.n_new_tokens ||
-        !s->out.preempted || !s->hit_ids) {
+    if (!s->waiting || !s->running || !s->out.reqs || !s->out.n_new_tokens || !s->out.preempted ||
+        !s->hit_ids) {
         scheduler_free(s);
         return VLLMC_ERR_NOMEM;
     }
@@ -141,17 +141,36 @@ static void out_unschedule(struct scheduler_output *o, const struct request *req
         }
 }
 
+// Requests computing prompt tokens whose logprobs were asked for need a
+// logits row per token, which the per-step prompt-logprob budget bounds.
+static bool scores_prompt(const struct request *req)
+{
+    return req->sp.prompt_logprobs >= 0 && req->n_computed_tokens < req->n_prompt_tokens - 1;
+}
+
+static int clamp_prompt_logprobs(const struct scheduler *s, const struct request *req, int n_new,
+                                 int plp_budget)
+{
+    if (s->cfg.max_prompt_logprob_tokens > 0 && scores_prompt(req) && n_new > plp_budget)
+        return plp_budget;
+    return n_new;
+}
+
 // ---- running requests: decodes and continuing prefills ----
 
-static void schedule_running(struct scheduler *s, int *budget)
+static void schedule_running(struct scheduler *s, int *budget, int *plp_budget)
 {
     int i = 0;
-    while (i < s->n_running && *budget > 0) {
+    while (i<s->n_running && * budget> 0) {
         struct request *req = s->running[i];
         int n_new = req->n_tokens - req->n_computed_tokens;
         if (n_new > *budget)
             n_new = *budget;
-        VLLMC_ASSERT(n_new > 0);
+        n_new = clamp_prompt_logprobs(s, req, n_new, *plp_budget);
+        if (n_new == 0) {
+            i++;
+            continue;
+        }
         bool scheduled = false;
         for (;;) {
             if (kv_manager_allocate_slots(s->kv, req, n_new, NULL, 0)) {
@@ -172,6 +191,8 @@ static void schedule_running(struct scheduler *s, int *budget)
         }
         if (!scheduled)
             break;
+        if (scores_prompt(req))
+            *plp_budget -= n_new;
         out_push(&s->out, req, n_new);
         *budget -= n_new;
         i++;
@@ -180,7 +201,7 @@ static void schedule_running(struct scheduler *s, int *budget)
 
 // ---- waiting requests: new and preempted, in (priority, arrival) order ----
 
-static void schedule_waiting(struct scheduler *s, int *budget)
+static void schedule_waiting(struct scheduler *s, int *budget, int *plp_budget)
 {
     struct kv_manager *kv = s->kv;
     while (s->n_waiting > 0 && *budget > 0 && s->n_running < s->cfg.max_num_seqs) {
@@ -190,6 +211,9 @@ static void schedule_waiting(struct scheduler *s, int *budget)
         int n_new = req->n_tokens - n_computed;
         if (n_new > *budget)
             n_new = *budget;
+        n_new = clamp_prompt_logprobs(s, req, n_new, *plp_budget);
+        if (n_new == 0)
+            break;
         // Head-of-line: a request that does not fit now waits, and so do the
         // ones behind it, so that arrival order is kept.
         if (!kv_manager_allocate_slots(kv, req, n_new, s->hit_ids, n_hit))
@@ -200,6 +224,8 @@ static void schedule_waiting(struct scheduler *s, int *budget)
         s->running[s->n_running++] = req;
         req->status = REQUEST_RUNNING;
         req->n_computed_tokens = n_computed;
+        if (scores_prompt(req))
+            *plp_budget -= n_new;
         if (req->n_cached_tokens < 0)
             req->n_cached_tokens = n_computed;
         out_push(&s->out, req, n_new);
@@ -214,10 +240,11 @@ const struct scheduler_output *scheduler_schedule(struct scheduler *s)
     o->n_tokens = 0;
     o->n_preempted = 0;
     int budget = s->cfg.max_num_batched_tokens;
-    schedule_running(s, &budget);
+    int plp_budget = s->cfg.max_prompt_logprob_tokens;
+    schedule_running(s, &budget, &plp_budget);
     // As in vLLM, a step that had to preempt admits nobody new: memory is short.
     if (o->n_preempted == 0)
-        schedule_waiting(s, &budget);
+        schedule_waiting(s, &budget, &plp_budget);
     for (int i = 0; i < o->n_reqs; i++)
         o->reqs[i]->n_computed_tokens += o->n_new_tokens[i];
     return o;

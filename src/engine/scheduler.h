@@ -15,29 +15,31 @@ struct scheduler_config {
     int max_num_seqs;           // running requests at most
     int max_num_batched_tokens; // token budget of one step
     int max_model_len;
+    int max_prompt_logprob_tokens; // tokens of prompts with prompt logprobs per step (each
+                                   // needs a logits row); 0 = no limit
 };
 
 // One step's plan. Valid until the next scheduler_schedule().
 struct scheduler_output {
     int n_reqs;
-    struct request **reqs;     // borrowed [n_reqs]: running ones first, then new/resumed
-    int *n_new_tokens;         // [n_reqs]: tokens to compute this step, from
-                               // req->n_computed_tokens - n_new_tokens (already advanced)
-    int n_tokens;              // sum of n_new_tokens
+    struct request **reqs; // borrowed [n_reqs]: running ones first, then new/resumed
+    int *n_new_tokens;     // [n_reqs]: tokens to compute this step, from
+                           // req->n_computed_tokens - n_new_tokens (already advanced)
+    int n_tokens;          // sum of n_new_tokens
     int n_preempted;
     struct request **preempted; // borrowed [n_preempted]: preempted during this step
 };
 
 struct scheduler {
     struct scheduler_config cfg;
-    struct kv_manager *kv;     // borrowed
-    struct request **waiting;  // owned array of borrowed requests, [n_waiting], sorted by
-    int n_waiting;             // (priority, arrival_seq)
-    struct request **running;  // owned array [n_running], in admission order
+    struct kv_manager *kv;    // borrowed
+    struct request **waiting; // owned array of borrowed requests, [n_waiting], sorted by
+    int n_waiting;            // (priority, arrival_seq)
+    struct request **running; // owned array [n_running], in admission order
     int n_running;
-    int cap_requests;          // capacity of waiting (>= every live request)
+    int cap_requests; // capacity of waiting (>= every live request)
     struct scheduler_output out;
-    int32_t *hit_ids;          // owned scratch [max blocks of one request]
+    int32_t *hit_ids; // owned scratch [max blocks of one request]
     int64_t n_preemptions;
 };
 

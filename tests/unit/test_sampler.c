@@ -32,13 +32,17 @@ static void test_distributions(void)
 
     vllmc_sampling_params_default(&sp);
     sampler_distribution(sm, &sp, base_logits, p);
-    check_probs(p, (double[]){0.5630212318141845, 0.20712393612745927, 0.1256270176216652,
-                              0.07619663787579924, 0.028031176560891775}, 5);
+    check_probs(p,
+                (double[]){0.5630212318141845, 0.20712393612745927, 0.1256270176216652,
+                           0.07619663787579924, 0.028031176560891775},
+                5);
 
     sp.temperature = 0.5f;
     sampler_distribution(sm, &sp, base_logits, p);
-    check_probs(p, (double[]){0.8292446440257714, 0.11222605877167184, 0.041285659785796076,
-                              0.015188145450392949, 0.0020554919663678005}, 5);
+    check_probs(p,
+                (double[]){0.8292446440257714, 0.11222605877167184, 0.041285659785796076,
+                           0.015188145450392949, 0.0020554919663678005},
+                5);
 
     vllmc_sampling_params_default(&sp);
     sp.top_k = 2;
@@ -96,8 +100,8 @@ static void test_penalties(void)
     sp.presence_penalty = 0.25f;
     float l[6] = {1.0f, -1.0f, 0.5f, 2.0f, -0.5f, 0.0f};
     int32_t prompt[2] = {0, 1}, output[3] = {2, 2, 3};
-    struct sample_input in = {.sp = &sp, .prompt_ids = prompt, .n_prompt = 2,
-                              .output_ids = output, .n_output = 3};
+    struct sample_input in = {
+        .sp = &sp, .prompt_ids = prompt, .n_prompt = 2, .output_ids = output, .n_output = 3};
     sampler_apply_processors(sm, &in, l);
     // Repetition (prompt and output) divides positive and multiplies negative
     // logits; frequency subtracts 0.5 per output occurrence; presence 0.25 once.

@@ -300,8 +300,8 @@ static void test_oom(void)
 {
     struct kv_manager *km;
     CHECK_EQ_INT(kv_manager_create(8, 4, 64, true, &km), VLLMC_OK);
-    struct scheduler_config cfg = {.max_num_seqs = 4, .max_num_batched_tokens = 32,
-                                   .max_model_len = 64};
+    struct scheduler_config cfg = {
+        .max_num_seqs = 4, .max_num_batched_tokens = 32, .max_model_len = 64};
     int n_fail = 0;
     for (long n = 1;; n++) {
         struct scheduler *s = NULL;

@@ -1,0 +1,452 @@
+// The engine thread: admits new requests, applies aborts, runs model steps
+// (schedule, batch, forward, sample), decides when samples finish, and queues
+// each request's outputs on its own channel. It never waits for a client.
+#include <math.h>
+#include <string.h>
+
+#include "core/alloc.h"
+#include "core/log.h"
+#include "engine/engine.h"
+
+// ---- output channel ----
+
+static size_t align8(size_t n)
+{
+    return (n + 7) & ~(size_t)7;
+}
+
+// What one output carries before it is packed into one allocation.
+struct output_parts {
+    int index;
+    const int32_t *token_ids;
+    int n_token_ids;
+    const char *text;
+    size_t text_len;
+    const struct vllmc_logprob *logprobs; // [n_token_ids] or NULL
+    const struct vllmc_logprob *plp;      // [n_plp] or NULL
+    int n_plp;
+    enum vllmc_finish_reason finish_reason;
+    const char *stop_str;
+    int32_t stop_token_id;
+    bool final;
+    struct vllmc_usage usage;
+};
+
+static size_t logprobs_bytes(const struct vllmc_logprob *lp, int n)
+{
+    size_t b = align8((size_t)n * sizeof *lp);
+    for (int i = 0; i < n; i++)
+        b += align8((size_t)lp[i].n_top * sizeof *lp[i].top);
+    return b;
+}
+
+// Copies lp [n] (and their top lists) to dst and the memory after it.
+static uint8_t *logprobs_pack(struct vllmc_logprob *dst, const struct vllmc_logprob *lp, int n)
+{
+    uint8_t *p = (uint8_t *)dst + align8((size_t)n * sizeof *dst);
+    for (int i = 0; i < n; i++) {
+        dst[i] = lp[i];
+        if (lp[i].n_top) {
+            memcpy(p, lp[i].top, (size_t)lp[i].n_top * sizeof *lp[i].top);
+            dst[i].top = (const struct vllmc_top_logprob *)p;
+            p += align8((size_t)lp[i].n_top * sizeof *lp[i].top);
+        } else {
+            dst[i].top = NULL;
+        }
+    }
+    return p;
+}
+
+// One allocation holding the output and everything it points at, so the
+// client frees it with one call and it outlives the request handle.
+static struct vllmc_output *output_pack(const struct output_parts *o)
+{
+    size_t n_stop = o->stop_str ? strlen(o->stop_str) + 1 : 0;
+    size_t size =
+        align8(sizeof(struct vllmc_output)) + align8((size_t)o->n_token_ids * sizeof(int32_t)) +
+        (o->logprobs ? logprobs_bytes(o->logprobs, o->n_token_ids) : 0) +
+        (o->plp ? logprobs_bytes(o->plp, o->n_plp) : 0) + align8(o->text_len + 1) + n_stop;
+    uint8_t *base = mem_alloc(size);
+    if (!base)
+        return NULL;
+    struct vllmc_output *out = (struct vllmc_output *)base;
+    uint8_t *p = base + align8(sizeof *out);
+    *out = (struct vllmc_output){.index = o->index,
+                                 .n_token_ids = o->n_token_ids,
+                                 .finish_reason = o->finish_reason,
+                                 .stop_token_id = o->stop_token_id,
+                                 .final = o->final,
+                                 .usage = o->usage};
+    int32_t *ids = (int32_t *)p;
+    if (o->n_token_ids)
+        memcpy(ids, o->token_ids, (size_t)o->n_token_ids * sizeof *ids);
+    out->token_ids = ids;
+    p += align8((size_t)o->n_token_ids * sizeof(int32_t));
+    if (o->logprobs) {
+        struct vllmc_logprob *lp = (struct vllmc_logprob *)p;
+        p = logprobs_pack(lp, o->logprobs, o->n_token_ids);
+        out->logprobs = lp;
+    }
+    if (o->plp) {
+        struct vllmc_logprob *lp = (struct vllmc_logprob *)p;
+        p = logprobs_pack(lp, o->plp, o->n_plp);
+        out->prompt_logprobs = lp;
+        out->n_prompt_logprobs = o->n_plp;
+    }
+    char *text = (char *)p;
+    if (o->text_len)
+        memcpy(text, o->text, o->text_len);
+    text[o->text_len] = '\0';
+    out->text = text;
+    out->text_len = o->text_len;
+    p += align8(o->text_len + 1);
+    if (o->stop_str) {
+        memcpy(p, o->stop_str, n_stop);
+        out->stop_str = (const char *)p;
+    }
+    return out;
+}
+
+// Queues an output on the request's channel and wakes its reader. When the
+// output cannot be allocated, a final one still ends the stream (the reader
+// gets VLLMC_ERR_CLOSED) so that nobody waits forever.
+static void channel_push(struct vllmc_request *h, const struct output_parts *parts)
+{
+    struct vllmc_output *out = output_pack(parts);
+    struct output_node *node = out ? mem_alloc(sizeof *node) : NULL;
+    if (!node) {
+        mem_free(out);
+        out = NULL;
+        log_error("engine: out of memory for an output of request %llu", (unsigned long long)h->id);
+    }
+    pthread_mutex_lock(&h->mu);
+    if (node) {
+        node->out = out;
+        node->next = NULL;
+        if (h->tail)
+            h->tail->next = node;
+        else
+            h->head = node;
+        h->tail = node;
+    }
+    if (parts->final)
+        h->final_queued = true;
+    pthread_cond_broadcast(&h->cv);
+    pthread_mutex_unlock(&h->mu);
+    if (h->on_output)
+        h->on_output(h->user_data);
+}
+
+static struct vllmc_usage request_usage(const struct vllmc_request *h)
+{
+    return (struct vllmc_usage){.prompt_tokens = h->n_prompt,
+                                .completion_tokens = h->n_completion_tokens,
+                                .cached_tokens = h->n_cached_tokens};
+}
+
+// ---- finishing ----
+
+// Ends one sample: frees its blocks and queues its last output.
+static void seq_finish(struct vllmc_engine *eng, struct vllmc_request *h, struct engine_seq *s,
+                       enum vllmc_finish_reason reason)
+{
+    scheduler_finish(eng->sched, s->req, reason);
+    s->finished = true;
+    h->n_unfinished--;
+    eng->counters.n_finished += h->n_unfinished == 0;
+}
+
+// Detaches a request whose samples have all finished and drops the engine's reference.
+static void request_retire(struct vllmc_request *h)
+{
+    engine_request_free_seqs(h);
+    pthread_mutex_lock(&h->mu);
+    h->attached = false;
+    h->engine = NULL;
+    pthread_mutex_unlock(&h->mu);
+    engine_request_unref(h);
+}
+
+// Finishes every unfinished sample of h with reason abort.
+static void request_abort_all(struct vllmc_engine *eng, struct vllmc_request *h)
+{
+    for (int i = 0; i < h->n_samples; i++) {
+        struct engine_seq *s = &h->seqs[i];
+        if (s->finished)
+            continue;
+        seq_finish(eng, h, s, VLLMC_FINISH_ABORT);
+        struct output_parts o = {.index = i,
+                                 .finish_reason = VLLMC_FINISH_ABORT,
+                                 .stop_token_id = -1,
+                                 .final = h->n_unfinished == 0,
+                                 .usage = request_usage(h)};
+        channel_push(h, &o);
+    }
+}
+
+static void live_remove_finished(struct vllmc_engine *eng)
+{
+    int k = 0;
+    for (int i = 0; i < eng->n_live; i++) {
+        struct vllmc_request *h = eng->live[i];
+        if (h->n_unfinished == 0)
+            request_retire(h);
+        else
+            eng->live[k++] = h;
+    }
+    eng->n_live = k;
+}
+
+static void process_aborts(struct vllmc_engine *eng)
+{
+    for (int i = 0; i < eng->n_live; i++) {
+        struct vllmc_request *h = eng->live[i];
+        if (atomic_load(&h->abort_requested) && h->n_unfinished > 0)
+            request_abort_all(eng, h);
+    }
+    live_remove_finished(eng);
+}
+
+// ---- admission ----
+
+static void admit(struct vllmc_engine *eng, struct vllmc_request *inbox)
+{
+    while (inbox) {
+        struct vllmc_request *h = inbox;
+        inbox = h->next_inbox;
+        h->next_inbox = NULL;
+        if (eng->n_live == eng->cap_live) {
+            int cap = eng->cap_live ? 2 * eng->cap_live : 64;
+            struct vllmc_request **live = mem_realloc(eng->live, (size_t)cap * sizeof *live);
+            if (!live) {
+                log_error("engine: out of memory admitting request %llu",
+                          (unsigned long long)h->id);
+                request_abort_all(eng, h);
+                request_retire(h);
+                continue;
+            }
+            eng->live = live;
+            eng->cap_live = cap;
+        }
+        eng->live[eng->n_live++] = h;
+        for (int i = 0; i < h->n_samples; i++) {
+            struct request *req = h->seqs[i].req;
+            req->arrival_seq = eng->next_arrival++;
+            if (scheduler_add(eng->sched, req)) {
+                log_error("engine: out of memory queueing request %llu", (unsigned long long)h->id);
+                atomic_store(&h->abort_requested, true);
+            }
+        }
+    }
+}
+
+// ---- one model step ----
+
+// Fills prompt logprobs from the logits rows of a chunk that scored prompt
+// tokens: row j of a chunk starting at pos0 predicts the token at pos0 + j + 1.
+static void fill_prompt_logprobs(struct vllmc_engine *eng, struct vllmc_request *h,
+                                 const struct request *req, int n_new, const float *rows)
+{
+    int pos0 = req->n_computed_tokens - n_new;
+    int k = h->prompt_logprobs;
+    int last = pos0 + n_new; // highest predicted position
+    if (last > req->n_prompt_tokens - 1)
+        last = req->n_prompt_tokens - 1;
+    // Samples compute the prompt from its start, so one that reaches past the
+    // filled part covers the gap too.
+    if (pos0 + 1 > h->n_plp_done)
+        return;
+    for (int p = h->n_plp_done; p <= last; p++) {
+        const float *row = rows + (size_t)(p - pos0 - 1) * (size_t)eng->n_vocab;
+        sampler_logprobs(row, eng->n_vocab, req->token_ids[p], k, &h->plp[p],
+                         h->plp_top + (size_t)p * (size_t)k);
+    }
+    if (last + 1 > h->n_plp_done)
+        h->n_plp_done = last + 1;
+}
+
+// vLLM's check_stop: length first, then (past min_tokens) EOS and stop ids.
+static enum vllmc_finish_reason check_stop_token(const struct vllmc_engine *eng,
+                                                 const struct request *req, int32_t tok,
+                                                 int32_t *stop_token_id)
+{
+    *stop_token_id = -1;
+    int n_out = request_n_output_tokens(req);
+    if (req->n_tokens >= eng->max_model_len || n_out >= req->n_output_max)
+        return VLLMC_FINISH_LENGTH;
+    if (n_out < req->sp.min_tokens)
+        return VLLMC_FINISH_NONE;
+    if (!req->sp.ignore_eos && tok == eng->eos_id)
+        return VLLMC_FINISH_STOP;
+    if (sampler_is_stop_token(eng->sampler, &req->sp, tok)) {
+        *stop_token_id = tok;
+        return VLLMC_FINISH_STOP;
+    }
+    return VLLMC_FINISH_NONE;
+}
+
+// Appends the token sampled for one sample, decides whether it finished,
+// detokenizes and queues the output.
+static void seq_advance(struct vllmc_engine *eng, struct vllmc_request *h, struct engine_seq *s,
+                        const float *row)
+{
+    struct request *req = s->req;
+    const struct vllmc_sampling_params *sp = &req->sp;
+    struct sample_input in = {.sp = sp,
+                              .prompt_ids = req->token_ids,
+                              .n_prompt = req->n_prompt_tokens,
+                              .output_ids = req->token_ids + req->n_prompt_tokens,
+                              .n_output = request_n_output_tokens(req),
+                              .rng = &req->rng};
+    int32_t tok = sampler_sample(eng->sampler, &in, row);
+    struct vllmc_logprob lp;
+    if (h->logprobs >= 0)
+        sampler_logprobs(row, eng->n_vocab, tok, h->logprobs, &lp, eng->lp_scratch);
+    request_append_token(req, tok);
+    h->n_completion_tokens++;
+    eng->counters.n_generation_tokens++;
+    if (!h->counted_prompt) {
+        h->counted_prompt = true;
+        eng->counters.n_prompt_tokens += h->n_prompt;
+        h->n_cached_tokens = req->n_cached_tokens > 0 ? req->n_cached_tokens : 0;
+    }
+
+    int32_t stop_token_id;
+    enum vllmc_finish_reason reason = check_stop_token(eng, req, tok, &stop_token_id);
+    bool stopped_by_token = reason == VLLMC_FINISH_STOP;
+    const char *stop_str = NULL;
+    if (s->detok) {
+        const char *t = "";
+        size_t n = 0;
+        // A stop token's own text stays out of the output, as in vLLM.
+        if (!(stopped_by_token && !sp->include_stop_str_in_output) &&
+            detok_push(s->detok, tok, &t, &n) != VLLMC_OK)
+            n = 0;
+        bool check = request_n_output_tokens(req) > sp->min_tokens;
+        if (output_text_append(&s->text, t, n, check))
+            log_error("engine: out of memory for the text of request %llu",
+                      (unsigned long long)h->id);
+        if (s->text.stop_index >= 0) {
+            reason = VLLMC_FINISH_STOP;
+            stop_token_id = -1;
+            stop_str = sp->stop[s->text.stop_index];
+        }
+        if (reason != VLLMC_FINISH_NONE && detok_flush(s->detok, &t, &n) == VLLMC_OK)
+            output_text_append(&s->text, t, n, false);
+    }
+    if (reason != VLLMC_FINISH_NONE)
+        seq_finish(eng, h, s, reason);
+
+    const char *delta = "";
+    size_t n_delta = 0;
+    if (s->detok)
+        output_text_take_delta(&s->text, reason != VLLMC_FINISH_NONE, &delta, &n_delta);
+    struct output_parts o = {.index = req->sample_index,
+                             .token_ids = &tok,
+                             .n_token_ids = 1,
+                             .text = delta,
+                             .text_len = n_delta,
+                             .logprobs = h->logprobs >= 0 ? &lp : NULL,
+                             .finish_reason = reason,
+                             .stop_str = stop_str,
+                             .stop_token_id = stop_token_id,
+                             .final = h->n_unfinished == 0,
+                             .usage = request_usage(h)};
+    if (h->prompt_logprobs >= 0 && !h->plp_sent && h->n_plp_done >= h->n_prompt) {
+        o.plp = h->plp;
+        o.n_plp = h->n_prompt;
+        h->plp_sent = true;
+    }
+    channel_push(h, &o);
+}
+
+static void engine_step(struct vllmc_engine *eng)
+{
+    const struct scheduler_output *so = scheduler_schedule(eng->sched);
+    if (so->n_reqs == 0)
+        return;
+    const float *logits = NULL;
+    enum vllmc_status rc = runner_execute(eng->runner, so, &logits);
+    eng->counters.n_steps++;
+    if (rc) {
+        // A failing forward pass is a device or model error: end the requests
+        // of this step rather than retry them forever.
+        log_error("engine: model step failed: %s", eng->runner->err.msg);
+        for (int i = 0; i < so->n_reqs; i++) {
+            struct vllmc_request *h = so->reqs[i]->engine_data;
+            if (h->n_unfinished > 0)
+                request_abort_all(eng, h);
+        }
+        live_remove_finished(eng);
+        return;
+    }
+    struct runner *r = eng->runner;
+    for (int i = 0; i < so->n_reqs; i++) {
+        struct request *req = so->reqs[i];
+        struct vllmc_request *h = req->engine_data;
+        struct engine_seq *s = &h->seqs[req->sample_index];
+        const float *rows = logits + (size_t)r->row_first[i] * (size_t)eng->n_vocab;
+        if (h->prompt_logprobs >= 0 && r->n_rows[i] == so->n_new_tokens[i] &&
+            runner_wants_all_logits(req, so->n_new_tokens[i]))
+            fill_prompt_logprobs(eng, h, req, so->n_new_tokens[i], rows);
+        if (!scheduler_samples(req) || s->finished)
+            continue;
+        seq_advance(eng, h, s, rows + (size_t)(r->n_rows[i] - 1) * (size_t)eng->n_vocab);
+    }
+    live_remove_finished(eng);
+}
+
+static void publish_stats(struct vllmc_engine *eng)
+{
+    const struct block_pool *bp = eng->km->pool;
+    struct vllmc_engine_stats st = {
+        .n_running = eng->sched->n_running,
+        .n_waiting = eng->sched->n_waiting,
+        .n_blocks_total = bp->n_blocks,
+        .n_blocks_free = bp->n_free,
+        .kv_cache_usage = block_pool_usage(bp),
+        .block_size = eng->block_size,
+        .max_model_len = eng->max_model_len,
+        .prefix_cache_queries = eng->km->stats.n_query_tokens,
+        .prefix_cache_hits = eng->km->stats.n_hit_tokens,
+        .n_preemptions = eng->sched->n_preemptions,
+        .prompt_tokens_total = eng->counters.n_prompt_tokens,
+        .generation_tokens_total = eng->counters.n_generation_tokens,
+        .n_requests_finished = eng->counters.n_finished,
+        .n_steps = eng->counters.n_steps,
+    };
+    pthread_mutex_lock(&eng->mu);
+    eng->stats = st;
+    pthread_mutex_unlock(&eng->mu);
+}
+
+void *engine_thread_main(void *arg)
+{
+    struct vllmc_engine *eng = arg;
+    publish_stats(eng);
+    for (;;) {
+        pthread_mutex_lock(&eng->mu);
+        while (!eng->stop && !eng->inbox_head && !eng->abort_pending &&
+               eng->sched->n_running + eng->sched->n_waiting == 0)
+            pthread_cond_wait(&eng->cv, &eng->mu);
+        struct vllmc_request *inbox = eng->inbox_head;
+        eng->inbox_head = eng->inbox_tail = NULL;
+        eng->abort_pending = false;
+        bool stop = eng->stop;
+        pthread_mutex_unlock(&eng->mu);
+
+        admit(eng, inbox);
+        if (stop)
+            break;
+        process_aborts(eng);
+        if (eng->sched->n_running + eng->sched->n_waiting > 0)
+            engine_step(eng);
+        publish_stats(eng);
+    }
+    // Shutdown: every request still here ends with reason abort.
+    for (int i = 0; i < eng->n_live; i++)
+        request_abort_all(eng, eng->live[i]);
+    live_remove_finished(eng);
+    publish_stats(eng);
+    return NULL;
+}

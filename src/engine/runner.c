@@ -1,0 +1,176 @@
+// Model runner: batch building from scheduled requests and the forward call.
+#include "engine/runner.h"
+
+#include <string.h>
+
+#include "backend/backend.h"
+#include "core/alloc.h"
+
+enum vllmc_status runner_create(struct model *m, struct kv_cache *kv, int n_tokens_max,
+                                int n_seqs_max, int n_logits_max, int max_model_len,
+                                struct runner **out, struct err *err)
+{
+    *out = NULL;
+    struct runner *r = mem_calloc(1, sizeof *r);
+    if (!r)
+        return err_set(err, VLLMC_ERR_NOMEM, "runner: out of memory");
+    r->model = m;
+    r->kv = kv;
+    r->block_size = kv->block_size;
+    r->n_vocab = m->hp.n_vocab;
+    r->n_tokens_max = n_tokens_max;
+    r->n_seqs_max = n_seqs_max;
+    r->n_logits_max = n_logits_max;
+    int max_blocks = (max_model_len + kv->block_size - 1) / kv->block_size;
+    // The dummy step of runner_profile() may split its tokens into more
+    // sequences than a real step holds.
+    int n_seqs_cap = n_seqs_max;
+    int n_profile_seqs = (n_tokens_max + max_model_len - 2) / (max_model_len - 1);
+    if (n_profile_seqs > n_seqs_cap)
+        n_seqs_cap = n_profile_seqs;
+    struct backend *be = m->backend;
+    size_t logits_bytes = (size_t)n_logits_max * (size_t)r->n_vocab * sizeof(float);
+    enum vllmc_status rc = batch_builder_init(&r->bb, be, n_tokens_max, n_seqs_cap, max_blocks);
+    if (rc) {
+        err_set(err, rc, "runner: cannot allocate the batch for %d tokens", n_tokens_max);
+        goto fail;
+    }
+    rc = backend_buffer_alloc(be, logits_bytes, &r->logits_dev);
+    if (rc) {
+        err_set(err, rc, "runner: cannot allocate %zu bytes of logits on %s", logits_bytes,
+                backend_name(be));
+        goto fail;
+    }
+    if (backend_location(be) == TENSOR_HOST) {
+        r->logits_host = r->logits_dev;
+    } else {
+        r->logits_host = mem_alloc(logits_bytes);
+        if (!r->logits_host) {
+            rc = err_set(err, VLLMC_ERR_NOMEM, "runner: out of memory");
+            goto fail;
+        }
+    }
+    rc = arena_init(&r->arena, 2 * (size_t)n_seqs_cap * sizeof(int) + 256);
+    if (rc) {
+        err_set(err, rc, "runner: out of memory");
+        goto fail;
+    }
+    *out = r;
+    return VLLMC_OK;
+fail:
+    runner_free(r);
+    return rc;
+}
+
+void runner_free(struct runner *r)
+{
+    if (!r)
+        return;
+    arena_deinit(&r->arena);
+    if (r->logits_host && r->logits_host != r->logits_dev)
+        mem_free(r->logits_host);
+    if (r->logits_dev)
+        backend_buffer_free(r->model->backend, r->logits_dev);
+    if (r->bb.host)
+        batch_builder_deinit(&r->bb);
+    mem_free(r);
+}
+
+bool runner_wants_all_logits(const struct request *req, int n_new_tokens)
+{
+    // Before this chunk, at least one more prompt token remained to be scored.
+    int pos0 = req->n_computed_tokens - n_new_tokens;
+    return req->sp.prompt_logprobs >= 0 && pos0 < req->n_prompt_tokens - 1;
+}
+
+// Runs the batch in r->bb; copies n_logits rows to the host when on a device.
+static enum vllmc_status runner_forward(struct runner *r, const float **logits)
+{
+    struct model_batch b;
+    enum vllmc_status rc = batch_builder_finish(&r->bb, &b, &r->err);
+    if (rc)
+        return rc;
+    struct tensor lt;
+    int n_logits = b.n_logits;
+    if (n_logits > 0)
+        tensor_init_2d(&lt, DTYPE_F32, r->logits_dev, r->n_vocab, n_logits);
+    lt.location = backend_location(r->model->backend);
+    rc = model_forward(r->model, &b, r->kv, n_logits ? &lt : NULL, &r->err);
+    if (rc)
+        return rc;
+    struct backend *be = r->model->backend;
+    if (r->logits_host != r->logits_dev && n_logits > 0) {
+        size_t n = (size_t)n_logits * (size_t)r->n_vocab * sizeof(float);
+        rc = backend_download(be, r->logits_host, r->logits_dev, n);
+        if (rc)
+            return err_set(&r->err, rc, "runner: logits download: %s", backend_err(be)->msg);
+    }
+    rc = backend_sync(be);
+    if (rc)
+        return err_set(&r->err, rc, "runner: %s", backend_err(be)->msg);
+    *logits = r->logits_host;
+    return VLLMC_OK;
+}
+
+enum vllmc_status runner_execute(struct runner *r, const struct scheduler_output *o,
+                                 const float **logits)
+{
+    arena_reset(&r->arena);
+    batch_builder_clear(&r->bb);
+    r->row_first = arena_alloc(&r->arena, (size_t)o->n_reqs * sizeof(int), sizeof(int));
+    r->n_rows = arena_alloc(&r->arena, (size_t)o->n_reqs * sizeof(int), sizeof(int));
+    VLLMC_ASSERT(r->row_first && r->n_rows);
+    int n_rows_total = 0;
+    for (int i = 0; i < o->n_reqs; i++) {
+        const struct request *req = o->reqs[i];
+        int n_new = o->n_new_tokens[i];
+        int pos0 = req->n_computed_tokens - n_new; // the scheduler advanced it already
+        enum batch_logits want = BATCH_LOGITS_NONE;
+        int rows = 0;
+        if (runner_wants_all_logits(req, n_new)) {
+            want = BATCH_LOGITS_ALL;
+            rows = n_new;
+        } else if (scheduler_samples(req)) {
+            want = BATCH_LOGITS_LAST;
+            rows = 1;
+        }
+        VLLMC_ASSERT(n_rows_total + rows <= r->n_logits_max);
+        enum vllmc_status rc =
+            batch_builder_add(&r->bb, req->token_ids + pos0, n_new, pos0, req->block_ids,
+                              req->n_blocks, r->block_size, want, &r->err);
+        if (rc)
+            return rc;
+        r->row_first[i] = n_rows_total;
+        r->n_rows[i] = rows;
+        n_rows_total += rows;
+    }
+    return runner_forward(r, logits);
+}
+
+enum vllmc_status runner_profile(struct runner *r, int n_tokens, int max_model_len)
+{
+    batch_builder_clear(&r->bb);
+    int32_t *zeros = mem_calloc((size_t)r->bb.max_blocks_per_seq + (size_t)n_tokens, sizeof *zeros);
+    if (!zeros)
+        return err_set(&r->err, VLLMC_ERR_NOMEM, "runner: out of memory");
+    int32_t *ids = zeros + r->bb.max_blocks_per_seq;
+    // Every token of every dummy sequence maps into block 0: the whole table
+    // is block 0, so no slot leaves the one block the cache surely has.
+    int seq_len_max = max_model_len - 1;
+    int n_logits = 0;
+    enum vllmc_status rc = VLLMC_OK;
+    for (int done = 0; done < n_tokens && !rc;) {
+        int n = n_tokens - done < seq_len_max ? n_tokens - done : seq_len_max;
+        int n_blocks = (n + r->block_size - 1) / r->block_size;
+        bool all = n_logits + n <= r->n_logits_max;
+        rc = batch_builder_add(&r->bb, ids, n, 0, zeros, n_blocks, r->block_size,
+                               all ? BATCH_LOGITS_ALL : BATCH_LOGITS_LAST, &r->err);
+        n_logits += all ? n : 1;
+        done += n;
+    }
+    const float *logits;
+    if (!rc)
+        rc = runner_forward(r, &logits);
+    mem_free(zeros);
+    return rc;
+}

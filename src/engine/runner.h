@@ -1,0 +1,56 @@
+// Model runner: turns one scheduler step into the model's flat varlen batch
+// (input ids, positions, slot mapping, block tables, sequence lengths, query
+// start offsets, logits rows), runs the forward pass and hands back the
+// logits rows of each scheduled request on the host. Buffers are sized once
+// at creation; a step allocates nothing. Engine thread only.
+#ifndef VLLMC_ENGINE_RUNNER_H
+#define VLLMC_ENGINE_RUNNER_H
+
+#include "core/arena.h"
+#include "engine/scheduler.h"
+#include "model/batch_builder.h"
+#include "model/kv_cache.h"
+#include "model/model.h"
+
+struct runner {
+    struct model *model; // borrowed
+    struct kv_cache *kv; // borrowed
+    int block_size;
+    int n_vocab;
+    int n_tokens_max; // tokens of one step (max_num_batched_tokens)
+    int n_seqs_max;   // sequences of one step (max_num_seqs)
+    int n_logits_max; // logits rows of one step
+    struct batch_builder bb;
+    void *logits_dev;   // owned backend memory, f32 [n_logits_max, n_vocab]
+    float *logits_host; // [n_logits_max, n_vocab]: logits_dev itself on the CPU,
+                        // else owned host memory the rows are copied to
+    struct arena arena; // per-step scratch, reset at the start of each step
+    // Results of the last step, in the arena (valid until the next step):
+    int *row_first; // [n_reqs]: first logits row of each scheduled request
+    int *n_rows;    // [n_reqs]: its logits rows (0, 1, or its chunk with
+                    // prompt logprobs)
+    struct err err;
+};
+
+// Creates a runner for model m over KV cache kv. n_logits_max bounds the rows
+// one step may ask for (one per sampling request plus prompt-logprob tokens).
+enum vllmc_status runner_create(struct model *m, struct kv_cache *kv, int n_tokens_max,
+                                int n_seqs_max, int n_logits_max, int max_model_len,
+                                struct runner **out, struct err *err);
+void runner_free(struct runner *r); // NULL is a no-op
+
+// True when the step computing req's latest chunk needs logits for every
+// token of the chunk: prompt logprobs while the prompt is being computed.
+bool runner_wants_all_logits(const struct request *req, int n_new_tokens);
+
+// Builds the batch of step o, runs the model and fills row_first / n_rows.
+// *logits (borrowed, valid until the next step) is f32 [rows, n_vocab].
+enum vllmc_status runner_execute(struct runner *r, const struct scheduler_output *o,
+                                 const float **logits);
+
+// Runs one forward pass of n_tokens dummy tokens over KV block 0 (the shape
+// of the largest step) so that every buffer the forward pass touches exists
+// before the KV cache is sized. The KV contents of block 0 are garbage after.
+enum vllmc_status runner_profile(struct runner *r, int n_tokens, int max_model_len);
+
+#endif
