@@ -50,8 +50,8 @@ enum vllmc_status tokenizer_load_gguf(const struct gguf_file *g, struct tokenize
     uint64_t n_scores = 0, n_types = 0;
     bool has_scores = gguf_get_arr(g, "tokenizer.ggml.scores", &et, &n_scores) && n_scores == n;
     bool has_types = gguf_get_arr(g, "tokenizer.ggml.token_type", &et, &n_types) && n_types == n;
-    bool has_merges = gguf_get_arr(g, "tokenizer.ggml.merges", &et, &n_merges) &&
-                      et == GGUF_TYPE_STRING;
+    bool has_merges =
+        gguf_get_arr(g, "tokenizer.ggml.merges", &et, &n_merges) && et == GGUF_TYPE_STRING;
     struct tokenizer_str *tokens = mem_calloc((size_t)n, sizeof(*tokens));
     float *scores = has_scores ? mem_calloc((size_t)n, sizeof(*scores)) : NULL;
     int32_t *types = has_types ? mem_calloc((size_t)n, sizeof(*types)) : NULL;

@@ -9,23 +9,23 @@
 #include "tokenizer/tokenizer_impl.h"
 
 struct bpe_symbol {
-    int32_t id;       // token id of the symbol, -1 when it has none
-    uint32_t start;   // byte offset in the piece
-    uint32_t len;     // bytes; 0 once merged into its left neighbour
+    int32_t id;     // token id of the symbol, -1 when it has none
+    uint32_t start; // byte offset in the piece
+    uint32_t len;   // bytes; 0 once merged into its left neighbour
     int32_t prev, next;
 };
 
 struct bpe_pair {
-    double key;      // lower merges first: merge rank, or minus the piece score
+    double key; // lower merges first: merge rank, or minus the piece score
     int32_t left, right;
-    uint32_t size;   // bytes of the merged symbol when pushed
-    int32_t merged;  // id of the merged token
+    uint32_t size;  // bytes of the merged symbol when pushed
+    int32_t merged; // id of the merged token
 };
 
 struct bpe_scratch {
     struct bpe_symbol *syms; // owned
     size_t n_syms, cap_syms;
-    struct bpe_pair *heap;   // owned
+    struct bpe_pair *heap; // owned
     size_t n_heap, cap_heap;
 };
 

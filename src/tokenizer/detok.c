@@ -11,10 +11,10 @@
 struct detok {
     const struct tokenizer *tok; // borrowed
     unsigned flags;
-    struct tok_bytes pending;    // decoded bytes not yet returned (an incomplete character)
-    struct tok_bytes out;        // the text returned by the last call
-    int strip_left;              // leading spaces still to drop at the start of the stream
-    bool started;                // a byte other than a dropped space has been seen
+    struct tok_bytes pending; // decoded bytes not yet returned (an incomplete character)
+    struct tok_bytes out;     // the text returned by the last call
+    int strip_left;           // leading spaces still to drop at the start of the stream
+    bool started;             // a byte other than a dropped space has been seen
     size_t n_read;
     size_t n_emitted;
 };
@@ -49,7 +49,8 @@ void detok_free(struct detok *d)
 // Moves the complete prefix of pending (or all of it when final) into out.
 static enum vllmc_status detok_emit(struct detok *d, bool final)
 {
-    size_t n = final ? d->pending.len : unicode_utf8_complete_prefix(d->pending.ptr, d->pending.len);
+    size_t n =
+        final ? d->pending.len : unicode_utf8_complete_prefix(d->pending.ptr, d->pending.len);
     d->out.len = 0;
     if (!unicode_utf8_append_sanitized(&d->out, d->pending.ptr, n))
         return VLLMC_ERR_NOMEM;

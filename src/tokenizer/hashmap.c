@@ -117,8 +117,8 @@ bool strmap_put(struct strmap *m, const char *key, size_t len, int32_t val)
         j = (j + 1) & (m->cap - 1);
     }
     // An empty key needs a non-NULL pointer to mark the slot used.
-    m->slots[j] = (struct strmap_slot){.key = len ? key : "", .len = (uint32_t)len, .hash = h,
-                                       .val = val};
+    m->slots[j] =
+        (struct strmap_slot){.key = len ? key : "", .len = (uint32_t)len, .hash = h, .val = val};
     m->n++;
     return true;
 }

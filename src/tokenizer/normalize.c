@@ -17,8 +17,8 @@ void normalizer_deinit(struct normalizer *n)
     memset(n, 0, sizeof(*n));
 }
 
-bool normalizer_add(struct normalizer *n, enum norm_kind kind, const char *str,
-                    const char *pattern, int a, int b)
+bool normalizer_add(struct normalizer *n, enum norm_kind kind, const char *str, const char *pattern,
+                    int a, int b)
 {
     struct norm_step *steps = mem_realloc(n->steps, (n->n_steps + 1) * sizeof(*steps));
     if (!steps)
@@ -165,9 +165,8 @@ static bool norm_per_cp(const char *in, size_t len, enum norm_kind kind, struct 
         size_t nb;
         switch (kind) {
         case NORM_LOWERCASE:
-            nb = unicode_utf8_encode(cp < 0x80 ? (cp >= 'A' && cp <= 'Z' ? cp + 32 : cp)
-                                       : utf8proc_tolower(cp),
-                             buf);
+            nb = unicode_utf8_encode(
+                cp < 0x80 ? (cp >= 'A' && cp <= 'Z' ? cp + 32 : cp) : utf8proc_tolower(cp), buf);
             break;
         case NORM_STRIP_ACCENTS:
             if (cp >= 0x80 && utf8proc_category(cp) == UTF8PROC_CATEGORY_MN)

@@ -15,26 +15,26 @@
 
 #define RE_GPT2 "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+"
 #define RE_LLAMA3                                                                                  \
-    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| "                    \
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| "                     \
     "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
 #define RE_QWEN2                                                                                   \
-    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| "                         \
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| "                          \
     "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
 #define RE_QWEN35                                                                                  \
-    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?[\\p{L}\\p{M}]+|\\p{N}| "                 \
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?[\\p{L}\\p{M}]+|\\p{N}| "                  \
     "?[^\\s\\p{L}\\p{M}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
 #define RE_CJK_DEEPSEEK "[一-龥ࠀ-一가-퟿]+"
 #define RE_TEKKEN                                                                                  \
-    "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+|"  \
-    "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*|"  \
+    "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+|"   \
+    "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*|"   \
     "\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
 #define RE_GPT4O                                                                                   \
-    "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+"   \
-    "(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+"   \
-    "[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\\p{N}{1,3}| "                   \
+    "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+"    \
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+"    \
+    "[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\\p{N}{1,3}| "                    \
     "?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
 #define RE_DEEPSEEK3                                                                               \
-    "[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\\r\\n\\p{L}\\p{P}\\p{S}]?[\\p{L}"   \
+    "[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\\r\\n\\p{L}\\p{P}\\p{S}]?[\\p{L}"    \
     "\\p{M}]+| ?[\\p{P}\\p{S}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
 #define RE_PORO " ?[^(\\s|.,!?…。，、।۔،)]+"
 
@@ -54,13 +54,16 @@ static const struct named_regexes named_table[] = {
     {"qwen35", {RE_QWEN35}},
     {"deepseek-llm",
      {"[\r\n]",
-      "\\s?[A-Za-zµÀ-ÖØ-öø-ƺƼ-ƿǄ-ʓʕ-ʯͰ-ͳͶͷͻ-ͽͿΆΈ-ΊΌΎ-ΡΣ-ϵϷ-ҁҊ-ԯԱ-ՖႠ-ჅᎠ-Ᏽᏸ-ᏽᲐ-ᲺᲽ-Ჿᴀ-ᴫᵫ-ᵷᵹ-ᶚḀ-"
-      "ἕἘ-Ἕἠ-ὅὈ-Ὅὐ-ὗὙὛὝὟ-\\x{1f7d}ᾀ-ᾴᾶ-ᾼ\\x{1fbe}ῂ-ῄῆ-ῌῐ-\\x{1fd3}ῖ-\\x{1fdb}ῠ-Ῥῲ-ῴῶ-ῼℂℇℊ-ℓℕℙ-ℝℤ\\x{2126}ℨ\\x{212a}-ℭℯ-ℴℹℼ-ℿⅅ-ⅉⅎↃↄⰀ-ⱻⱾ-ⳤⳫ-ⳮⳲⳳ"
-      "Ꙁ-ꙭꚀ-ꚛꜢ-ꝯꝱ-ꞇꞋ-ꞎꭰ-ꮿﬀ-ﬆﬓ-ﬗＡ-Ｚａ-ｚ𐐀-𐑏𐒰-𐓓𐓘-𐓻𐲀-𐲲𐳀-𐳲𑢠-𑣟𞤀-𞥃]+",
+      "\\s?[A-Za-zµÀ-ÖØ-öø-ƺƼ-ƿǄ-ʓʕ-ʯͰ-ͳͶͷͻ-ͽͿΆΈ-ΊΌΎ-ΡΣ-ϵϷ-ҁҊ-ԯԱ-ՖႠ-ჅᎠ-Ᏽᏸ-ᏽᲐ-ᲺᲽ-Ჿᴀ-"
+      "ᴫᵫ-ᵷᵹ-ᶚḀ-"
+      "ἕἘ-Ἕἠ-ὅὈ-Ὅὐ-ὗὙὛὝὟ-\\x{1f7d}ᾀ-ᾴᾶ-ᾼ\\x{1fbe}ῂ-ῄῆ-ῌῐ-\\x{1fd3}ῖ-\\x{1fdb}ῠ-Ῥῲ-ῴῶ-ῼℂℇℊ-ℓℕℙ-"
+      "ℝℤ\\x{2126}ℨ\\x{212a}-ℭℯ-ℴℹℼ-ℿⅅ-ⅉⅎↃↄⰀ-ⱻⱾ-ⳤⳫ-ⳮⳲⳳ"
+      "Ꙁ-ꙭꚀ-ꚛꜢ-ꝯꝱ-ꞇꞋ-ꞎꭰ-ꮿﬀ-ﬆﬓ-ﬗＡ-Ｚａ-ｚ𐐀-𐑏𐒰-𐓓𐓘-𐓻𐲀-𐲲𐳀-𐳲𑢠-"
+      "𑣟𞤀-𞥃]+",
       "\\s?[!-/:-~！-／：-～‘-‟　-。]+", "\\s+$", RE_CJK_DEEPSEEK, "\\p{N}+"}},
-    {"deepseek-coder",
-     {"[\r\n]", "\\s?\\p{L}+", "\\s?\\p{P}+", RE_CJK_DEEPSEEK, "\\p{N}"}},
-    {"deepseek-v3 hunyuan-dense joyai-llm", {"\\p{N}{1,3}", "[一-龥぀-ゟ゠-ヿ]+", RE_DEEPSEEK3}},
+    {"deepseek-coder", {"[\r\n]", "\\s?\\p{L}+", "\\s?\\p{P}+", RE_CJK_DEEPSEEK, "\\p{N}"}},
+    {"deepseek-v3 hunyuan-dense joyai-llm",
+     {"\\p{N}{1,3}", "[一-龥぀-ゟ゠-ヿ]+", RE_DEEPSEEK3}},
     {"falcon", {"[\\p{P}\\$\\+<=>\\^~\\|`]+", RE_GPT2, "[0-9][0-9][0-9]"}},
     {"starcoder refact command-r smollm codeshell exaone minerva", {"\\p{N}", RE_GPT2}},
     {"poro-chat bloom gpt3-finnish", {RE_PORO}},
@@ -141,9 +144,8 @@ static enum vllmc_status regex_compile(const char *pattern, size_t len, bool is_
     return VLLMC_OK;
 }
 
-enum vllmc_status pretokenizer_add_split(struct pretokenizer *p, const char *pattern,
-                                         size_t len, bool is_literal,
-                                         enum split_behavior behavior, bool invert,
+enum vllmc_status pretokenizer_add_split(struct pretokenizer *p, const char *pattern, size_t len,
+                                         bool is_literal, enum split_behavior behavior, bool invert,
                                          struct err *err)
 {
     pcre2_code *re;
@@ -163,8 +165,7 @@ enum vllmc_status pretokenizer_add_split(struct pretokenizer *p, const char *pat
     return VLLMC_OK;
 }
 
-bool pretokenizer_add(struct pretokenizer *p, enum pretok_kind kind, int prepend_scheme,
-                      bool split)
+bool pretokenizer_add(struct pretokenizer *p, enum pretok_kind kind, int prepend_scheme, bool split)
 {
     struct pretok_step *s = step_new(p);
     if (!s)
@@ -178,8 +179,7 @@ bool pretokenizer_add(struct pretokenizer *p, enum pretok_kind kind, int prepend
 
 enum vllmc_status pretokenizer_add_gpt2(struct pretokenizer *p, struct err *err)
 {
-    return pretokenizer_add_split(p, RE_GPT2, strlen(RE_GPT2), false, SPLIT_ISOLATED, false,
-                                  err);
+    return pretokenizer_add_split(p, RE_GPT2, strlen(RE_GPT2), false, SPLIT_ISOLATED, false, err);
 }
 
 static bool name_in_list(const char *list, const char *name, size_t len)
@@ -212,8 +212,8 @@ enum vllmc_status pretokenizer_add_named(struct pretokenizer *p, const char *nam
         }
         return VLLMC_OK;
     }
-    return err_set(err, VLLMC_ERR_UNSUPPORTED, "tokenizer: unknown pre-tokenizer '%.*s'",
-                   (int)len, name);
+    return err_set(err, VLLMC_ERR_UNSUPPORTED, "tokenizer: unknown pre-tokenizer '%.*s'", (int)len,
+                   name);
 }
 
 // ---- running ----
@@ -398,8 +398,8 @@ static bool metaspace_run(const struct pretok_step *s, struct tok_bytes *text, b
     return pieces_push(pieces, last, text->len - last);
 }
 
-enum vllmc_status pretokenizer_run(const struct pretokenizer *p, struct tok_bytes *text,
-                                   bool first, struct tok_pieces *pieces)
+enum vllmc_status pretokenizer_run(const struct pretokenizer *p, struct tok_bytes *text, bool first,
+                                   struct tok_pieces *pieces)
 {
     pieces->len = 0;
     if (!pieces_push(pieces, 0, text->len))

@@ -12,9 +12,20 @@ static const char metaspace[] = "\xe2\x96\x81"; // U+2581, SentencePiece's space
 
 // Spellings of end-of-generation tokens besides EOS, as llama.cpp lists them.
 static const char *const eog_texts[] = {
-    "<|eot_id|>", "<|im_end|>", "<|end|>", "<|endoftext|>", "<|end_of_text|>", "<end_of_turn>",
-    "<|eom_id|>", "<EOT>", "_<EOT>", "<|return|>", "<|call|>", "<｜end▁of▁sentence｜>",
-    "<|end▁of▁sentence|>", "</s>",
+    "<|eot_id|>",
+    "<|im_end|>",
+    "<|end|>",
+    "<|endoftext|>",
+    "<|end_of_text|>",
+    "<end_of_turn>",
+    "<|eom_id|>",
+    "<EOT>",
+    "_<EOT>",
+    "<|return|>",
+    "<|call|>",
+    "<｜end▁of▁sentence｜>",
+    "<|end▁of▁sentence|>",
+    "</s>",
 };
 
 void tokenizer_vocab_init(struct tokenizer_vocab *v)
@@ -123,8 +134,8 @@ enum vllmc_status tokenizer_add_merge(struct tokenizer *tok, const char *left, s
     return pairmap_put(&tok->merges, l, r, rank, m) ? VLLMC_OK : VLLMC_ERR_NOMEM;
 }
 
-bool tokenizer_add_added(struct tokenizer *tok, int32_t id, bool special, bool lstrip,
-                         bool rstrip, bool single_word)
+bool tokenizer_add_added(struct tokenizer *tok, int32_t id, bool special, bool lstrip, bool rstrip,
+                         bool single_word)
 {
     if (id < 0 || id >= tok->n_vocab || tok->tokens[id].text_len == 0)
         return true; // nothing to match
@@ -141,14 +152,17 @@ bool tokenizer_add_added(struct tokenizer *tok, int32_t id, bool special, bool l
     if (!a)
         return false;
     tok->added = a;
-    a[tok->n_added++] = (struct tok_added){
-        .id = id, .off = tok->tokens[id].text_off, .len = tok->tokens[id].text_len,
-        .special = special, .lstrip = lstrip, .rstrip = rstrip, .single_word = single_word};
+    a[tok->n_added++] = (struct tok_added){.id = id,
+                                           .off = tok->tokens[id].text_off,
+                                           .len = tok->tokens[id].text_len,
+                                           .special = special,
+                                           .lstrip = lstrip,
+                                           .rstrip = rstrip,
+                                           .single_word = single_word};
     return true;
 }
 
-bool tokenizer_add_template(struct tokenizer *tok, const char *name, const char *text,
-                            size_t len)
+bool tokenizer_add_template(struct tokenizer *tok, const char *name, const char *text, size_t len)
 {
     struct tok_template *t = mem_realloc(tok->templates, (tok->n_templates + 1) * sizeof(*t));
     if (!t)
@@ -344,8 +358,8 @@ static bool pre_in(struct tokenizer_str s, const char *const *names)
 static enum vllmc_status vocab_setup_model(struct tokenizer *tok, const struct tokenizer_vocab *v,
                                            struct err *err)
 {
-    static const char *const llama3_pre[] = {"llama3", "llama-v3", "llama-bpe", "falcon3",
-                                             "falcon-h1", "pixtral", "midm-2.0", "lfm2",
+    static const char *const llama3_pre[] = {"llama3",       "llama-v3", "llama-bpe", "falcon3",
+                                             "falcon-h1",    "pixtral",  "midm-2.0",  "lfm2",
                                              "jina-v5-nano", NULL};
     enum vllmc_status rc;
     if (str_is(v->model, "llama")) {
@@ -440,8 +454,8 @@ enum vllmc_status tokenizer_create_from_vocab(const struct tokenizer_vocab *v,
         struct tok_token *t = &tok->tokens[i];
         t->score = v->scores ? v->scores[i] : 0.0f;
         int32_t type = v->token_types ? v->token_types[i] : TOKENIZER_TOKEN_NORMAL;
-        t->type = (uint8_t)(type >= 0 && type <= TOKENIZER_TOKEN_BYTE ? type
-                                                                       : TOKENIZER_TOKEN_NORMAL);
+        t->type =
+            (uint8_t)(type >= 0 && type <= TOKENIZER_TOKEN_BYTE ? type : TOKENIZER_TOKEN_NORMAL);
         // Control, user-defined and unknown tokens are matched in text before the model runs,
         // as llama.cpp does; user-defined ones even without parse_special.
         if ((t->type == TOKENIZER_TOKEN_CONTROL || t->type == TOKENIZER_TOKEN_USER_DEFINED ||
@@ -533,8 +547,7 @@ static bool is_word_byte(const char *text, size_t len, size_t at)
 }
 
 // Encodes a stretch of ordinary text (no added tokens inside).
-static enum vllmc_status encode_text(struct encode_ctx *c, const char *text, size_t len,
-                                     bool first)
+static enum vllmc_status encode_text(struct encode_ctx *c, const char *text, size_t len, bool first)
 {
     const struct tokenizer *tok = c->tok;
     if (!len)
@@ -593,9 +606,8 @@ enum vllmc_status tokenizer_encode(const struct tokenizer *tok, const char *text
     }
     size_t seg = 0, pos = 0;
     while (pos < len) {
-        const struct tok_added *a = tok->n_added
-                                        ? added_match(tok, text, len, pos, parse_special)
-                                        : NULL;
+        const struct tok_added *a =
+            tok->n_added ? added_match(tok, text, len, pos, parse_special) : NULL;
         if (!a) {
             pos++;
             continue;
@@ -646,8 +658,8 @@ done:
 // and English contractions.
 static void cleanup_spaces(struct tok_bytes *b)
 {
-    static const char *const from[] = {" .", " ?", " !", " ,", " ' ", " n't", " 'm", " 's",
-                                       " 've", " 're"};
+    static const char *const from[] = {" .",   " ?",  " !",  " ,",   " ' ",
+                                       " n't", " 'm", " 's", " 've", " 're"};
     static const char *const to[] = {".", "?", "!", ",", "'", "n't", "'m", "'s", "'ve", "'re"};
     for (size_t k = 0; k < sizeof(from) / sizeof(from[0]); k++) {
         size_t nf = strlen(from[k]), nt = strlen(to[k]), w = 0;
@@ -727,12 +739,30 @@ int32_t tokenizer_token_id(const struct tokenizer *tok, const char *text, size_t
     return strmap_get(&tok->by_text, text, len);
 }
 
-int32_t tokenizer_n_vocab(const struct tokenizer *tok) { return tok->n_vocab; }
-int32_t tokenizer_bos_id(const struct tokenizer *tok) { return tok->bos_id; }
-int32_t tokenizer_eos_id(const struct tokenizer *tok) { return tok->eos_id; }
-int32_t tokenizer_pad_id(const struct tokenizer *tok) { return tok->pad_id; }
-int32_t tokenizer_unk_id(const struct tokenizer *tok) { return tok->unk_id; }
-bool tokenizer_add_bos(const struct tokenizer *tok) { return tok->add_bos && tok->bos_id >= 0; }
+int32_t tokenizer_n_vocab(const struct tokenizer *tok)
+{
+    return tok->n_vocab;
+}
+int32_t tokenizer_bos_id(const struct tokenizer *tok)
+{
+    return tok->bos_id;
+}
+int32_t tokenizer_eos_id(const struct tokenizer *tok)
+{
+    return tok->eos_id;
+}
+int32_t tokenizer_pad_id(const struct tokenizer *tok)
+{
+    return tok->pad_id;
+}
+int32_t tokenizer_unk_id(const struct tokenizer *tok)
+{
+    return tok->unk_id;
+}
+bool tokenizer_add_bos(const struct tokenizer *tok)
+{
+    return tok->add_bos && tok->bos_id >= 0;
+}
 
 bool tokenizer_add_eos(const struct tokenizer *tok)
 {

@@ -26,7 +26,7 @@ enum tokenizer_token_type {
     TOKENIZER_TOKEN_CONTROL = 3,      // special: BOS, EOS, <|im_start|>, ...
     TOKENIZER_TOKEN_USER_DEFINED = 4, // added, not special: always matched in text
     TOKENIZER_TOKEN_UNUSED = 5,
-    TOKENIZER_TOKEN_BYTE = 6,         // <0xNN> byte-fallback piece
+    TOKENIZER_TOKEN_BYTE = 6, // <0xNN> byte-fallback piece
 };
 
 // The loader input: a vocabulary as GGUF metadata describes it. Every pointer is borrowed for

@@ -115,8 +115,8 @@ struct normalizer {
 };
 
 void normalizer_deinit(struct normalizer *n);
-bool normalizer_add(struct normalizer *n, enum norm_kind kind, const char *str,
-                    const char *pattern, int a, int b);
+bool normalizer_add(struct normalizer *n, enum norm_kind kind, const char *str, const char *pattern,
+                    int a, int b);
 // Runs every step over in; the result goes to *out (reset first). False on no memory.
 bool normalizer_run(const struct normalizer *n, const char *in, size_t len, struct tok_bytes *out);
 
@@ -138,11 +138,11 @@ enum pretok_kind {
 
 struct pretok_step {
     enum pretok_kind kind;
-    void *re;                  // owned pcre2_code *, PRETOK_SPLIT
+    void *re; // owned pcre2_code *, PRETOK_SPLIT
     enum split_behavior behavior;
     bool invert;
-    int prepend_scheme;        // METASPACE: 0 never, 1 first, 2 always
-    bool split;                // METASPACE: split on the replacement
+    int prepend_scheme; // METASPACE: 0 never, 1 first, 2 always
+    bool split;         // METASPACE: split on the replacement
 };
 
 struct pretokenizer {
@@ -162,9 +162,8 @@ struct tok_pieces {
 
 void pretokenizer_deinit(struct pretokenizer *p);
 // Adds a regex split step (pattern in PCRE2 syntax; literal when is_literal).
-enum vllmc_status pretokenizer_add_split(struct pretokenizer *p, const char *pattern,
-                                         size_t len, bool is_literal,
-                                         enum split_behavior behavior, bool invert,
+enum vllmc_status pretokenizer_add_split(struct pretokenizer *p, const char *pattern, size_t len,
+                                         bool is_literal, enum split_behavior behavior, bool invert,
                                          struct err *err);
 bool pretokenizer_add(struct pretokenizer *p, enum pretok_kind kind, int prepend_scheme,
                       bool split);
@@ -178,8 +177,8 @@ struct pretok_scratch; // per-call regex match data
 
 // Splits text (which the steps may rewrite: prefix space, metaspace) into pieces. first says
 // whether text starts the input (Metaspace prepend_scheme "first").
-enum vllmc_status pretokenizer_run(const struct pretokenizer *p, struct tok_bytes *text,
-                                   bool first, struct tok_pieces *pieces);
+enum vllmc_status pretokenizer_run(const struct pretokenizer *p, struct tok_bytes *text, bool first,
+                                   struct tok_pieces *pieces);
 
 // ---- the tokenizer ----
 
@@ -193,7 +192,7 @@ struct tok_token {
     uint32_t text_off, text_len;   // vocabulary spelling, in text_pool
     uint32_t piece_off, piece_len; // decoded bytes, in piece_pool
     float score;
-    uint8_t type;                  // enum tokenizer_token_type
+    uint8_t type; // enum tokenizer_token_type
     bool eog;
 };
 
@@ -206,8 +205,8 @@ struct tok_added {
 };
 
 struct tok_template {
-    char *name;  // owned; "default" for the unnamed one
-    char *text;  // owned
+    char *name; // owned; "default" for the unnamed one
+    char *text; // owned
 };
 
 struct tokenizer {
@@ -228,11 +227,11 @@ struct tokenizer {
     char *text_pool;          // owned: every token's spelling, NUL-terminated
     char *piece_pool;         // owned: every token's decoded bytes
 
-    struct strmap lookup;   // encode-side spelling -> id (raw bytes when byte_level)
-    struct strmap by_text;  // vocabulary spelling -> id
-    struct pairmap merges;  // BPE merges
-    int32_t byte_ids[256];  // id of each raw byte (byte-level char or <0xNN>), -1 if none
-    size_t max_token_len;   // longest lookup key, bytes
+    struct strmap lookup;  // encode-side spelling -> id (raw bytes when byte_level)
+    struct strmap by_text; // vocabulary spelling -> id
+    struct pairmap merges; // BPE merges
+    int32_t byte_ids[256]; // id of each raw byte (byte-level char or <0xNN>), -1 if none
+    size_t max_token_len;  // longest lookup key, bytes
 
     struct tok_added *added; // owned, [n_added], sorted by first byte then length descending
     size_t n_added;
@@ -243,7 +242,7 @@ struct tokenizer {
 
     int32_t bos_id, eos_id, unk_id, pad_id, sep_id;
     bool add_bos, add_eos; // what TOKENIZER_ENCODE_ADD_SPECIAL adds (WordPiece: CLS ... SEP)
-    bool cleanup_spaces; // clean_up_tokenization_spaces from the configuration
+    bool cleanup_spaces;   // clean_up_tokenization_spaces from the configuration
 
     struct tok_template *templates; // owned, [n_templates]
     size_t n_templates;
@@ -258,10 +257,9 @@ enum vllmc_status tokenizer_set_tokens(struct tokenizer *tok, const struct token
                                        size_t n, struct err *err);
 enum vllmc_status tokenizer_add_merge(struct tokenizer *tok, const char *left, size_t n_left,
                                       const char *right, size_t n_right, int32_t rank);
-bool tokenizer_add_added(struct tokenizer *tok, int32_t id, bool special, bool lstrip,
-                         bool rstrip, bool single_word);
-bool tokenizer_add_template(struct tokenizer *tok, const char *name, const char *text,
-                            size_t len);
+bool tokenizer_add_added(struct tokenizer *tok, int32_t id, bool special, bool lstrip, bool rstrip,
+                         bool single_word);
+bool tokenizer_add_template(struct tokenizer *tok, const char *name, const char *text, size_t len);
 // Computes pieces, the lookup map, byte ids, added-token index, EOG flags.
 enum vllmc_status tokenizer_finish(struct tokenizer *tok, struct err *err);
 

@@ -169,8 +169,8 @@ static enum vllmc_status load_pre_tokenizer(struct json_loader *L, const json_t 
     }
     if (!strcmp(type, "ByteLevel")) {
         L->has_bytelevel_pre = true;
-        if (jbool(n, "add_prefix_space", true) && !pretokenizer_add(pre, PRETOK_PREFIX_SPACE, 0,
-                                                                    false))
+        if (jbool(n, "add_prefix_space", true) &&
+            !pretokenizer_add(pre, PRETOK_PREFIX_SPACE, 0, false))
             return nomem(L);
         if (jbool(n, "use_regex", true))
             rc = pretokenizer_add_gpt2(pre, L->err);
@@ -317,8 +317,7 @@ static void load_post_processor(struct json_loader *L, const json_t *pp)
 
 // ---- model and added tokens ----
 
-static enum vllmc_status load_vocab(struct json_loader *L, const json_t *model,
-                                    const json_t *added)
+static enum vllmc_status load_vocab(struct json_loader *L, const json_t *model, const json_t *added)
 {
     struct tokenizer *tok = L->tok;
     const json_t *vocab = json_object_get(model, "vocab");
@@ -533,8 +532,7 @@ enum vllmc_status tokenizer_create_from_json(const void *json, size_t n_json, co
     json_error_t jerr;
     json_t *root = json_loadb(json, n_json, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &jerr);
     if (!root)
-        return err_set(err, VLLMC_ERR_FORMAT, "tokenizer.json: line %d: %s", jerr.line,
-                       jerr.text);
+        return err_set(err, VLLMC_ERR_FORMAT, "tokenizer.json: line %d: %s", jerr.line, jerr.text);
     json_t *cfg = NULL;
     struct tokenizer *tok = NULL;
     enum vllmc_status rc = VLLMC_OK;

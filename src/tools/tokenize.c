@@ -114,7 +114,8 @@ int tokenize_main(int argc, char **argv)
     int rc = 1;
     if (!tok)
         goto done;
-    unsigned flags = TOKENIZER_ENCODE_PARSE_SPECIAL | (add_special ? TOKENIZER_ENCODE_ADD_SPECIAL : 0);
+    unsigned flags =
+        TOKENIZER_ENCODE_PARSE_SPECIAL | (add_special ? TOKENIZER_ENCODE_ADD_SPECIAL : 0);
     enum vllmc_status st = tokenizer_encode(tok, buf ? buf : text, len, flags, &ids, &n);
     if (st) {
         fprintf(stderr, "vllmc: tokenize: %s\n", vllmc_status_str(st));
@@ -211,8 +212,8 @@ int detokenize_main(int argc, char **argv)
     if (tok) {
         char *text;
         size_t n_text;
-        enum vllmc_status st = tokenizer_decode(
-            tok, ids, n, skip ? TOKENIZER_DECODE_SKIP_SPECIAL : 0, &text, &n_text);
+        enum vllmc_status st =
+            tokenizer_decode(tok, ids, n, skip ? TOKENIZER_DECODE_SKIP_SPECIAL : 0, &text, &n_text);
         if (st == VLLMC_ERR_INVALID_ARG) {
             fprintf(stderr, "vllmc: detokenize: an id is outside the vocabulary (0..%d)\n",
                     tokenizer_n_vocab(tok) - 1);

@@ -15,7 +15,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static const char byte_level_json[] =
     "{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"b\":1,\"ab\":2,\"\xc4\xa0\":3,"
-    "\"\xc4\xa0" "ab\":4,\"c\":5},\"merges\":[\"a b\",\"\xc4\xa0 ab\"]},"
+    "\"\xc4\xa0"
+    "ab\":4,\"c\":5},\"merges\":[\"a b\",\"\xc4\xa0 ab\"]},"
     "\"added_tokens\":[{\"id\":6,\"content\":\"<|x|>\",\"special\":true},"
     "{\"id\":7,\"content\":\"yo\",\"special\":false,\"lstrip\":true,\"rstrip\":true}],"
     "\"normalizer\":{\"type\":\"NFC\"},"

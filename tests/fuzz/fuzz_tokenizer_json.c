@@ -11,8 +11,9 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-static const char text[] = "Hello <s> world!\n\t  I'm 12345 <|im_start|>y'all\xe4\xbd\xa0\xe5\xa5\xbd"
-                           " \xf0\x9f\x98\x80 \xff\xfe\xc3 \xe2\x82 caf\xc3\xa9 \xe2\x96\x81x";
+static const char text[] =
+    "Hello <s> world!\n\t  I'm 12345 <|im_start|>y'all\xe4\xbd\xa0\xe5\xa5\xbd"
+    " \xf0\x9f\x98\x80 \xff\xfe\xc3 \xe2\x82 caf\xc3\xa9 \xe2\x96\x81x";
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

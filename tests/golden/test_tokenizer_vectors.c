@@ -16,8 +16,7 @@
 #define TD VLLMC_SHARED_DIR "/testdata/"
 
 // Streams ids through a detokenizer and compares with tokenizer_decode().
-static int stream_matches(const struct tokenizer *tok, const int32_t *ids, size_t n,
-                          unsigned flags)
+static int stream_matches(const struct tokenizer *tok, const int32_t *ids, size_t n, unsigned flags)
 {
     struct detok *d;
     if (detok_create(tok, flags, &d))
@@ -42,8 +41,8 @@ static int stream_matches(const struct tokenizer *tok, const int32_t *ids, size_
     if (!tokenizer_decode(tok, ids, n, flags, &one, &n_one)) {
         ok = n_one == n_acc && !memcmp(one, acc, n_acc);
         if (!ok)
-            fprintf(stderr, "  stream \"%.*s\" != decode \"%.*s\"\n", (int)n_acc, acc,
-                    (int)n_one, one);
+            fprintf(stderr, "  stream \"%.*s\" != decode \"%.*s\"\n", (int)n_acc, acc, (int)n_one,
+                    one);
         mem_free(one);
     }
     free(acc);
@@ -143,12 +142,30 @@ static void json_case(const char *dir, const char *vec, bool lossless)
     tokenizer_free(tok);
 }
 
-static void test_json_qwen3(void) { json_case("qwen3", "qwen2", true); }
-static void test_json_llama3(void) { json_case("llama3", "llama-bpe", true); }
-static void test_json_gpt2(void) { json_case("gpt2", "gpt-2", true); }
-static void test_json_mistral(void) { json_case("mistral-7b-v0.1", "mistral", true); }
-static void test_json_llama2_spm(void) { json_case("llama2", "llama-spm", true); }
-static void test_json_llama2_phi3(void) { json_case("llama2", "phi-3", true); }
+static void test_json_qwen3(void)
+{
+    json_case("qwen3", "qwen2", true);
+}
+static void test_json_llama3(void)
+{
+    json_case("llama3", "llama-bpe", true);
+}
+static void test_json_gpt2(void)
+{
+    json_case("gpt2", "gpt-2", true);
+}
+static void test_json_mistral(void)
+{
+    json_case("mistral-7b-v0.1", "mistral", true);
+}
+static void test_json_llama2_spm(void)
+{
+    json_case("llama2", "llama-spm", true);
+}
+static void test_json_llama2_phi3(void)
+{
+    json_case("llama2", "phi-3", true);
+}
 
 static struct tokenizer *load_gguf(const char *path)
 {
@@ -167,10 +184,9 @@ static void test_gguf_vectors(void)
         const char *name;
         bool lossless;
     } sets[] = {
-        {"bert-bge", false},   {"deepseek-coder", true}, {"deepseek-llm", true},
-        {"falcon", true},      {"gpt-2", true},          {"llama-spm", true},
-        {"mpt", true},         {"phi-3", true},          {"refact", true},
-        {"starcoder", true},
+        {"bert-bge", false}, {"deepseek-coder", true}, {"deepseek-llm", true}, {"falcon", true},
+        {"gpt-2", true},     {"llama-spm", true},      {"mpt", true},          {"phi-3", true},
+        {"refact", true},    {"starcoder", true},
     };
     for (size_t i = 0; i < sizeof(sets) / sizeof(sets[0]); i++) {
         char path[480], inp[512], out[512], label[128];

@@ -144,9 +144,9 @@ static void test_invalid_utf8(void)
             continue;
         int32_t *ids;
         size_t n;
-        CHECK_EQ_INT(tokenizer_encode(tok, bad, sizeof(bad) - 1, TOKENIZER_ENCODE_PARSE_SPECIAL,
-                                      &ids, &n),
-                     VLLMC_OK);
+        CHECK_EQ_INT(
+            tokenizer_encode(tok, bad, sizeof(bad) - 1, TOKENIZER_ENCODE_PARSE_SPECIAL, &ids, &n),
+            VLLMC_OK);
         CHECK(n > 0);
         char *text;
         size_t n_text;
@@ -204,7 +204,8 @@ static void test_stream_holds_partial_characters(void)
     size_t n_piece;
     // An id out of range is refused; a lone continuation byte flushes as U+FFFD.
     CHECK_EQ_INT(detok_push(d, 1 << 30, &piece, &n_piece), VLLMC_ERR_INVALID_ARG);
-    int32_t byte_9f = tokenizer_token_id(tok, "<0x9F>", 6), byte_f0 = tokenizer_token_id(tok, "<0xF0>", 6);
+    int32_t byte_9f = tokenizer_token_id(tok, "<0x9F>", 6),
+            byte_f0 = tokenizer_token_id(tok, "<0xF0>", 6);
     CHECK(byte_9f > 0 && byte_f0 > 0);
     CHECK_EQ_INT(detok_push(d, byte_f0, &piece, &n_piece), VLLMC_OK);
     CHECK_EQ_INT(n_piece, 0);
@@ -229,7 +230,8 @@ static void test_bad_files(void)
         {"{\"model\":{\"type\":\"Unigram\",\"vocab\":[]}}", VLLMC_ERR_UNSUPPORTED},
         {"{\"model\":{\"type\":\"BPE\",\"vocab\":{}}}", VLLMC_ERR_FORMAT},
         {"{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":-3}}}", VLLMC_ERR_FORMAT},
-        {"{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0},\"merges\":[\"ab\"]}}", VLLMC_ERR_FORMAT},
+        {"{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0},\"merges\":[\"ab\"]}}",
+         VLLMC_ERR_FORMAT},
         {"{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0},\"merges\":[]},\"pre_tokenizer\":"
          "{\"type\":\"Split\",\"pattern\":{\"Regex\":\"(\"},\"behavior\":\"Isolated\"}}",
          VLLMC_ERR_FORMAT},
@@ -270,7 +272,8 @@ static void test_out_of_memory(void)
 {
     static const char json[] =
         "{\"model\":{\"type\":\"BPE\",\"byte_fallback\":true,\"vocab\":{\"<unk>\":0,\"<0x41>\":1,"
-        "\"\xe2\x96\x81\":2,\"h\":3,\"i\":4,\"hi\":5},\"merges\":[\"h i\"],\"unk_token\":\"<unk>\"},"
+        "\"\xe2\x96\x81\":2,\"h\":3,\"i\":4,\"hi\":5},\"merges\":[\"h "
+        "i\"],\"unk_token\":\"<unk>\"},"
         "\"added_tokens\":[{\"id\":6,\"content\":\"<s>\",\"special\":true}],"
         "\"normalizer\":{\"type\":\"Sequence\",\"normalizers\":[{\"type\":\"NFC\"},{\"type\":"
         "\"Prepend\",\"prepend\":\"\xe2\x96\x81\"}]},\"pre_tokenizer\":{\"type\":\"Split\","
@@ -318,9 +321,9 @@ static void test_out_of_memory(void)
 // NFC on random mixes of combining marks, Hangul jamo and syllables, CJK, emoji, singletons.
 static void test_nfc_matches_utf8proc(void)
 {
-    static const int32_t alphabet[] = {'e', 'A', ' ', 0x301, 0x327, 0x308, 0x1100, 0x1161,
-                                       0x11a8, 0xac00, 0xac01, 0x4e2d, 0x1f600, 0x2000, 0x212b,
-                                       0x3099, 0x304b, 0x0f73, 0x1e0a, 0x0323, 0xe9, 0x2126};
+    static const int32_t alphabet[] = {
+        'e',    'A',     ' ',    0x301,  0x327,  0x308,  0x1100, 0x1161, 0x11a8, 0xac00, 0xac01,
+        0x4e2d, 0x1f600, 0x2000, 0x212b, 0x3099, 0x304b, 0x0f73, 0x1e0a, 0x0323, 0xe9,   0x2126};
     struct normalizer n = {0};
     CHECK(normalizer_add(&n, NORM_NFC, NULL, NULL, 0, 0));
     uint32_t rng = 12345;
