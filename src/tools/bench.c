@@ -10,6 +10,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "backend/backend.h"
@@ -213,17 +214,30 @@ static int bench_run_once(struct bench *b, bool pp, int n, double *seconds)
     return 0;
 }
 
-// Runs a test once untimed and n_reps times timed; fills tok/s per repeat.
-static int bench_test(struct bench *b, bool pp, int n, double *tps)
+static double bench_cpu_s(void)
 {
-    double s;
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)ru.ru_utime.tv_sec + (double)ru.ru_stime.tv_sec +
+           1e-6 * (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
+}
+
+// Runs a test once untimed and n_reps times timed; fills tok/s per repeat and
+// the share of its threads' wall time the process got a core (on a shared
+// machine, what is left to it by other work; spinning workers count as used).
+static int bench_test(struct bench *b, bool pp, int n, double *tps, double *cpu_share)
+{
+    double s, wall = 0, cpu0;
     if (bench_run_once(b, pp, pp ? n : 1, &s))
         return 1;
+    cpu0 = bench_cpu_s();
     for (long r = 0; r < b->o.n_reps; r++) {
         if (bench_run_once(b, pp, n, &s))
             return 1;
         tps[r] = s > 0 ? n / s : 0;
+        wall += s;
     }
+    *cpu_share = wall > 0 ? (bench_cpu_s() - cpu0) / (wall * b->n_threads) : 0;
     return 0;
 }
 
@@ -286,20 +300,25 @@ static int bench_pp_tg(struct bench *b)
     double *tps = mem_calloc((size_t)o->n_reps, sizeof(double));
     if (!tps)
         return 1;
-    char name[32];
+    char name[32], shares[128] = "";
     int rc = 0;
-    double tg_median = 0;
+    double tg_median = 0, share = 0;
     if (o->n_prompt > 0) {
         snprintf(name, sizeof(name), "pp%ld", o->n_prompt);
-        rc = bench_test(b, true, (int)o->n_prompt, tps);
-        if (!rc)
+        rc = bench_test(b, true, (int)o->n_prompt, tps, &share);
+        if (!rc) {
             bench_print_row(b, name, tps);
+            snprintf(shares, sizeof(shares), "%s %.0f%%", name, 100 * share);
+        }
     }
     if (!rc && o->n_gen > 0) {
         snprintf(name, sizeof(name), "tg%ld", o->n_gen);
-        rc = bench_test(b, false, (int)o->n_gen, tps);
+        rc = bench_test(b, false, (int)o->n_gen, tps, &share);
         if (!rc) {
             bench_print_row(b, name, tps);
+            size_t len = strlen(shares);
+            snprintf(shares + len, sizeof(shares) - len, "%s%s %.0f%%", len ? ", " : "", name,
+                     100 * share);
             struct bench_summary s;
             bench_summarize(tps, (int)o->n_reps, &s);
             tg_median = s.median;
@@ -315,8 +334,9 @@ static int bench_pp_tg(struct bench *b)
                bw.best_gbps, bw.n_reps, bw.n_bytes >> 20, bw.n_threads, bw.isa, bw.median_gbps);
     double load[3];
     if (getloadavg(load, 3) == 3)
-        printf("load average: %.2f %.2f %.2f (%ld CPUs online)\n", load[0], load[1], load[2],
-               sysconf(_SC_NPROCESSORS_ONLN));
+        printf("load average: %.2f %.2f %.2f (%ld CPUs online); CPU time / (wall time x %d "
+               "threads): %s\n",
+               load[0], load[1], load[2], sysconf(_SC_NPROCESSORS_ONLN), b->n_threads, shares);
     if (o->n_gen > 0) {
         double bpt = bench_bytes_per_token(b->m);
         double gbps = bpt * tg_median * 1e-9;
@@ -331,6 +351,8 @@ static int bench_pp_tg(struct bench *b)
 
 int bench_main(int argc, char **argv)
 {
+    if (argc > 1 && !strcmp(argv[1], "throughput"))
+        return bench_throughput_main(argc - 1, argv + 1);
     if (argc > 1 && !strcmp(argv[1], "serve")) {
 #ifdef VLLMC_HAVE_CURL
         return bench_serve_main(argc - 1, argv + 1);

@@ -21,5 +21,6 @@ double bench_percentile(double *x, int n, double p);
 
 // Sub-commands of `vllmc bench`.
 int bench_serve_main(int argc, char **argv);      // bench_serve.c
+int bench_throughput_main(int argc, char **argv); // bench_throughput.c
 
 #endif

@@ -1,7 +1,8 @@
 #!/bin/sh
 # Smoke test of the benchmarks at tiny sizes: gen-model writes loadable GGUF
 # and safetensors copies that give the same greedy tokens; `vllmc bench` prints
-# llama-bench's table and the bandwidth lines; `vllmc bench serve` prints
+# llama-bench's table and the bandwidth lines; `vllmc bench throughput` prints
+# vLLM's throughput lines and the decode figure; `vllmc bench serve` prints
 # vLLM's summary and writes its JSON against a stand-in OpenAI server and, when
 # the command exists, against `vllmc serve`. Never a timing assertion.
 set -eu
@@ -40,6 +41,17 @@ need "$tmp/bench" "% of the read bandwidth"
 need "$tmp/bench2" "| llama 0.15M F16"
 grep -q " pp" "$tmp/bench2" && fail "-p 0 still ran a pp test"
 "$bin" bench -r 0 >/dev/null 2>&1 && fail "bench accepted -r 0"
+
+"$bin" bench throughput --num-prompts 4 --input-len 8 --output-len 8 --max-num-seqs 4 \
+    --kv-cache-memory-bytes 4000000 >"$tmp/tput" 2>/dev/null
+need "$tmp/tput" "Throughput: "
+need "$tmp/tput" " requests/s, "
+need "$tmp/tput" " output tokens/s"
+need "$tmp/tput" "Total num prompt tokens:  32"
+need "$tmp/tput" "Total num output tokens:  32"
+need "$tmp/tput" "Decode (all 4 sequences decoding): "
+"$bin" bench throughput --input-len 4000 --output-len 8 --num-prompts 1 >/dev/null 2>&1 &&
+    fail "bench throughput accepted a prompt longer than the context"
 
 serve_checks() { # $1: output file
     need "$1" "============ Serving Benchmark Result ============"

@@ -1,0 +1,364 @@
+// `vllmc bench throughput`: offline throughput through the public engine API,
+// as `vllm bench throughput` measures it: random token-id prompts all
+// submitted at once, ignore_eos so each request generates exactly its output
+// length, temperature 1. Prints vLLM's lines (requests/s, total and output
+// tokens/s) plus the aggregate decode speed: output tokens per second over the
+// window in which every request had finished its prefill and none had yet
+// finished, i.e. the steady state of max-num-seqs sequences decoding together.
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/alloc.h"
+#include "core/clock.h"
+#include "tools/bench_stats.h"
+#include "tools/cli.h"
+#include "vllmc.h"
+
+struct tput_opts {
+    const char *model;
+    const char *device;
+    long num_prompts;
+    long input_len;
+    long output_len;
+    double range_ratio;
+    long max_num_seqs;
+    long max_num_batched_tokens;  // 0 = engine default
+    long max_model_len;           // 0 = engine default
+    long threads;
+    long long kv_cache_memory_bytes;
+    long seed;
+    const char *output_json;
+};
+
+struct tput_req {
+    struct vllmc_request *req;
+    int32_t *ids;          // owned, [prompt_len]
+    int prompt_len;
+    int output_len;
+    double *tok_s;         // owned, [output_len]: arrival time of each generated token
+    int n_out;
+    bool done;
+    bool failed;
+};
+
+struct tput {
+    struct tput_opts o;
+    struct vllmc_engine *engine;
+    struct tput_req *reqs;  // owned, [num_prompts]
+    int n;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    atomic_long n_signals;  // bumped by the engine thread on every output
+};
+
+static void tput_usage(FILE *f)
+{
+    fprintf(f,
+            "usage: vllmc bench throughput [options]   (like vllm bench throughput)\n"
+            "  -m, --model PATH               (default: bundled model)\n"
+            "      --num-prompts N            (default 1000)\n"
+            "      --input-len N              prompt tokens (default 1024, capped to fit)\n"
+            "      --output-len N             generated tokens per request (default 128)\n"
+            "      --random-range-ratio R     lengths uniform in [L(1-R), L(1+R)] (default 0)\n"
+            "      --max-num-seqs N           sequences per step (default 256)\n"
+            "      --max-num-batched-tokens N token budget per step (default: engine's)\n"
+            "      --max-model-len N          (default: the model's context)\n"
+            "      --kv-cache-memory-bytes N  KV cache size (default: engine's)\n"
+            "  -t, --threads N                CPU threads (default: all cores)\n"
+            "      --device cpu|cuda          (default cpu)\n"
+            "      --seed S                   dataset seed (default 0)\n"
+            "      --output-json FILE         write the figures as JSON\n");
+}
+
+static int tput_parse(struct tput_opts *o, int argc, char **argv)
+{
+    *o = (struct tput_opts){.device = "cpu", .num_prompts = 1000, .input_len = 1024,
+                            .output_len = 128, .max_num_seqs = 256};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = NULL;
+        bool ok = true;
+        long long kv = 0;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            tput_usage(stdout);
+            return -1;
+        } else if (cli_opt(argc, argv, &i, "--model", "-m", &v)) {
+            o->model = v;
+        } else if (cli_opt(argc, argv, &i, "--device", NULL, &v)) {
+            o->device = v;
+        } else if (cli_opt(argc, argv, &i, "--num-prompts", NULL, &v)) {
+            ok = v && cli_parse_int(a, v, 1, 1 << 20, &o->num_prompts);
+        } else if (cli_opt(argc, argv, &i, "--input-len", "--random-input-len", &v)) {
+            ok = v && cli_parse_int(a, v, 1, 1 << 24, &o->input_len);
+        } else if (cli_opt(argc, argv, &i, "--output-len", "--random-output-len", &v)) {
+            ok = v && cli_parse_int(a, v, 1, 1 << 24, &o->output_len);
+        } else if (cli_opt(argc, argv, &i, "--random-range-ratio", NULL, &v)) {
+            ok = v && cli_parse_float(a, v, &o->range_ratio) && o->range_ratio >= 0 &&
+                 o->range_ratio < 1;
+        } else if (cli_opt(argc, argv, &i, "--max-num-seqs", NULL, &v)) {
+            ok = v && cli_parse_int(a, v, 1, 1 << 20, &o->max_num_seqs);
+        } else if (cli_opt(argc, argv, &i, "--max-num-batched-tokens", NULL, &v)) {
+            ok = v && cli_parse_int(a, v, 1, 1 << 24, &o->max_num_batched_tokens);
+        } else if (cli_opt(argc, argv, &i, "--max-model-len", NULL, &v)) {
+            ok = v && cli_parse_int(a, v, 1, 1 << 24, &o->max_model_len);
+        } else if (cli_opt(argc, argv, &i, "--kv-cache-memory-bytes", NULL, &v)) {
+            char *end = NULL;
+            kv = v ? strtoll(v, &end, 10) : 0;
+            ok = v && end && !*end && kv > 0;
+            o->kv_cache_memory_bytes = kv;
+        } else if (cli_opt(argc, argv, &i, "--threads", "-t", &v)) {
+            ok = v && cli_parse_int(a, v, 0, 1024, &o->threads);
+        } else if (cli_opt(argc, argv, &i, "--seed", NULL, &v)) {
+            ok = v && cli_parse_int(a, v, 0, 0x7fffffffL, &o->seed);
+        } else if (cli_opt(argc, argv, &i, "--output-json", NULL, &v)) {
+            o->output_json = v;
+        } else {
+            fprintf(stderr, "vllmc bench throughput: unknown option '%s'\n", a);
+            tput_usage(stderr);
+            return 2;
+        }
+        if (!ok || !v) {
+            if (v)
+                fprintf(stderr, "vllmc bench throughput: bad value for %s: '%s'\n", a, v);
+            return 2;
+        }
+    }
+    if (!o->model)
+        o->model = cli_default_model();
+    return 0;
+}
+
+static void tput_on_output(void *user)
+{
+    struct tput *t = user;
+    atomic_fetch_add(&t->n_signals, 1);
+    pthread_mutex_lock(&t->mu);
+    pthread_cond_signal(&t->cv);
+    pthread_mutex_unlock(&t->mu);
+}
+
+static uint64_t tput_rng;
+
+static long tput_randint(long lo, long hi)
+{
+    uint64_t z = (tput_rng += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    return hi <= lo ? lo : lo + (long)(z % (uint64_t)(hi - lo + 1));
+}
+
+// Random prompts as vLLM's random dataset: consecutive ids from a random
+// offset. Lengths are capped so prompt + output fits max_model_len.
+static int tput_dataset(struct tput *t)
+{
+    const struct tput_opts *o = &t->o;
+    int vocab = vllmc_engine_vocab_size(t->engine);
+    int max_len = vllmc_engine_max_model_len(t->engine);
+    tput_rng = (uint64_t)o->seed;
+    t->n = (int)o->num_prompts;
+    t->reqs = mem_calloc((size_t)t->n, sizeof(*t->reqs));
+    if (!t->reqs)
+        return 1;
+    long in_lo = (long)floor((double)o->input_len * (1 - o->range_ratio));
+    long in_hi = (long)ceil((double)o->input_len * (1 + o->range_ratio));
+    long out_lo = (long)floor((double)o->output_len * (1 - o->range_ratio));
+    long out_hi = (long)ceil((double)o->output_len * (1 + o->range_ratio));
+    if (in_hi + out_hi > max_len) {
+        fprintf(stderr,
+                "vllmc bench throughput: input %ld + output %ld tokens exceed max_model_len %d\n",
+                in_hi, out_hi, max_len);
+        return 2;
+    }
+    for (int i = 0; i < t->n; i++) {
+        struct tput_req *r = &t->reqs[i];
+        r->prompt_len = (int)tput_randint(in_lo < 1 ? 1 : in_lo, in_hi);
+        r->output_len = (int)tput_randint(out_lo < 1 ? 1 : out_lo, out_hi);
+        long offset = tput_randint(0, vocab - 1);
+        r->ids = mem_alloc((size_t)r->prompt_len * sizeof(*r->ids));
+        r->tok_s = mem_alloc((size_t)r->output_len * sizeof(*r->tok_s));
+        if (!r->ids || !r->tok_s)
+            return 1;
+        for (int j = 0; j < r->prompt_len; j++)
+            r->ids[j] = (int32_t)((offset + i + j) % vocab);
+    }
+    return 0;
+}
+
+// Drains every request's queued outputs; returns how many requests finished.
+static int tput_drain(struct tput *t)
+{
+    int n_done = 0;
+    for (int i = 0; i < t->n; i++) {
+        struct tput_req *r = &t->reqs[i];
+        while (!r->done) {
+            struct vllmc_output *out = NULL;
+            enum vllmc_status st = vllmc_request_next_output(r->req, 0, &out);
+            if (st != VLLMC_OK) {
+                r->done = r->failed = true;
+                break;
+            }
+            if (!out)
+                break;
+            double now = time_now_s();
+            for (int k = 0; k < out->n_token_ids && r->n_out < r->output_len; k++)
+                r->tok_s[r->n_out++] = now;
+            if (out->final) {
+                r->done = true;
+                r->failed = out->finish_reason == VLLMC_FINISH_ABORT;
+            }
+            vllmc_output_free(out);
+        }
+        n_done += r->done;
+    }
+    return n_done;
+}
+
+static int tput_run(struct tput *t)
+{
+    struct vllmc_request_params rp;
+    vllmc_request_params_default(&rp);
+    rp.sampling.temperature = 1.0f;
+    rp.sampling.ignore_eos = true;
+    rp.on_output = tput_on_output;
+    rp.user_data = t;
+    double t0 = time_now_s();
+    for (int i = 0; i < t->n; i++) {
+        struct tput_req *r = &t->reqs[i];
+        rp.prompt = NULL;
+        rp.prompt_token_ids = r->ids;
+        rp.n_prompt_token_ids = r->prompt_len;
+        rp.sampling.max_tokens = r->output_len;
+        enum vllmc_status st = vllmc_engine_add_request(t->engine, &rp, &r->req);
+        if (st) {
+            fprintf(stderr, "vllmc bench throughput: request %d: %s: %s\n", i,
+                    vllmc_status_str(st), vllmc_last_error());
+            return 1;
+        }
+    }
+    long seen = 0;
+    while (tput_drain(t) < t->n) {
+        pthread_mutex_lock(&t->mu);
+        if (atomic_load(&t->n_signals) == seen) {
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            ts.tv_nsec += 50 * 1000000L;
+            if (ts.tv_nsec >= 1000000000L) {
+                ts.tv_sec++;
+                ts.tv_nsec -= 1000000000L;
+            }
+            pthread_cond_timedwait(&t->cv, &t->mu, &ts);
+        }
+        seen = atomic_load(&t->n_signals);
+        pthread_mutex_unlock(&t->mu);
+    }
+    double elapsed = time_now_s() - t0;
+
+    long total_in = 0, total_out = 0;
+    int n_failed = 0;
+    double t_all_prefilled = 0, t_first_finish = INFINITY;
+    for (int i = 0; i < t->n; i++) {
+        const struct tput_req *r = &t->reqs[i];
+        n_failed += r->failed;
+        total_in += r->prompt_len;
+        total_out += r->n_out;
+        if (r->n_out > 0) {
+            t_all_prefilled = r->tok_s[0] > t_all_prefilled ? r->tok_s[0] : t_all_prefilled;
+            double end = r->tok_s[r->n_out - 1];
+            t_first_finish = end < t_first_finish ? end : t_first_finish;
+        }
+    }
+    // Steady-state decode: tokens that arrived after the last prefill ended,
+    // up to the first request's end, over that window.
+    long window_tokens = 0;
+    double window = t_first_finish - t_all_prefilled;
+    for (int i = 0; window > 0 && i < t->n; i++) {
+        const struct tput_req *r = &t->reqs[i];
+        for (int k = 1; k < r->n_out; k++)
+            window_tokens += r->tok_s[k] > t_all_prefilled && r->tok_s[k] <= t_first_finish;
+    }
+    struct vllmc_engine_stats st;
+    vllmc_engine_stats(t->engine, &st);
+    double decode_tps = window > 0 ? (double)window_tokens / window : 0;
+    printf("Throughput: %.2f requests/s, %.2f total tokens/s, %.2f output tokens/s\n",
+           t->n / elapsed, (double)(total_in + total_out) / elapsed, (double)total_out / elapsed);
+    printf("Total num prompt tokens:  %ld\n", total_in);
+    printf("Total num output tokens:  %ld\n", total_out);
+    printf("Elapsed: %.2f s, %lld engine steps, %lld preemptions, %d failed requests\n", elapsed,
+           (long long)st.n_steps, (long long)st.n_preemptions, n_failed);
+    int n_seqs = t->n < (int)t->o.max_num_seqs ? t->n : (int)t->o.max_num_seqs;
+    if (window > 0 && window_tokens > 0)
+        printf("Decode (all %d sequences decoding): %.2f output tokens/s aggregate, "
+               "%.2f tokens/s per sequence (%ld tokens in %.2f s)\n",
+               n_seqs, decode_tps, decode_tps / n_seqs, window_tokens, window);
+    else
+        printf("Decode: no window where every request was decoding (more prompts than "
+               "--max-num-seqs, or output length 1)\n");
+    fflush(stdout);
+    if (t->o.output_json) {
+        FILE *f = fopen(t->o.output_json, "w");
+        if (!f) {
+            fprintf(stderr, "vllmc bench throughput: cannot write %s\n", t->o.output_json);
+            return 1;
+        }
+        fprintf(f,
+                "{\"elapsed_time\": %.6f, \"num_requests\": %d, \"total_num_tokens\": %ld, "
+                "\"requests_per_second\": %.6f, \"tokens_per_second\": %.6f, "
+                "\"output_tokens_per_second\": %.6f, \"decode_tokens_per_second\": %.6f, "
+                "\"max_num_seqs\": %ld, \"num_preemptions\": %lld}\n",
+                elapsed, t->n, total_in + total_out, t->n / elapsed,
+                (double)(total_in + total_out) / elapsed, (double)total_out / elapsed,
+                decode_tps, t->o.max_num_seqs, (long long)st.n_preemptions);
+        fclose(f);
+    }
+    return n_failed ? 1 : 0;
+}
+
+int bench_throughput_main(int argc, char **argv)
+{
+    struct tput t = {0};
+    int rc = tput_parse(&t.o, argc, argv);
+    if (rc)
+        return rc < 0 ? 0 : rc;
+    struct vllmc_engine_params ep;
+    vllmc_engine_params_default(&ep);
+    ep.model_path = t.o.model;
+    ep.device = t.o.device;
+    ep.n_threads = (int)t.o.threads;
+    ep.max_num_seqs = (int)t.o.max_num_seqs;
+    if (t.o.max_num_batched_tokens)
+        ep.max_num_batched_tokens = (int)t.o.max_num_batched_tokens;
+    if (t.o.max_model_len)
+        ep.max_model_len = (int)t.o.max_model_len;
+    if (t.o.kv_cache_memory_bytes)
+        ep.kv_cache_memory_bytes = t.o.kv_cache_memory_bytes;
+    enum vllmc_status st = vllmc_engine_create(&ep, &t.engine);
+    if (st) {
+        fprintf(stderr, "vllmc bench throughput: %s: %s\n", vllmc_status_str(st),
+                vllmc_last_error());
+        return 1;
+    }
+    pthread_mutex_init(&t.mu, NULL);
+    pthread_cond_init(&t.cv, NULL);
+    rc = tput_dataset(&t);
+    if (rc == 1)
+        fprintf(stderr, "vllmc bench throughput: out of memory\n");
+    if (!rc)
+        rc = tput_run(&t);
+    // Requests first: the engine must outlive their handles' last use.
+    for (int i = 0; t.reqs && i < t.n; i++)
+        vllmc_request_free(t.reqs[i].req);
+    vllmc_engine_free(t.engine);
+    for (int i = 0; t.reqs && i < t.n; i++) {
+        mem_free(t.reqs[i].ids);
+        mem_free(t.reqs[i].tok_s);
+    }
+    mem_free(t.reqs);
+    pthread_cond_destroy(&t.cv);
+    pthread_mutex_destroy(&t.mu);
+    return rc;
+}
