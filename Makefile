@@ -15,6 +15,7 @@ all: build
 
 deps:
 	@./scripts/install-deps.sh
+	@[ -d tests/e2e/node_modules/openai ] || npm ci --prefix tests/e2e --no-audit --no-fund
 
 build: deps
 	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_ARGS) >/dev/null

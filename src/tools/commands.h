@@ -13,5 +13,6 @@ int parity_main(int argc, char **argv);    // parity.c
 int tokenize_main(int argc, char **argv);  // tokenize.c
 int detokenize_main(int argc, char **argv); // tokenize.c
 int quantize_main(int argc, char **argv);   // quantize.c
+int serve_main(int argc, char **argv);     // serve.c
 
 #endif

@@ -20,6 +20,7 @@ static int version_main(int argc, char **argv)
 }
 
 static const struct command commands[] = {
+    {"serve", serve_main, "OpenAI-compatible HTTP server (vLLM's flags)"},
     {"generate", generate_main, "complete a prompt on the terminal"},
     {"info", info_main, "architecture, shapes, tensor types and memory of a model"},
     {"parity", parity_main, "greedy tokens against a reference (EXACT / TOP_K_MATCH / FAIL)"},

@@ -1,0 +1,70 @@
+#!/bin/sh
+# End-to-end: start `vllmc serve` on the bundled model, hit it with curl and
+# with the official openai npm client, then stop it with SIGTERM (exit 0).
+# Usage: test_server.sh PATH_TO_VLLMC
+set -eu
+VLLMC=$1
+SHARED=${VLLMC_SHARED_DIR:-../shared}
+GOLDEN=$SHARED/testdata/golden/stories260K.greedy.json
+dir=$(mktemp -d)
+trap 'kill $pid 2>/dev/null || true; rm -rf "$dir"' EXIT
+
+port=$((20000 + $$ % 20000))
+"$VLLMC" serve --port "$port" --host 127.0.0.1 --chat-template tests/e2e/chatml.jinja \
+    --max-body-bytes 65536 >"$dir/out" 2>"$dir/err" &
+pid=$!
+base=http://127.0.0.1:$port
+for _ in $(seq 1 100); do
+    curl -sf "$base/health" >/dev/null 2>&1 && break
+    sleep 0.1
+done
+curl -sf "$base/health" >/dev/null || { cat "$dir/err"; echo "server did not come up"; exit 1; }
+grep -q "curl http://" "$dir/err" || { echo "no curl example in the start-up output"; exit 1; }
+
+fail=0
+expect() { # status method path body
+    got=$(curl -s -o "$dir/body" -w '%{http_code}' -X "$2" "$base$3" \
+        -H 'Content-Type: application/json' ${4:+-d "$4"})
+    if [ "$got" = "$1" ]; then echo "ok   $2 $3 -> $got"; else
+        echo "FAIL $2 $3 -> $got (want $1): $(cat "$dir/body")"; fail=1; fi
+}
+expect 200 GET /health
+expect 200 GET /version
+expect 200 GET /v1/models
+expect 200 POST /v1/completions '{"prompt":"Once upon a time","max_tokens":8,"temperature":0}'
+expect 400 POST /v1/completions '{"prompt":"Once upon a time",'
+expect 400 POST /v1/completions '{"prompt":"x","temperature":"hot"}'
+expect 400 POST /v1/completions '{"prompt":"x","suffix":"y"}'
+expect 404 POST /v1/completions '{"model":"nope","prompt":"x"}'
+expect 404 GET /v1/nothing
+expect 405 GET /v1/completions
+expect 200 POST /tokenize '{"prompt":"Once upon a time"}'
+grep -q '"tokens":\[1,403,407,261,378\]' "$dir/body" || { echo "FAIL tokenize ids: $(cat "$dir/body")"; fail=1; }
+expect 200 POST /detokenize '{"tokens":[403,407,261,378]}'
+head -c 70000 /dev/zero | tr '\0' 'a' >"$dir/big"
+got=$(curl -s -o /dev/null -w '%{http_code}' "$base/v1/completions" -H 'Content-Type: application/json' --data-binary @"$dir/big")
+[ "$got" = 413 ] && echo "ok   413 for a 70 KB body" || { echo "FAIL oversized body -> $got"; fail=1; }
+curl -sN "$base/v1/completions" -H 'Content-Type: application/json' \
+    -d '{"prompt":"Once","max_tokens":4,"stream":true}' >"$dir/sse"
+tail -c 15 "$dir/sse" | grep -q 'data: \[DONE\]' && echo "ok   SSE ends with [DONE]" || { echo "FAIL SSE: $(cat "$dir/sse")"; fail=1; }
+
+if [ -d tests/e2e/node_modules/openai ]; then
+    VLLMC_BASE_URL=$base VLLMC_GOLDEN=$GOLDEN VLLMC_PID=$pid \
+        node --test --test-concurrency=1 tests/e2e/openai.test.mjs tests/e2e/hostile.test.mjs || fail=1
+else
+    echo "FAIL: tests/e2e/node_modules is missing (run: npm ci --prefix tests/e2e)"; fail=1
+fi
+
+curl -s "$base/metrics" >"$dir/metrics"
+for m in vllm:num_requests_running vllm:num_requests_waiting vllm:kv_cache_usage_perc \
+    vllm:prompt_tokens_total vllm:generation_tokens_total vllm:request_success_total \
+    vllm:num_preemptions_total vllm:prefix_cache_queries_total vllm:prefix_cache_hits_total \
+    vllm:time_to_first_token_seconds_bucket vllm:inter_token_latency_seconds_bucket \
+    vllm:e2e_request_latency_seconds_bucket vllm:request_queue_time_seconds_bucket; do
+    grep -q "^$m{" "$dir/metrics" || { echo "FAIL metric $m missing"; fail=1; }
+done
+
+kill -TERM "$pid"
+wait "$pid"; rc=$?
+[ "$rc" = 0 ] && echo "ok   SIGTERM exit 0" || { echo "FAIL exit status $rc after SIGTERM"; fail=1; }
+exit "$fail"
