@@ -23,7 +23,7 @@ build: deps
 
 # Until the server exists, run the bundled model on the terminal.
 run: build
-	./$(BUILD)/vllmc generate --max-tokens 256
+	./$(BUILD)/vllmc serve
 
 test: build
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
