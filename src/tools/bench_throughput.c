@@ -40,7 +40,9 @@ struct tput_req {
     int32_t *ids;          // owned, [prompt_len]
     int prompt_len;
     int output_len;
-    double *tok_s;         // owned, [output_len]: arrival time of each generated token
+    double *tok_s;         // owned, [output_len + 2]: when each output was queued
+    _Atomic int n_cb;      // entries of tok_s written (by the engine thread's callback)
+    struct tput *t;
     int n_out;
     bool done;
     bool failed;
@@ -132,9 +134,18 @@ static int tput_parse(struct tput_opts *o, int argc, char **argv)
     return 0;
 }
 
+// Engine thread: one call per queued output, i.e. per step that gave this
+// request a token, and one after its final output. The time is taken here, not
+// when the reader gets to it, so a busy reader does not merge steps.
 static void tput_on_output(void *user)
 {
-    struct tput *t = user;
+    struct tput_req *r = user;
+    struct tput *t = r->t;
+    int k = atomic_load_explicit(&r->n_cb, memory_order_relaxed);
+    if (k < r->output_len + 2) {
+        r->tok_s[k] = time_now_s();
+        atomic_store_explicit(&r->n_cb, k + 1, memory_order_release);
+    }
     atomic_fetch_add(&t->n_signals, 1);
     pthread_mutex_lock(&t->mu);
     pthread_cond_signal(&t->cv);
@@ -180,13 +191,21 @@ static int tput_dataset(struct tput *t)
         r->output_len = (int)tput_randint(out_lo < 1 ? 1 : out_lo, out_hi);
         long offset = tput_randint(0, vocab - 1);
         r->ids = mem_alloc((size_t)r->prompt_len * sizeof(*r->ids));
-        r->tok_s = mem_alloc((size_t)r->output_len * sizeof(*r->tok_s));
+        r->tok_s = mem_alloc((size_t)(r->output_len + 2) * sizeof(*r->tok_s));
+        r->t = t;
         if (!r->ids || !r->tok_s)
             return 1;
         for (int j = 0; j < r->prompt_len; j++)
             r->ids[j] = (int32_t)((offset + i + j) % vocab);
     }
     return 0;
+}
+
+// Tokens of r with a queue time: one per step (one token per step per sequence).
+static int tput_n_timed(struct tput_req *r)
+{
+    int n_cb = atomic_load_explicit(&r->n_cb, memory_order_acquire);
+    return n_cb < r->n_out ? n_cb : r->n_out;
 }
 
 // Drains every request's queued outputs; returns how many requests finished.
@@ -204,9 +223,7 @@ static int tput_drain(struct tput *t)
             }
             if (!out)
                 break;
-            double now = time_now_s();
-            for (int k = 0; k < out->n_token_ids && r->n_out < r->output_len; k++)
-                r->tok_s[r->n_out++] = now;
+            r->n_out += out->n_token_ids;
             if (out->final) {
                 r->done = true;
                 r->failed = out->finish_reason == VLLMC_FINISH_ABORT;
@@ -225,7 +242,6 @@ static int tput_run(struct tput *t)
     rp.sampling.temperature = 1.0f;
     rp.sampling.ignore_eos = true;
     rp.on_output = tput_on_output;
-    rp.user_data = t;
     double t0 = time_now_s();
     for (int i = 0; i < t->n; i++) {
         struct tput_req *r = &t->reqs[i];
@@ -233,6 +249,7 @@ static int tput_run(struct tput *t)
         rp.prompt_token_ids = r->ids;
         rp.n_prompt_token_ids = r->prompt_len;
         rp.sampling.max_tokens = r->output_len;
+        rp.user_data = r;
         enum vllmc_status st = vllmc_engine_add_request(t->engine, &rp, &r->req);
         if (st) {
             fprintf(stderr, "vllmc bench throughput: request %d: %s: %s\n", i,
@@ -262,13 +279,14 @@ static int tput_run(struct tput *t)
     int n_failed = 0;
     double t_all_prefilled = 0, t_first_finish = INFINITY;
     for (int i = 0; i < t->n; i++) {
-        const struct tput_req *r = &t->reqs[i];
+        struct tput_req *r = &t->reqs[i];
         n_failed += r->failed;
         total_in += r->prompt_len;
         total_out += r->n_out;
-        if (r->n_out > 0) {
+        int n_tok = tput_n_timed(r);
+        if (n_tok > 0) {
             t_all_prefilled = r->tok_s[0] > t_all_prefilled ? r->tok_s[0] : t_all_prefilled;
-            double end = r->tok_s[r->n_out - 1];
+            double end = r->tok_s[n_tok - 1];
             t_first_finish = end < t_first_finish ? end : t_first_finish;
         }
     }
@@ -277,8 +295,8 @@ static int tput_run(struct tput *t)
     long window_tokens = 0;
     double window = t_first_finish - t_all_prefilled;
     for (int i = 0; window > 0 && i < t->n; i++) {
-        const struct tput_req *r = &t->reqs[i];
-        for (int k = 1; k < r->n_out; k++)
+        struct tput_req *r = &t->reqs[i];
+        for (int k = 1; k < tput_n_timed(r); k++)
             window_tokens += r->tok_s[k] > t_all_prefilled && r->tok_s[k] <= t_first_finish;
     }
     struct vllmc_engine_stats st;
