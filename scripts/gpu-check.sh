@@ -198,7 +198,7 @@ if want sanitizer; then
     SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
     stage "compute-sanitizer memcheck" "$OUT/sanitizer.log" 400 \
         "$SAN" --tool memcheck --leak-check full --error-exitcode 3 "$VLLMC" op-parity --device cuda
-    for op in attention rmsnorm matmul; do
+    for op in attention matmul add_rmsnorm; do
         stage "compute-sanitizer racecheck $op" "$OUT/sanitizer.log" 200 \
             "$SAN" --tool racecheck --error-exitcode 3 "$VLLMC" op-parity --device cuda --op $op
     done

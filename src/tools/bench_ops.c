@@ -192,6 +192,12 @@ static int section_gemv(struct bench *b)
     fails += bench_matmul_case(b, &qwen3_8b_mm[2], 1, DTYPE_F16, NULL, &us);
     fails += bench_matmul_case(b, &qwen3_8b_mm[2], 1, DTYPE_F32, NULL, &us);
     fails += bench_matmul_case(b, &qwen3_8b_mm[2], 8, DTYPE_BF16, NULL, &us);
+    // Packed GGUF weights: bandwidth of the dequantizing GEMV over the packed bytes.
+    static const enum dtype qtypes[] = {DTYPE_Q8_0, DTYPE_Q4_K, DTYPE_Q6_K, DTYPE_Q4_0};
+    for (size_t t = 0; t < 4; t++) {
+        fails += bench_matmul_case(b, &qwen3_8b_mm[2], 1, qtypes[t], NULL, &us);
+        fails += bench_matmul_case(b, &qwen3_8b_mm[3], 1, qtypes[t], NULL, &us);
+    }
     return fails;
 }
 
@@ -294,15 +300,19 @@ struct layer_w {
     struct tensor kc, vc;
 };
 
-// Runs the layer stack n_steps times at batch n_seqs with ctx keys each and
-// prints ms per step. Weights bf16, activations f32, KV cache bf16.
-static int bench_decode(struct bench *b, const struct qwen3_shape *m, int n_seqs, int ctx)
+// Runs the layer stack n_steps times over n_seqs sequences of ctx keys, the
+// last q_len of them new this step (1 = decode, ctx = prefill), and prints ms
+// per step. Weights bf16, activations f32, KV cache bf16; the lm_head runs on
+// one row per sequence, as a runner asks for logits of last tokens only.
+static int bench_decode(struct bench *b, const struct qwen3_shape *m, int n_seqs, int ctx,
+                        int q_len)
 {
+    const int n_tok = n_seqs * q_len;
     const int H = m->hidden, NQ = m->n_heads * m->head_dim, NKV = m->n_kv * m->head_dim;
     const int QKV = NQ + 2 * NKV, bs = 16, max_blocks = (ctx + bs) / bs + 1;
     const int n_blocks = n_seqs * max_blocks;
     struct layer_w *L = mem_calloc((size_t)m->n_layers, sizeof *L);
-    int32_t *host = mem_alloc((size_t)(n_blocks + 4 * n_seqs + 2) * sizeof(int32_t));
+    int32_t *host = mem_alloc((size_t)(n_blocks + 4 * n_tok + 2) * sizeof(int32_t));
     float *freq = mem_alloc((size_t)m->head_dim / 2 * sizeof(float));
     if (!L || !host || !freq)
         return 1;
@@ -331,18 +341,18 @@ static int bench_decode(struct bench *b, const struct qwen3_shape *m, int n_seqs
         NEW(L[l].kc, DTYPE_BF16, 4, m->head_dim, m->n_kv, bs, n_blocks);
         NEW(L[l].vc, DTYPE_BF16, 4, m->head_dim, m->n_kv, bs, n_blocks);
     }
-    NEW(x, DTYPE_F32, 2, H, n_seqs);
-    NEW(res, DTYPE_F32, 2, H, n_seqs);
-    NEW(hn, DTYPE_F32, 2, H, n_seqs);
-    NEW(qkv, DTYPE_F32, 2, QKV, n_seqs);
-    NEW(att, DTYPE_F32, 3, m->head_dim, m->n_heads, n_seqs);
-    NEW(gu, DTYPE_F32, 2, 2 * m->ff, n_seqs);
-    NEW(ff, DTYPE_F32, 2, m->ff, n_seqs);
+    NEW(x, DTYPE_F32, 2, H, n_tok);
+    NEW(res, DTYPE_F32, 2, H, n_tok);
+    NEW(hn, DTYPE_F32, 2, H, n_tok);
+    NEW(qkv, DTYPE_F32, 2, QKV, n_tok);
+    NEW(att, DTYPE_F32, 3, m->head_dim, m->n_heads, n_tok);
+    NEW(gu, DTYPE_F32, 2, 2 * m->ff, n_tok);
+    NEW(ff, DTYPE_F32, 2, m->ff, n_tok);
     NEW(logits, DTYPE_F32, 2, m->vocab, n_seqs);
-    NEW(ids, DTYPE_I32, 1, n_seqs);
-    NEW(pos, DTYPE_I32, 1, n_seqs);
+    NEW(ids, DTYPE_I32, 1, n_tok);
+    NEW(pos, DTYPE_I32, 1, n_tok);
     NEW(fq, DTYPE_F32, 1, m->head_dim / 2);
-    NEW(slots, DTYPE_I32, 1, n_seqs);
+    NEW(slots, DTYPE_I32, 1, n_tok);
     NEW(bt, DTYPE_I32, 2, max_blocks, n_seqs);
     NEW(sl, DTYPE_I32, 1, n_seqs);
     NEW(qsl, DTYPE_I32, 1, n_seqs + 1);
@@ -358,22 +368,24 @@ static int bench_decode(struct bench *b, const struct qwen3_shape *m, int n_seqs
         for (int i = 0; i < n_blocks; i++)
             host[i] = (int32_t)((i * 7 + 1) % n_blocks);
         rc = backend_upload(b->be, bt.data, host, (size_t)n_blocks * sizeof(int32_t));
-        for (int s = 0; s < n_seqs; s++) {
-            host[s] = (int32_t)(s * 1000 % m->vocab);              // ids
-            host[n_seqs + s] = ctx - 1;                            // positions
-            host[2 * n_seqs + s] = (int32_t)(s * max_blocks * bs + ctx - 1); // slots
-            host[3 * n_seqs + s] = ctx;                            // seq_lens
+        for (int t = 0; t < n_tok; t++) {
+            const int s = t / q_len, j = t % q_len, p = ctx - q_len + j;
+            host[t] = (int32_t)(t * 1000 % m->vocab);                        // ids
+            host[n_tok + t] = p;                                             // positions
+            host[2 * n_tok + t] = (int32_t)(s * max_blocks * bs + p);        // slots
         }
+        for (int s = 0; s < n_seqs; s++)
+            host[3 * n_tok + s] = ctx; // seq_lens
         if (!rc)
-            rc = backend_upload(b->be, ids.data, host, (size_t)n_seqs * 4);
+            rc = backend_upload(b->be, ids.data, host, (size_t)n_tok * 4);
         if (!rc)
-            rc = backend_upload(b->be, pos.data, host + n_seqs, (size_t)n_seqs * 4);
+            rc = backend_upload(b->be, pos.data, host + n_tok, (size_t)n_tok * 4);
         if (!rc)
-            rc = backend_upload(b->be, slots.data, host + 2 * n_seqs, (size_t)n_seqs * 4);
+            rc = backend_upload(b->be, slots.data, host + 2 * n_tok, (size_t)n_tok * 4);
         if (!rc)
-            rc = backend_upload(b->be, sl.data, host + 3 * n_seqs, (size_t)n_seqs * 4);
+            rc = backend_upload(b->be, sl.data, host + 3 * n_tok, (size_t)n_seqs * 4);
         for (int s = 0; s <= n_seqs; s++)
-            host[s] = s;
+            host[s] = s * q_len;
         if (!rc)
             rc = backend_upload(b->be, qsl.data, host, (size_t)(n_seqs + 1) * 4);
         for (int i = 0; i < m->head_dim / 2; i++)
@@ -389,17 +401,18 @@ static int bench_decode(struct bench *b, const struct qwen3_shape *m, int n_seqs
     // gate and up halves of each gate_up row.
     const size_t f4 = sizeof(float), qkv_row = (size_t)QKV * f4, gu_row = (size_t)2 * m->ff * f4;
     const int D = m->head_dim;
-    struct tensor qv = tensor_view(&qkv, 3, (int64_t[]){D, m->n_heads, n_seqs},
+    struct tensor qv = tensor_view(&qkv, 3, (int64_t[]){D, m->n_heads, n_tok},
                                    (size_t[]){f4, (size_t)D * f4, qkv_row}, 0);
-    struct tensor kv = tensor_view(&qkv, 3, (int64_t[]){D, m->n_kv, n_seqs},
+    struct tensor kv = tensor_view(&qkv, 3, (int64_t[]){D, m->n_kv, n_tok},
                                    (size_t[]){f4, (size_t)D * f4, qkv_row}, (size_t)NQ * f4);
-    struct tensor vv = tensor_view(&qkv, 3, (int64_t[]){D, m->n_kv, n_seqs},
+    struct tensor vv = tensor_view(&qkv, 3, (int64_t[]){D, m->n_kv, n_tok},
                                    (size_t[]){f4, (size_t)D * f4, qkv_row},
                                    (size_t)(NQ + NKV) * f4);
-    struct tensor gate = tensor_view(&gu, 2, (int64_t[]){m->ff, n_seqs}, (size_t[]){f4, gu_row}, 0);
-    struct tensor up = tensor_view(&gu, 2, (int64_t[]){m->ff, n_seqs}, (size_t[]){f4, gu_row},
+    struct tensor gate = tensor_view(&gu, 2, (int64_t[]){m->ff, n_tok}, (size_t[]){f4, gu_row}, 0);
+    struct tensor up = tensor_view(&gu, 2, (int64_t[]){m->ff, n_tok}, (size_t[]){f4, gu_row},
                                    (size_t)m->ff * f4);
-    struct tensor att2 = tensor_view(&att, 2, (int64_t[]){NQ, n_seqs}, (size_t[]){f4, NQ * f4}, 0);
+    struct tensor att2 = tensor_view(&att, 2, (int64_t[]){NQ, n_tok}, (size_t[]){f4, NQ * f4}, 0);
+    struct tensor hn_last = tensor_view(&hn, 2, (int64_t[]){H, n_seqs}, (size_t[]){f4, H * f4}, 0);
     const int n_steps = b->iters < 3 ? 3 : b->iters;
     int64_t t0 = 0;
     for (int step = 0; step <= n_steps && !rc; step++) {
@@ -421,7 +434,7 @@ static int bench_decode(struct bench *b, const struct qwen3_shape *m, int n_seqs
                  .p = {.eps = 1e-6f, .rope_dim = D, .rope_neox = true}},
                 {.op = OP_KV_STORE, .src = {&kv, &vv, &w->kc, &w->vc, &slots}},
                 {.op = OP_ATTENTION, .dst = &att, .src = {&qv, &w->kc, &w->vc, &bt, &sl, &qsl},
-                 .p = {.scale = 1.0f / sqrtf((float)D), .max_seq_len = ctx, .max_q_len = 1}},
+                 .p = {.scale = 1.0f / sqrtf((float)D), .max_seq_len = ctx, .max_q_len = q_len}},
                 {.op = OP_MATMUL, .dst = &x, .src = {&att2, &w->wo}},
                 {.op = OP_ADD_RMSNORM, .dst = &hn, .src = {&x, &w->ffn_norm, &res},
                  .p.eps = 1e-6f},
@@ -434,7 +447,7 @@ static int bench_decode(struct bench *b, const struct qwen3_shape *m, int n_seqs
         }
         struct op_call fin[] = {
             {.op = OP_ADD_RMSNORM, .dst = &hn, .src = {&x, &out_norm, &res}, .p.eps = 1e-6f},
-            {.op = OP_MATMUL, .dst = &logits, .src = {&hn, &lm_head}},
+            {.op = OP_MATMUL, .dst = &logits, .src = {&hn_last, &lm_head}},
         };
         for (size_t i = 0; i < 2 && !rc; i++)
             rc = backend_run_op(b->be, &fin[i]);
@@ -446,9 +459,10 @@ static int bench_decode(struct bench *b, const struct qwen3_shape *m, int n_seqs
         fprintf(stderr, "bench-ops: decode %s: %s\n", m->name, backend_err(b->be)->msg);
     } else {
         double ms = (double)(time_now_us() - t0) / 1e3 / n_steps;
-        printf("decode model=%s batch=%d ctx=%d ms_per_step=%.3f tok_s=%.0f weight_gb=%.2f "
+        printf("%s model=%s batch=%d ctx=%d tokens=%d ms_per_step=%.3f tok_s=%.0f weight_gb=%.2f "
                "weight_gbps=%.0f\n",
-               m->name, n_seqs, ctx, ms, n_seqs * 1e3 / ms, weight_gb, weight_gb / (ms * 1e-3));
+               q_len == 1 ? "decode" : "prefill", m->name, n_seqs, ctx, n_tok, ms,
+               n_tok * 1e3 / ms, weight_gb, weight_gb / (ms * 1e-3));
     }
 done:
     for (int l = 0; l < m->n_layers; l++) {
@@ -478,7 +492,9 @@ static int section_decode(struct bench *b, const char *only_model, int only_batc
             continue;
         for (size_t j = 0; j < 3; j++)
             if (!only_batch || only_batch == batches[j])
-                fails += bench_decode(b, &qwen3_shapes[i], batches[j], 512);
+                fails += bench_decode(b, &qwen3_shapes[i], batches[j], 512, 1);
+        if (!only_batch)
+            fails += bench_decode(b, &qwen3_shapes[i], 1, 512, 512); // pp512
     }
     return fails;
 }

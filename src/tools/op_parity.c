@@ -416,6 +416,10 @@ static void grid_attention(struct parity *pr)
         {6, 2, 8, 4, 2, {9, 13}, {9, 1}},
         {4, 1, 36, 8, 1, {20}, {3}},
         {16, 2, 64, 32, 3, {33, 64, 2}, {2, 64, 1}},
+        // Decode-only batches (one query per sequence), long and short contexts.
+        {8, 2, 128, 16, 3, {300, 1, 77}, {1, 1, 1}},
+        {32, 8, 128, 16, 2, {1000, 513}, {1, 1}},
+        {12, 1, 256, 16, 2, {40, 129}, {1, 1}},
     };
     static const enum dtype caches[] = {DTYPE_F32, DTYPE_F16, DTYPE_BF16};
     for (size_t i = 0; i < sizeof configs / sizeof configs[0]; i++) {
@@ -430,6 +434,16 @@ static void grid_attention(struct parity *pr)
         for (size_t ct = 0; ct < 3; ct++) {
             struct pcase pc = {.op = OP_ATTENTION, .wtype = DTYPE_F32, .outputs = 1};
             pc.p.scale = 1.0f / sqrtf((float)a->head_dim);
+            // The optional bounds select other kernels on some backends
+            // (decode-only batches); half the cases give them.
+            if (ct != 1) {
+                for (int s = 0; s < a->n_seqs; s++) {
+                    if (a->seq_len[s] > pc.p.max_seq_len)
+                        pc.p.max_seq_len = a->seq_len[s];
+                    if (a->n_q[s] > pc.p.max_q_len)
+                        pc.p.max_q_len = a->n_q[s];
+                }
+            }
             int len = snprintf(pc.shape, sizeof pc.shape,
                                "h=%lld,kv=%lld,d=%lld,bs=%lld,seqs=", (long long)a->n_heads,
                                (long long)a->n_kv_heads, (long long)a->head_dim,

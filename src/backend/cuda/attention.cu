@@ -14,6 +14,38 @@
 #define ATT_HEAD_DIM_MAX 256
 #define ATT_SPLIT_MIN 256   // fewest keys one split-K block walks
 
+// Widens one 16-byte load of cache elements to floats.
+__device__ __forceinline__ void gemv_widen(const uint4 &u, float *f, const float *)
+{
+    f[0] = __uint_as_float(u.x);
+    f[1] = __uint_as_float(u.y);
+    f[2] = __uint_as_float(u.z);
+    f[3] = __uint_as_float(u.w);
+}
+
+__device__ __forceinline__ void gemv_widen(const uint4 &u, float *f, const __nv_bfloat16 *)
+{
+    const uint32_t w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        f[2 * i] = __uint_as_float(w[i] << 16);
+        f[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
+    }
+}
+
+__device__ __forceinline__ void gemv_widen(const uint4 &u, float *f, const __half *)
+{
+    const uint32_t w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        __half2 h;
+        memcpy(&h, &w[i], sizeof h);
+        const float2 v = __half22float2(h);
+        f[2 * i] = v.x;
+        f[2 * i + 1] = v.y;
+    }
+}
+
 struct att_params {
     float *dst;              // [n_tokens, n_heads, head_dim], token stride dst_stride
     int64_t dst_stride;
@@ -169,6 +201,167 @@ template <typename TC> static __global__ void __launch_bounds__(ATT_THREADS)
     }
 }
 
+// Decode (one query per sequence): one block per (key split, KV head,
+// sequence) serves the GQA group's G query heads. Scores first: groups of
+// D/32 lanes share a key, each lane dotting 32 elements read with 16-byte
+// loads; then a softmax per head over the split; then P.V with each thread
+// owning an 8-wide column chunk and a stride of keys, reduced across key
+// groups in shared memory. GMAX bounds G at compile time.
+template <typename TC, int GMAX> static __global__ void __launch_bounds__(ATT_THREADS)
+    att_decode_kernel(const struct att_params p)
+{
+    extern __shared__ float smem[];
+    constexpr int VEC = 16 / (int)sizeof(TC); // cache elements per 16-byte load
+    const int D = p.head_dim, G = p.group;
+    const int split = blockIdx.x, kvh = blockIdx.y, seq = blockIdx.z;
+    const int q0 = p.q_start[seq];
+    if (p.q_start[seq + 1] - q0 != 1)
+        return; // a sequence with no query this step
+    const int ctx = p.seq_lens[seq];
+    const int k_begin = split * p.split_len;
+    const int k_end = min(ctx, k_begin + p.split_len);
+    const int n_keys = max(k_end - k_begin, 0);
+    float *qs = smem;                          // [G][D], pre-scaled
+    float *ps = qs + GMAX * D;                 // [G][split_len]: scores, then probabilities
+    float *ms = ps + GMAX * p.split_len;       // [G]
+    float *ls = ms + GMAX;                     // [G]
+    float *red = ls + GMAX;                    // [key groups][G][D] partial P.V
+
+    for (int e = threadIdx.x; e < G * D; e += blockDim.x) {
+        const int h = kvh * G + e / D;
+        qs[e] = p.q[(int64_t)q0 * p.q_stride + (int64_t)h * D + e % D] * p.scale;
+    }
+    __syncthreads();
+
+    const TC *kc = (const TC *)p.k_cache, *vc = (const TC *)p.v_cache;
+    const int64_t kv_row = (int64_t)p.n_kv_heads * D;
+    const int32_t *bt = p.block_tables + (int64_t)seq * p.bt_stride;
+
+    // ---- scores ----
+    const int lg = D / 32;                     // lanes per key
+    const int lane_in = threadIdx.x % lg, key_slot = threadIdx.x / lg;
+    const int keys_per_pass = blockDim.x / lg;
+    for (int kk = key_slot; kk < ((n_keys + keys_per_pass - 1) / keys_per_pass) * keys_per_pass;
+         kk += keys_per_pass) {
+        float dot[GMAX];
+#pragma unroll
+        for (int h = 0; h < GMAX; h++)
+            dot[h] = 0.0f;
+        if (kk < n_keys) {
+            const int kp = k_begin + kk;
+            const int64_t blk = bt[kp / p.block_size];
+            const TC *kr = kc + (blk * p.block_size + kp % p.block_size) * kv_row +
+                           (int64_t)kvh * D + lane_in * 32;
+#pragma unroll
+            for (int c = 0; c < 32 / VEC; c++) {
+                const uint4 u = *(const uint4 *)(kr + c * VEC);
+                float f[VEC];
+                gemv_widen(u, f, (const TC *)nullptr);
+                const int d0 = lane_in * 32 + c * VEC;
+#pragma unroll
+                for (int h = 0; h < GMAX; h++) {
+                    if (h < G) {
+                        const float *qh = qs + h * D + d0;
+#pragma unroll
+                        for (int i = 0; i < VEC; i++)
+                            dot[h] += qh[i] * f[i];
+                    }
+                }
+            }
+        }
+        // Reduce over the lg lanes of the key (lg is a power of two, <= 8).
+#pragma unroll
+        for (int h = 0; h < GMAX; h++)
+            for (int off = lg / 2; off > 0; off >>= 1)
+                dot[h] += __shfl_xor_sync(0xffffffffu, dot[h], off);
+        if (kk < n_keys && lane_in == 0)
+#pragma unroll
+            for (int h = 0; h < GMAX; h++)
+                if (h < G)
+                    ps[h * p.split_len + kk] = dot[h];
+    }
+    __syncthreads();
+
+    // ---- softmax over the split, one warp per head ----
+    const int lane = threadIdx.x % CUDA_WARP, warp = threadIdx.x / CUDA_WARP;
+    for (int h = warp; h < G; h += ATT_THREADS / CUDA_WARP) {
+        float *row = ps + h * p.split_len;
+        float m = -INFINITY;
+        for (int k = lane; k < n_keys; k += CUDA_WARP)
+            m = fmaxf(m, row[k]);
+        m = cuda_warp_max(m);
+        float l = 0.0f;
+        for (int k = lane; k < n_keys; k += CUDA_WARP) {
+            const float e = expf(row[k] - m);
+            row[k] = e;
+            l += e;
+        }
+        l = cuda_warp_sum(l);
+        if (lane == 0) {
+            ms[h] = m;
+            ls[h] = l;
+        }
+    }
+    __syncthreads();
+
+    // ---- P.V: thread = (key group, 8-wide column chunk) ----
+    const int n_cc = D / 8, n_kg = blockDim.x / n_cc;
+    const int cc = threadIdx.x % n_cc, kg = threadIdx.x / n_cc;
+    float acc[GMAX][8];
+#pragma unroll
+    for (int h = 0; h < GMAX; h++)
+#pragma unroll
+        for (int i = 0; i < 8; i++)
+            acc[h][i] = 0.0f;
+    if (kg < n_kg) {
+        for (int kk = kg; kk < n_keys; kk += n_kg) {
+            const int kp = k_begin + kk;
+            const int64_t blk = bt[kp / p.block_size];
+            const TC *vr = vc + (blk * p.block_size + kp % p.block_size) * kv_row +
+                           (int64_t)kvh * D + cc * 8;
+            float f[8];
+#pragma unroll
+            for (int c = 0; c < 8 / VEC; c++) {
+                const uint4 u = *(const uint4 *)(vr + c * VEC);
+                gemv_widen(u, f + c * VEC, (const TC *)nullptr);
+            }
+#pragma unroll
+            for (int h = 0; h < GMAX; h++) {
+                if (h < G) {
+                    const float pr = ps[h * p.split_len + kk];
+#pragma unroll
+                    for (int i = 0; i < 8; i++)
+                        acc[h][i] += pr * f[i];
+                }
+            }
+        }
+#pragma unroll
+        for (int h = 0; h < GMAX; h++)
+            if (h < G)
+#pragma unroll
+                for (int i = 0; i < 8; i++)
+                    red[(kg * G + h) * D + cc * 8 + i] = acc[h][i];
+    }
+    __syncthreads();
+    for (int e = threadIdx.x; e < G * D; e += blockDim.x) {
+        const int h = e / D, d = e % D;
+        float o = 0.0f;
+        for (int g = 0; g < n_kg; g++)
+            o += red[(g * G + h) * D + d];
+        const int head = kvh * G + h;
+        if (p.n_splits == 1) {
+            p.dst[(int64_t)q0 * p.dst_stride + (int64_t)head * D + d] = ls[h] > 0.0f ? o / ls[h] : 0.0f;
+        } else {
+            const int64_t row = ((int64_t)split * p.n_tokens + q0) * p.n_heads + head;
+            p.part_acc[row * D + d] = n_keys > 0 ? o : 0.0f;
+            if (d == 0) {
+                p.part_ml[row * 2] = n_keys > 0 ? ms[h] : -INFINITY;
+                p.part_ml[row * 2 + 1] = n_keys > 0 ? ls[h] : 0.0f;
+            }
+        }
+    }
+}
+
 // Merges the split-K partial states of one (token, head) per block.
 static __global__ void att_combine_kernel(const struct att_params p)
 {
@@ -205,13 +398,25 @@ static size_t att_smem_bytes(int head_dim)
                     ATT_ROWS * D + 3 * ATT_ROWS);
 }
 
+// Raises a kernel's dynamic shared-memory limit once per size (engine thread).
+template <typename K> static cudaError_t att_smem_optin(K kernel, size_t smem, size_t *done)
+{
+    if (smem <= *done)
+        return cudaSuccess;
+    cudaError_t rc =
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    if (rc == cudaSuccess)
+        *done = smem;
+    return rc;
+}
+
 template <typename TC>
 static cudaError_t att_launch(const struct att_params *p, int n_seqs, int n_tiles,
                               cudaStream_t stream)
 {
+    static size_t smem_done;
     const size_t smem = att_smem_bytes(p->head_dim);
-    cudaError_t rc =
-        cudaFuncSetAttribute(att_kernel<TC>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    cudaError_t rc = att_smem_optin(att_kernel<TC>, smem, &smem_done);
     if (rc != cudaSuccess)
         return rc;
     const dim3 grid((unsigned)n_tiles, (unsigned)(n_seqs * p->n_kv_heads * p->n_hchunks),
@@ -222,6 +427,40 @@ static cudaError_t att_launch(const struct att_params *p, int n_seqs, int n_tile
         return rc;
     att_combine_kernel<<<dim3((unsigned)p->n_tokens, (unsigned)p->n_heads), 64, 0, stream>>>(*p);
     return cudaGetLastError();
+}
+
+static size_t att_decode_smem_bytes(const struct att_params *p, int gmax)
+{
+    const int n_kg = ATT_THREADS / (p->head_dim / 8);
+    return sizeof(float) * ((size_t)gmax * p->head_dim + (size_t)gmax * p->split_len +
+                            2 * (size_t)gmax + (size_t)n_kg * p->group * p->head_dim);
+}
+
+template <typename TC, int GMAX>
+static cudaError_t att_decode_launch_g(const struct att_params *p, int n_seqs, cudaStream_t stream)
+{
+    static size_t smem_done;
+    const size_t smem = att_decode_smem_bytes(p, GMAX);
+    cudaError_t rc = att_smem_optin(att_decode_kernel<TC, GMAX>, smem, &smem_done);
+    if (rc != cudaSuccess)
+        return rc;
+    const dim3 grid((unsigned)p->n_splits, (unsigned)p->n_kv_heads, (unsigned)n_seqs);
+    att_decode_kernel<TC, GMAX><<<grid, ATT_THREADS, smem, stream>>>(*p);
+    rc = cudaGetLastError();
+    if (rc != cudaSuccess || p->n_splits == 1)
+        return rc;
+    att_combine_kernel<<<dim3((unsigned)p->n_tokens, (unsigned)p->n_heads), 64, 0, stream>>>(*p);
+    return cudaGetLastError();
+}
+
+template <typename TC>
+static cudaError_t att_decode_launch(const struct att_params *p, int n_seqs, cudaStream_t stream)
+{
+    if (p->group <= 4)
+        return att_decode_launch_g<TC, 4>(p, n_seqs, stream);
+    if (p->group <= 8)
+        return att_decode_launch_g<TC, 8>(p, n_seqs, stream);
+    return att_decode_launch_g<TC, 16>(p, n_seqs, stream);
 }
 
 // ---- provider ----
@@ -252,6 +491,46 @@ extern "C" bool cuda_attention_supports(const struct op_call *c)
            tensor_same_shape(q, c->dst) && tensor_n_elements(qsl) == n_seqs + 1 &&
            tensor_n_rows(bt) == n_seqs && n_seqs * n_heads <= 65535 &&
            q->ne[2] <= INT32_MAX;
+}
+
+// Decode batches: keys split so that the grid covers the GPU about twice.
+static enum vllmc_status att_decode_run(struct cuda_device *dev, struct att_params *p, int n_seqs,
+                                        int max_seq, enum dtype cache_type)
+{
+    struct err *err = dev->err;
+    int split_len = 512;
+    for (;;) {
+        const int64_t n_splits = (max_seq + split_len - 1) / split_len;
+        if (split_len <= 64 || (int64_t)n_seqs * p->n_kv_heads * n_splits >= 2 * dev->n_sms)
+            break;
+        split_len /= 2;
+    }
+    p->split_len = split_len;
+    p->n_splits = (max_seq + split_len - 1) / split_len;
+    if (p->n_splits < 1)
+        p->n_splits = 1;
+    if (p->n_splits > 1) {
+        const size_t rows = (size_t)p->n_splits * (size_t)p->n_tokens * (size_t)p->n_heads;
+        void *scratch = nullptr;
+        enum vllmc_status rc =
+            cuda_scratch(dev, rows * ((size_t)p->head_dim + 2) * sizeof(float), &scratch);
+        if (rc)
+            return rc;
+        p->part_acc = (float *)scratch;
+        p->part_ml = p->part_acc + rows * (size_t)p->head_dim;
+    }
+    switch (cache_type) {
+    case DTYPE_F16:
+        CUDA_TRY(att_decode_launch<__half>(p, n_seqs, dev->stream));
+        break;
+    case DTYPE_BF16:
+        CUDA_TRY(att_decode_launch<__nv_bfloat16>(p, n_seqs, dev->stream));
+        break;
+    default:
+        CUDA_TRY(att_decode_launch<float>(p, n_seqs, dev->stream));
+        break;
+    }
+    return VLLMC_OK;
 }
 
 extern "C" enum vllmc_status cuda_attention_run(const struct op_call *c)
@@ -285,6 +564,13 @@ extern "C" enum vllmc_status cuda_attention_run(const struct op_call *c)
     p.qt = ATT_ROWS / p.hc;
     p.n_hchunks = p.group / p.hc;
     p.scale = c->p.scale;
+
+    const int64_t D = p.head_dim;
+    const bool decode = c->p.max_q_len == 1 && c->p.max_seq_len > 0 && p.group <= 16 &&
+                        (D == 32 || D == 64 || D == 128 || D == 256) &&
+                        (uintptr_t)kc->data % 16 == 0 && (uintptr_t)p.v_cache % 16 == 0;
+    if (decode)
+        return att_decode_run(dev, &p, n_seqs, c->p.max_seq_len, kc->dtype);
 
     // Bounds for the grid; callers that know them save idle blocks.
     const int max_q = c->p.max_q_len > 0 ? c->p.max_q_len : (int)p.n_tokens;

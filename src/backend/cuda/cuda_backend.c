@@ -19,6 +19,7 @@
 #include "backend/cuda/kv_store.cuh"
 #include "backend/cuda/matmul.cuh"
 #include "backend/cuda/norm.cuh"
+#include "backend/cuda/quant.cuh"
 #include "backend/cuda/rope.cuh"
 #include "core/alloc.h"
 #include "core/log.h"
@@ -30,6 +31,8 @@
 
 // Priority 100 for the CUDA kernels; the GEMV and cuBLASLt matmul providers
 // split m by their gates (matmul.cu), the tiled kernel takes what they leave.
+// Packed GGUF weights: a dequantizing GEMV for few tokens, dequantization to
+// bf16 then cuBLASLt for many (quant.cu).
 #define CUDA_PROVIDER(var, pname, kind, prio, fn)                                                  \
     static const struct op_provider var = {                                                        \
         .name = pname,                                                                             \
@@ -51,11 +54,15 @@ CUDA_PROVIDER(cuda_p_silu_mul, "cuda", OP_SILU_MUL, 100, cuda_silu_mul);
 CUDA_PROVIDER(cuda_p_add, "cuda", OP_ADD, 100, cuda_add);
 CUDA_PROVIDER(cuda_p_kv_store, "cuda", OP_KV_STORE, 100, cuda_kv_store);
 CUDA_PROVIDER(cuda_p_attention, "cuda-paged", OP_ATTENTION, 100, cuda_attention);
+CUDA_PROVIDER(cuda_p_qembedding, "cuda-q", OP_EMBEDDING, 100, cuda_qembedding);
+CUDA_PROVIDER(cuda_p_qgemv, "cuda-qgemv", OP_MATMUL, 100, cuda_qgemv);
+CUDA_PROVIDER(cuda_p_qgemm, "cuda-qgemm", OP_MATMUL, 90, cuda_qgemm);
 
 static const struct op_provider *const cuda_provider_table[] = {
     &cuda_p_embedding, &cuda_p_rmsnorm,      &cuda_p_add_rmsnorm, &cuda_p_gemv,
     &cuda_p_cublaslt,  &cuda_p_matmul_tiled, &cuda_p_rope,        &cuda_p_qk_norm_rope,
     &cuda_p_silu_mul,  &cuda_p_add,          &cuda_p_kv_store,    &cuda_p_attention,
+    &cuda_p_qembedding, &cuda_p_qgemv,       &cuda_p_qgemm,
 };
 
 #define CUDA_N_PROVIDERS (sizeof cuda_provider_table / sizeof cuda_provider_table[0])

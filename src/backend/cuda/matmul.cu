@@ -369,7 +369,12 @@ extern "C" bool cuda_gemv_supports(const struct op_call *c)
     const struct tensor *x = c->src[0], *w = c->src[1];
     const int64_t m = tensor_n_rows(x);
     const int vec = (int)(16 / dtype_info(w->dtype)->type_size);
-    return m >= 1 && m <= gemv_max_m && x->ne[0] % vec == 0 && x->ne[0] > 0 &&
+    // Measured on the H200 (bench/RESULTS.md): one token always favours the
+    // GEMV; for 2..gemv_max_m tokens it wins only on small matrices, where
+    // cuBLASLt's fixed cost dominates.
+    const bool small = w->ne[0] * w->ne[1] <= CUDA_GEMV_SMALL_ELEMS;
+    return m >= 1 && m <= gemv_max_m && (m == 1 || small) && x->ne[0] % vec == 0 &&
+           x->ne[0] > 0 &&
            aligned16(x->data, x->nb[1]) && aligned16(w->data, w->nb[1]);
 }
 
@@ -435,7 +440,7 @@ extern "C" bool cuda_cublaslt_supports(const struct op_call *c)
         return false;
     const struct tensor *x = c->src[0], *w = c->src[1];
     // f32 weights keep the exact f32 path; f16/bf16 need k even for 16-byte rows.
-    return tensor_n_rows(x) > gemv_max_m && x->ne[0] % 8 == 0 &&
+    return x->ne[0] % 8 == 0 &&
            aligned16(w->data, w->nb[1]) && aligned16(x->data, x->nb[1]) &&
            aligned16(c->dst->data, c->dst->nb[1]);
 }
@@ -531,24 +536,18 @@ done:
     return rc;
 }
 
-extern "C" enum vllmc_status cuda_cublaslt_run(const struct op_call *c)
+// cuBLASLt over a->w of dtype wt (f32, f16, bf16); xc is scratch for the
+// activations rounded to a 16-bit wt (m * k elements), unused for f32.
+static enum vllmc_status lt_run(struct cuda_device *dev, const struct matmul_args *a_in,
+                                enum dtype wt, void *xc)
 {
-    struct cuda_device *dev = cuda_device_of(c);
     struct err *err = dev->err;
-    struct matmul_args a;
-    matmul_args_init(&a, c);
-    if (a.m == 0 || a.n == 0)
-        return VLLMC_OK;
-    const enum dtype wt = c->src[1]->dtype;
+    struct matmul_args a = *a_in;
     enum vllmc_status rc;
     const int64_t total = (int64_t)a.m * a.k;
     if (wt == DTYPE_F32) {
         rc = lt_matmul(dev, &a, CUDA_R_32F, a.x, a.x_pitch);
     } else {
-        void *xc = nullptr;
-        rc = cuda_scratch(dev, (size_t)total * 2, &xc);
-        if (rc)
-            return rc;
         if (wt == DTYPE_BF16)
             convert_kernel<__nv_bfloat16><<<matmul_grid_1d(total), 256, 0, dev->stream>>>(
                 (__nv_bfloat16 *)xc, a.x, a.x_pitch, a.k, total);
@@ -567,4 +566,31 @@ extern "C" enum vllmc_status cuda_cublaslt_run(const struct op_call *c)
         CUDA_TRY_LAUNCH();
     }
     return VLLMC_OK;
+}
+
+extern "C" enum vllmc_status cuda_cublaslt_run(const struct op_call *c)
+{
+    struct cuda_device *dev = cuda_device_of(c);
+    struct matmul_args a;
+    matmul_args_init(&a, c);
+    if (a.m == 0 || a.n == 0)
+        return VLLMC_OK;
+    const enum dtype wt = c->src[1]->dtype;
+    void *xc = nullptr;
+    if (wt != DTYPE_F32) {
+        enum vllmc_status rc = cuda_scratch(dev, (size_t)a.m * (size_t)a.k * 2, &xc);
+        if (rc)
+            return rc;
+    }
+    return lt_run(dev, &a, wt, xc);
+}
+
+extern "C" enum vllmc_status cuda_matmul_lt_bf16(const struct op_call *c, const void *w,
+                                                 void *x_scratch)
+{
+    struct matmul_args a;
+    matmul_args_init(&a, c);
+    a.w = w;
+    a.w_pitch = a.k;
+    return lt_run(cuda_device_of(c), &a, DTYPE_BF16, x_scratch);
 }

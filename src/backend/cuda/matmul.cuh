@@ -15,9 +15,11 @@ extern "C" {
 // up to CUDA_GEMV_KERNEL_MAX_M; VLLMC_CUDA_GEMV_MAX_M moves the gate.
 #define CUDA_GEMV_MAX_M 8
 #define CUDA_GEMV_KERNEL_MAX_M 16
+// Weight elements (n * k) up to which the GEMV also takes 2..CUDA_GEMV_MAX_M tokens.
+#define CUDA_GEMV_SMALL_ELEMS ((int64_t)8 << 20)
 
 // Sets the gate (clamped to 0..CUDA_GEMV_KERNEL_MAX_M) for every backend; the
-// cuBLASLt provider takes the m above it. Called at backend creation.
+// cuBLASLt provider (lower priority) takes every call the GEMV declines.
 void cuda_gemv_set_max_m(int m);
 int cuda_gemv_max_m(void);
 
@@ -25,6 +27,11 @@ bool cuda_gemv_supports(const struct op_call *c);
 enum vllmc_status cuda_gemv_run(const struct op_call *c);
 bool cuda_cublaslt_supports(const struct op_call *c);
 enum vllmc_status cuda_cublaslt_run(const struct op_call *c);
+// For providers that make bf16 weights on the fly: dst = x . W^T (+ bias) of
+// call c through cuBLASLt, with W read from w (bf16 [n, k], dense) instead of
+// c->src[1]; x_scratch has room for m * k bf16 activations.
+enum vllmc_status cuda_matmul_lt_bf16(const struct op_call *c, const void *w, void *x_scratch);
+
 bool cuda_matmul_tiled_supports(const struct op_call *c);
 enum vllmc_status cuda_matmul_tiled_run(const struct op_call *c);
 
