@@ -193,6 +193,15 @@ if want hf; then
     done
 fi
 
+# ---- the engine's own benchmarks on the Qwen3-0.6B-shaped checkpoint ----
+if want hf && [ -d "$DATA/qwen3-0.6b-random" ]; then
+    stage "vllmc bench pp512/tg128 cuda (0.6B)" "$OUT/bench.log" 150 \
+        "$VLLMC" bench --model "$DATA/qwen3-0.6b-random" --device cuda -p 512 -n 128 -r 3
+    stage "vllmc bench throughput cuda (0.6B, 64x512/128)" "$OUT/bench.log" 150 \
+        "$VLLMC" bench throughput --model "$DATA/qwen3-0.6b-random" --device cuda \
+        --num-prompts 64 --input-len 512 --output-len 128 --max-num-seqs 64
+fi
+
 # ---- compute-sanitizer: memcheck over every op, racecheck over the shared-memory kernels ----
 if want sanitizer; then
     SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
@@ -214,7 +223,8 @@ fi
     grep -h "^op=matmul shape=8b\.\(down\|gate_up\|lm_head\) m=1 .*wtype=bf16" "$OUT/bench.log" 2>/dev/null
     grep -h "^crossover" "$OUT/bench.log" 2>/dev/null | awk '{print $2, $3, $6}' | paste -sd' ' | fold -w 160
     grep -h "^op=attention" "$OUT/bench.log" 2>/dev/null | sed 's/heads=.*provider=[^ ]* //'
-    grep -h "^decode model" "$OUT/bench.log" 2>/dev/null
+    grep -h "^decode model\|^prefill model" "$OUT/bench.log" 2>/dev/null
+    grep -h "tok/s\|throughput" "$OUT/bench.log" 2>/dev/null | grep -v "^op=\|^decode\|^prefill" | tail -8
     grep -h "decode:.*tok/s" "$OUT/bench.log" 2>/dev/null | tail -1
     grep -h "^op-parity:" "$OUT/op-parity.log" 2>/dev/null
     grep -h "ERROR SUMMARY" "$OUT/sanitizer.log" 2>/dev/null
