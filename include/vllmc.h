@@ -217,6 +217,8 @@ struct vllmc_usage {
     int prompt_tokens;
     int completion_tokens; // over all samples
     int cached_tokens;     // prompt tokens served from the prefix cache (first sample)
+    double queue_time_s;    // seconds from the add call until the request was first
+                            // scheduled; negative while it still waits
 };
 
 // One step's worth of new results for one sample of a request.

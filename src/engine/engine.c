@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "core/alloc.h"
+#include "core/clock.h"
 #include "core/log.h"
 #include "engine/tokenizer_load.h"
 #include "model/hf_config.h"
@@ -648,6 +649,7 @@ VLLMC_API enum vllmc_status vllmc_engine_add_request(struct vllmc_engine *eng,
     h->on_output = p->on_output;
     h->user_data = p->user_data;
     h->n_cached_tokens = 0;
+    h->arrival_us = time_now_us();
     pthread_mutex_lock(&eng->mu);
     h->id = eng->next_id++;
     pthread_mutex_unlock(&eng->mu);

@@ -69,6 +69,8 @@ struct vllmc_request {
     int n_unfinished;
     int n_completion_tokens;
     int n_cached_tokens;
+    int64_t arrival_us;         // clock of the add call
+    int64_t first_scheduled_us; // 0 until the first step that runs it
     bool counted_prompt;               // prompt tokens added to the stats
     struct vllmc_logprob *plp;         // owned [n_prompt] prompt logprobs, NULL unless asked
     struct vllmc_top_logprob *plp_top; // owned [n_prompt, prompt_logprobs]

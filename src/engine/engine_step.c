@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "core/alloc.h"
+#include "core/clock.h"
 #include "core/log.h"
 #include "engine/engine.h"
 
@@ -139,9 +140,12 @@ static void channel_push(struct vllmc_request *h, const struct output_parts *par
 
 static struct vllmc_usage request_usage(const struct vllmc_request *h)
 {
+    double queue_s = h->first_scheduled_us ? (double)(h->first_scheduled_us - h->arrival_us) * 1e-6
+                                           : -1.0;
     return (struct vllmc_usage){.prompt_tokens = h->n_prompt,
                                 .completion_tokens = h->n_completion_tokens,
-                                .cached_tokens = h->n_cached_tokens};
+                                .cached_tokens = h->n_cached_tokens,
+                                .queue_time_s = queue_s};
 }
 
 // ---- finishing ----
@@ -365,6 +369,12 @@ static void engine_step(struct vllmc_engine *eng)
     const struct scheduler_output *so = scheduler_schedule(eng->sched);
     if (so->n_reqs == 0)
         return;
+    int64_t now_us = time_now_us();
+    for (int i = 0; i < so->n_reqs; i++) {
+        struct vllmc_request *h = so->reqs[i]->engine_data;
+        if (!h->first_scheduled_us)
+            h->first_scheduled_us = now_us;
+    }
     const float *logits = NULL;
     enum vllmc_status rc = runner_execute(eng->runner, so, &logits);
     eng->counters.n_steps++;

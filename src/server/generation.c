@@ -44,6 +44,7 @@ struct gen {
     double t_arrival;
     double *t_first;                 // [n_prompts] first token time, 0 until then
     double *t_last;                  // [n_prompts] last token time
+    double *queue_s;                 // [n_prompts] engine queue time, -1 until known
     int *prompt_lens;                // [n_prompts]
     struct sse_buffer sse;
     bool done_sent;
@@ -245,8 +246,8 @@ static void record_metrics(struct gen *g)
         for (int s = 0; s < g->r.n; s++)
             gen_tokens += g->choices[p * g->r.n + s].n_tokens;
         double ttft = g->t_first[p] > 0 ? g->t_first[p] - g->t_arrival : -1;
-        metrics_observe_request(g->srv->metrics, mf, g->prompt_lens[p], gen_tokens, -1, ttft,
-                                now - g->t_arrival);
+        metrics_observe_request(g->srv->metrics, mf, g->prompt_lens[p], gen_tokens,
+                                g->queue_s[p], ttft, now - g->t_arrival);
     }
 }
 
@@ -295,6 +296,8 @@ static void apply_output(struct gen *g, int p, const struct vllmc_output *o, boo
         }
     }
     c->started = true;
+    if (o->usage.queue_time_s >= 0)
+        g->queue_s[p] = o->usage.queue_time_s;
     if (o->final) {
         g->req_final[p] = true;
         g->prompt_tokens += o->usage.prompt_tokens;
@@ -359,6 +362,7 @@ static void gen_free(struct gen *g)
     mem_free(g->t_first);
     mem_free(g->t_last);
     mem_free(g->prompt_lens);
+    mem_free(g->queue_s);
     sse_buffer_deinit(&g->sse);
     mem_free(g);
 }
@@ -510,13 +514,15 @@ void generation_handle(struct server *srv, struct http_exchange *x, struct oai_r
     g->t_first = mem_calloc((size_t)n_prompts, sizeof *g->t_first);
     g->t_last = mem_calloc((size_t)n_prompts, sizeof *g->t_last);
     g->prompt_lens = mem_calloc((size_t)n_prompts, sizeof *g->prompt_lens);
+    g->queue_s = mem_calloc((size_t)n_prompts, sizeof *g->queue_s);
     if (!g->reqs || !g->req_final || !g->echo_text || !g->choices || !g->t_first || !g->t_last ||
-        !g->prompt_lens) {
+        !g->prompt_lens || !g->queue_s) {
         oai_fail(&err, 500, "InternalServerError", NULL, "out of memory");
         goto fail;
     }
     for (int p = 0; p < n_prompts; p++) {
         g->prompt_lens[p] = prompt_lens[p];
+        g->queue_s[p] = -1;
         if (g->r.kind == OAI_COMPLETION && g->r.echo) {
             if (g->r.prompts[p].text) {
                 g->echo_text[p] = mem_strdup(g->r.prompts[p].text);

@@ -64,6 +64,11 @@ for m in vllm:num_requests_running vllm:num_requests_waiting vllm:kv_cache_usage
     grep -q "^$m{" "$dir/metrics" || { echo "FAIL metric $m missing"; fail=1; }
 done
 
+grep -Eq '^vllm:request_queue_time_seconds_count\{[^}]*\} [1-9]' "$dir/metrics" ||
+    { echo "FAIL queue-time histogram observed nothing"; fail=1; }
+grep -Eq '^vllm:time_to_first_token_seconds_count\{[^}]*\} [1-9]' "$dir/metrics" ||
+    { echo "FAIL TTFT histogram observed nothing"; fail=1; }
+
 kill -TERM "$pid"
 wait "$pid"; rc=$?
 [ "$rc" = 0 ] && echo "ok   SIGTERM exit 0" || { echo "FAIL exit status $rc after SIGTERM"; fail=1; }
