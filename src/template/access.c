@@ -200,12 +200,11 @@ int eval_slice(struct render *r, struct jv obj, const struct jv *sv, struct jv *
     int64_t start, step, count, stop;
     if (obj.kind == JV_UNDEF)
         return eval_undef_fail(r, obj);
-    if (obj.kind == JV_LIST && !jv_is_plain_list(obj) && obj.u.l->seq != SEQ_RANGE) {
-        // jinja2 turns the TypeError of slicing an iterator into undefined.
-        return jv_undef_msg(out, "'%s object' has no element slice", jv_type_name(obj))
-                   ? 0
-                   : render_oom(r);
-    }
+    // Slices are plain Python subscripts in jinja2 (no getitem fallback):
+    // anything but a sequence raises.
+    if (obj.kind == JV_LIST && !jv_is_plain_list(obj) && obj.u.l->seq != SEQ_RANGE)
+        return render_fail(r, VLLMC_ERR_TEMPLATE, "'%s' object is not subscriptable",
+                           jv_type_name(obj));
     if (obj.kind == JV_LIST) {
         if (slice_bounds(r, (int64_t)obj.u.l->n, sv, &start, &step, &count, &stop))
             return -1;

@@ -187,6 +187,8 @@ int eval_iter_items(struct render *r, struct jv v, struct jv *out)
         if (jv_is_iterator(v)) {
             // An iterator hands out what is left of it, once.
             struct jv_list *l = v.u.l;
+            if (gen_force(r, l))
+                return -1;
             if (!jv_list_new(l->n - l->pos, false, out))
                 return render_oom(r);
             for (; l->pos < l->n; l->pos++)
@@ -1027,6 +1029,15 @@ static int render_node(struct render *r, const struct node *n)
         jv_release(v);
         if (rc)
             return -1;
+        // jinja2 writes a filter block's result without str(): joining the
+        // output then fails on anything but a string.
+        if (f.kind != JV_STR) {
+            r->at = n;
+            rc = render_fail(r, VLLMC_ERR_TEMPLATE, "expected str instance, %s found",
+                             jv_type_name(f));
+            jv_release(f);
+            return rc;
+        }
         rc = out_value(r, f);
         jv_release(f);
         return rc;

@@ -202,6 +202,16 @@ static int merge_sort(struct render *r, struct jv *items, struct jv *keys, size_
 struct filter {
     const char *name;
     int (*fn)(struct render *r, struct jv v, const struct args *a, struct jv *out);
+    int8_t n_args_max; // -1: the filter checks its own arguments
+    bool lazy;         // a generator in jinja2: runs when first walked
+};
+
+struct jv_thunk {
+    const struct filter *f;
+    struct jv subject;
+    size_t n_pos, n_kw;
+    struct jv *vals;       // [n_pos + n_kw], owned
+    const char **kw_names; // [n_kw], names owned by the template or static
 };
 
 static int f_length(struct render *r, struct jv v, const struct args *a, struct jv *out)
@@ -419,6 +429,8 @@ static int f_first_last(struct render *r, struct jv v, struct jv *out, bool last
 {
     if (jv_is_iterator(v) && !last) {
         struct jv_list *l = v.u.l;
+        if (gen_force(r, l))
+            return -1;
         if (l->pos < l->n)
             *out = jv_retain(l->items[l->pos++]);
         else if (!jv_undef_msg(out, "No first item, sequence was empty."))
@@ -611,6 +623,8 @@ static int f_int(struct render *r, struct jv v, const struct args *a, struct jv 
     if (args_check(r, a, "int", 2, names) || arg_int(r, a, 1, "base", 10, &base))
         return -1;
     const struct jv *d = args_get(a, 0, "default");
+    if (v.kind == JV_UNDEF)
+        return eval_undef_fail(r, v); // int(Undefined) raises, not a TypeError
     switch (v.kind) {
     case JV_INT:
     case JV_BOOL:
@@ -646,6 +660,8 @@ static int f_float(struct render *r, struct jv v, const struct args *a, struct j
         return -1;
     const struct jv *d = args_get(a, 0, "default");
     double f;
+    if (v.kind == JV_UNDEF)
+        return eval_undef_fail(r, v);
     if (v.kind == JV_INT || v.kind == JV_BOOL || v.kind == JV_FLOAT) {
         *out = jv_float(v.kind == JV_FLOAT ? v.u.f : v.kind == JV_INT ? (double)v.u.i : v.u.b);
         return 0;
@@ -833,6 +849,8 @@ static int f_dictsort(struct render *r, struct jv v, const struct args *a, struc
     if (args_check(r, a, "dictsort", 3, names))
         return -1;
     struct jv pairs, attr;
+    if (v.kind == JV_UNDEF)
+        return eval_undef_fail(r, v);
     if (f_items(r, v, a, &pairs))
         return -1;
     const struct jv *by = args_get(a, 1, "by");
@@ -1123,6 +1141,11 @@ static int f_indent(struct render *r, struct jv v, const struct args *a, struct 
         return -1;
     const struct jv *w = args_get(a, 0, "width");
     bool first = arg_bool(a, 1, "first", false), blank = arg_bool(a, 2, "blank", false);
+    if (v.kind == JV_UNDEF)
+        return eval_undef_fail(r, v); // jinja2 appends "\n" to it first
+    if (v.kind != JV_STR)
+        return render_fail(r, VLLMC_ERR_TEMPLATE,
+                           "unsupported operand type(s) for +=: '%s' and 'str'", jv_type_name(v));
     struct sbuf ind;
     sbuf_init(&ind);
     if (w && w->kind == JV_STR) {
@@ -1216,6 +1239,18 @@ static int f_truncate(struct render *r, struct jv v, const struct args *a, struc
         arg_int(r, a, 3, "leeway", 5, &leeway))
         return -1;
     bool killwords = arg_bool(a, 1, "killwords", false);
+    if (v.kind != JV_STR) {
+        // len() decides first: short sized values come back as they are.
+        struct jv len;
+        struct args none = {0};
+        if (v.kind != JV_UNDEF && f_length(r, v, &none, &len))
+            return -1;
+        if (v.kind == JV_UNDEF || len.u.i <= length + leeway) {
+            *out = jv_retain(v);
+            return 0;
+        }
+        return render_fail(r, VLLMC_ERR_TEMPLATE, "cannot truncate a %s", jv_type_name(v));
+    }
     const struct jv *endv = args_get(a, 2, "end");
     const char *end = endv && endv->kind == JV_STR ? endv->u.s->data : "...";
     size_t end_len = jv_utf8_count(end, strlen(end));
@@ -1306,50 +1341,134 @@ static int f_attr(struct render *r, struct jv v, const struct args *a, struct jv
 }
 
 static const struct filter filters[] = {
-    {"abs", f_abs},
-    {"attr", f_attr},
-    {"batch", f_batch},
-    {"capitalize", f_capitalize},
-    {"center", f_center},
-    {"count", f_length},
-    {"d", f_default},
-    {"default", f_default},
-    {"dictsort", f_dictsort},
-    {"e", f_escape},
-    {"escape", f_escape},
-    {"first", f_first},
-    {"float", f_float},
-    {"forceescape", f_forceescape},
-    {"indent", f_indent},
-    {"int", f_int},
-    {"items", f_items},
-    {"join", f_join},
-    {"last", f_last},
-    {"length", f_length},
-    {"list", f_list},
-    {"lower", f_lower},
-    {"map", f_map},
-    {"max", f_max},
-    {"min", f_min},
-    {"reject", f_reject},
-    {"rejectattr", f_rejectattr},
-    {"replace", f_replace},
-    {"reverse", f_reverse},
-    {"round", f_round},
-    {"safe", f_safe},
-    {"select", f_select},
-    {"selectattr", f_selectattr},
-    {"sort", f_sort},
-    {"string", f_string},
-    {"sum", f_sum},
-    {"title", f_title},
-    {"tojson", f_tojson},
-    {"trim", f_trim},
-    {"truncate", f_truncate},
-    {"unique", f_unique},
-    {"upper", f_upper},
-    {"wordcount", f_wordcount},
+    {"abs", f_abs, 0, false},
+    {"attr", f_attr, 1, false},
+    {"batch", f_batch, -1, true},
+    {"capitalize", f_capitalize, 0, false},
+    {"center", f_center, -1, false},
+    {"count", f_length, 0, false},
+    {"d", f_default, -1, false},
+    {"default", f_default, -1, false},
+    {"dictsort", f_dictsort, -1, false},
+    {"e", f_escape, 0, false},
+    {"escape", f_escape, 0, false},
+    {"first", f_first, 0, false},
+    {"float", f_float, -1, false},
+    {"forceescape", f_forceescape, 0, false},
+    {"indent", f_indent, -1, false},
+    {"int", f_int, -1, false},
+    {"items", f_items, 0, true},
+    {"join", f_join, -1, false},
+    {"last", f_last, 0, false},
+    {"length", f_length, 0, false},
+    {"list", f_list, 0, false},
+    {"lower", f_lower, 0, false},
+    {"map", f_map, -1, true},
+    {"max", f_max, -1, false},
+    {"min", f_min, -1, false},
+    {"reject", f_reject, -1, true},
+    {"rejectattr", f_rejectattr, -1, true},
+    {"replace", f_replace, -1, false},
+    {"reverse", f_reverse, 0, false},
+    {"round", f_round, -1, false},
+    {"safe", f_safe, 0, false},
+    {"select", f_select, -1, true},
+    {"selectattr", f_selectattr, -1, true},
+    {"sort", f_sort, -1, false},
+    {"string", f_string, 0, false},
+    {"sum", f_sum, -1, false},
+    {"title", f_title, 0, false},
+    {"tojson", f_tojson, -1, false},
+    {"trim", f_trim, -1, false},
+    {"truncate", f_truncate, -1, false},
+    {"unique", f_unique, -1, true},
+    {"upper", f_upper, 0, false},
+    {"wordcount", f_wordcount, 0, false},
 };
+
+void gen_thunk_free(struct jv_thunk *t)
+{
+    jv_release(t->subject);
+    for (size_t i = 0; i < t->n_pos + t->n_kw; i++)
+        jv_release(t->vals[i]);
+    mem_free(t->vals);
+    mem_free(t->kw_names);
+    mem_free(t);
+}
+
+// A generator whose filter runs later: holds the subject and the arguments.
+static int gen_make(struct render *r, const struct filter *f, struct jv subject,
+                    const struct args *a, struct jv *out)
+{
+    size_t n = a->n_pos + a->n_kw;
+    struct jv_thunk *t = mem_calloc(1, sizeof *t);
+    if (!t)
+        return render_oom(r);
+    t->f = f;
+    t->subject = jv_retain(subject);
+    t->vals = mem_calloc(n + 1, sizeof *t->vals);
+    t->kw_names = mem_calloc(a->n_kw + 1, sizeof *t->kw_names);
+    if (!t->vals || !t->kw_names || !jv_list_new(0, false, out)) {
+        gen_thunk_free(t);
+        return render_oom(r);
+    }
+    for (size_t i = 0; i < a->n_pos; i++)
+        t->vals[i] = jv_retain(a->pos[i]);
+    for (size_t i = 0; i < a->n_kw; i++) {
+        t->vals[a->n_pos + i] = jv_retain(a->kw[i]);
+        t->kw_names[i] = a->kw_names[i];
+    }
+    t->n_pos = a->n_pos;
+    t->n_kw = a->n_kw;
+    // Chains of pending generators nest like containers: bound them too.
+    if (!jv_nest_ok(subject)) {
+        jv_release(*out);
+        gen_thunk_free(t);
+        return render_fail(r, VLLMC_ERR_CAPACITY, "values nested more than %d deep", JV_DEPTH_MAX);
+    }
+    out->u.l->depth = subject.kind == JV_LIST                       ? subject.u.l->depth + 1
+                      : subject.kind == JV_DICT && !subject.u.d->ns ? subject.u.d->depth + 1
+                                                                    : 0;
+    out->u.l->seq = SEQ_GENERATOR;
+    out->u.l->thunk = t;
+    return 0;
+}
+
+int gen_force(struct render *r, struct jv_list *l)
+{
+    struct jv_thunk *t = l->thunk;
+    if (!t)
+        return 0;
+    l->thunk = NULL;
+    struct args a = {.n_pos = t->n_pos,
+                     .pos = t->vals,
+                     .n_kw = t->n_kw,
+                     .kw = t->vals + t->n_pos,
+                     .kw_names = t->kw_names};
+    struct jv res;
+    int rc = t->f->fn(r, t->subject, &a, &res);
+    gen_thunk_free(t);
+    if (rc)
+        return -1;
+    // Take over the items the filter produced.
+    struct jv_list *src = res.u.l;
+    mem_free(l->items);
+    l->items = src->items;
+    l->n = src->n;
+    l->cap = src->cap;
+    l->depth = src->depth;
+    l->pos = 0;
+    src->items = NULL;
+    src->n = src->cap = 0;
+    jv_release(res);
+    return 0;
+}
+
+int filter_items(struct render *r, struct jv v, struct jv *out)
+{
+    static const struct args none = {0};
+    return f_items(r, v, &none, out);
+}
 
 static const struct filter *filter_find(const char *name)
 {
@@ -1370,5 +1489,10 @@ int filter_apply(struct render *r, const char *name, struct jv subject, const st
     const struct filter *f = filter_find(name);
     if (!f)
         return render_fail(r, VLLMC_ERR_UNSUPPORTED, "unsupported filter '%s'", name);
+    if (f->n_args_max >= 0 && (a->n_pos > (size_t)f->n_args_max || a->n_kw))
+        return render_fail(r, VLLMC_ERR_TEMPLATE, "filter '%s' takes %d argument(s), %zu given",
+                           name, f->n_args_max, a->n_pos + a->n_kw);
+    if (f->lazy)
+        return gen_make(r, f, subject, a, out);
     return f->fn(r, subject, a, out);
 }

@@ -77,10 +77,11 @@ struct jv_list {
     size_t n, cap;
     uint32_t depth; // nesting below this list, bounded by JV_DEPTH_MAX
     bool tuple;
-    uint8_t seq;      // enum jv_seq
-    size_t pos;       // iterators: items before pos were consumed
-    int64_t range[3]; // SEQ_RANGE: start, stop, step (for printing)
-    struct jv *items; // [cap], owned references
+    uint8_t seq;            // enum jv_seq
+    size_t pos;             // iterators: items before pos were consumed
+    int64_t range[3];       // SEQ_RANGE: start, stop, step (for printing)
+    struct jv_thunk *thunk; // generators: the filter call still to run (owned), else NULL
+    struct jv *items;       // [cap], owned references
 };
 
 struct jv_dict {
@@ -405,6 +406,11 @@ int eval_iter_items(struct render *r, struct jv v, struct jv *out);
 
 int filter_apply(struct render *r, const char *name, struct jv subject, const struct args *a,
                  struct jv *out);
+// jinja2's generator filters (map, select, items, …) run when first walked,
+// as Python generators do; these run a pending one and free one.
+int gen_force(struct render *r, struct jv_list *l);
+void gen_thunk_free(struct jv_thunk *t);
+int filter_items(struct render *r, struct jv v, struct jv *out); // the items filter, now
 bool filter_exists(const char *name);
 int test_apply(struct render *r, const char *name, struct jv subject, const struct args *a,
                bool *out);

@@ -804,7 +804,7 @@ int str_percent(struct render *r, struct jv fmt, struct jv args, struct jv *out)
     const char *p = fmt.u.s->data;
     size_t n = fmt.u.s->len, next = 0;
     bool is_tuple = args.kind == JV_LIST && args.u.l->tuple && jv_is_plain_list(args);
-    bool is_map = args.kind == JV_DICT && !args.u.d->ns;
+    bool is_map = (args.kind == JV_DICT && !args.u.d->ns) || args.kind == JV_UNDEF;
     size_t n_args = is_tuple ? args.u.l->n : 1;
     bool used_map = false;
     struct sbuf b;
@@ -829,6 +829,11 @@ int str_percent(struct render *r, struct jv fmt, struct jv args, struct jv *out)
             struct jv key;
             if (!jv_str_new(p + i + 1, (size_t)(close - p) - i - 1, &key)) {
                 rc = render_oom(r);
+                break;
+            }
+            if (args.kind == JV_UNDEF) {
+                jv_release(key);
+                rc = eval_undef_fail(r, args);
                 break;
             }
             v = jv_dict_get(args.u.d, key);
@@ -938,6 +943,9 @@ int str_percent(struct render *r, struct jv fmt, struct jv args, struct jv *out)
         }
         sbuf_puts(&b, buf);
     }
+    if (!rc && !is_tuple && !is_map && next == 0)
+        rc = render_fail(r, VLLMC_ERR_TEMPLATE,
+                         "not all arguments converted during string formatting");
     if (!rc && is_tuple && next < n_args)
         rc = render_fail(r, VLLMC_ERR_TEMPLATE,
                          "not all arguments converted during string formatting");
@@ -954,7 +962,8 @@ int str_percent(struct render *r, struct jv fmt, struct jv args, struct jv *out)
 
 static int m_items(struct render *r, struct jv self, const struct args *a, struct jv *out)
 {
-    if (filter_apply(r, "items", self, a, out))
+    (void)a;
+    if (filter_items(r, self, out))
         return -1;
     out->u.l->seq = SEQ_ITEMS_VIEW;
     return 0;

@@ -87,6 +87,9 @@ static double py_floordiv(double x, double y)
 
 int eval_binop(struct render *r, int op, struct jv a, struct jv b, struct jv *out)
 {
+    // str % Undefined formats: Python treats Undefined as a mapping.
+    if (op == OP_MOD && a.kind == JV_STR && b.kind == JV_UNDEF && !a.u.s->markup)
+        return str_percent(r, a, b, out);
     if (a.kind == JV_UNDEF)
         return eval_undef_fail(r, a);
     if (b.kind == JV_UNDEF)
@@ -226,6 +229,8 @@ static int eval_in(struct render *r, struct jv item, struct jv seq, bool *res)
     case JV_LIST: {
         // An iterator is consumed up to and including the match.
         struct jv_list *l = seq.u.l;
+        if (gen_force(r, l))
+            return -1;
         size_t i = jv_is_iterator(seq) ? l->pos : 0;
         for (; i < l->n && !*res; i++)
             *res = jv_equal(item, l->items[i]);

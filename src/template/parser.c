@@ -290,8 +290,6 @@ static struct node *parse_filter(struct parser *p, struct node *subject, bool st
         f->str = parse_dotted_name(p);
         if (!f->str)
             return NULL;
-        if (!filter_exists(f->str))
-            return fail_at(p, at, VLLMC_ERR_UNSUPPORTED, "unsupported filter '%s'", f->str);
         f->a = subject;
         if (is_op(cur(p), "(") && !parse_call_args(p, f))
             return NULL;
@@ -308,12 +306,11 @@ static struct node *parse_test(struct parser *p, struct node *subject)
     if (!t)
         return NULL;
     t->flag = skip_name(p, "not");
-    const struct token *name_tok = cur(p);
+    t->line = cur(p)->line; // errors point at the test's name
+    t->col = cur(p)->col;
     t->str = parse_dotted_name(p);
     if (!t->str)
         return NULL;
-    if (!test_exists(t->str))
-        return fail_at(p, name_tok, VLLMC_ERR_UNSUPPORTED, "unsupported test '%s'", t->str);
     t->a = subject;
     const struct token *c = cur(p);
     if (is_op(c, "(")) {
@@ -437,15 +434,19 @@ static struct node *parse_postfix(struct parser *p, struct node *n)
                 mem_free(items.v);
                 return NULL;
             }
-            if (!items.n) {
-                mem_free(items.v);
-                return fail(p, "expected a subscript%s", "");
-            }
+            // `x[]` subscripts with an empty tuple, as jinja2 reads it.
             struct node *key;
-            if (items.n == 1) {
+            if (items.n == 1 && items.v[0]) {
                 key = items.v[0];
                 mem_free(items.v);
             } else {
+                for (size_t i = 0; i < items.n; i++) {
+                    if (items.v[i]->kind == E_SLICE) {
+                        mem_free(items.v);
+                        return fail_at(p, at, VLLMC_ERR_UNSUPPORTED,
+                                       "unsupported: slice inside a tuple subscript%s", "");
+                    }
+                }
                 key = mk(p, E_TUPLE, at);
                 if (!key) {
                     mem_free(items.v);
@@ -1260,6 +1261,49 @@ static bool subparse(struct parser *p, const char *const *end_names, struct nvec
     return false;
 }
 
+// ---- name check ----
+
+#define CHECK_DEPTH_MAX 4000
+
+// Unknown filters and tests fail at compile time, except inside `if`
+// statements and conditional expressions, where jinja2 defers the error to
+// the moment they run (so `{% if 'x' is filter %}` guards work).
+static bool check_names(struct parser *p, const struct node *n, bool soft, int depth)
+{
+    if (!n)
+        return true;
+    struct token at = {.line = n->line, .col = n->col};
+    if (depth > CHECK_DEPTH_MAX) {
+        fail_at(p, &at, VLLMC_ERR_CAPACITY, "expression nested too deeply%s", "");
+        return false;
+    }
+    if (!soft && n->kind == E_FILTER && !filter_exists(n->str)) {
+        fail_at(p, &at, VLLMC_ERR_UNSUPPORTED, "unsupported filter '%s'", n->str);
+        return false;
+    }
+    if (!soft && n->kind == E_TEST && !test_exists(n->str)) {
+        fail_at(p, &at, VLLMC_ERR_UNSUPPORTED, "unsupported test '%s'", n->str);
+        return false;
+    }
+    bool soft_all = n->kind == N_IF || n->kind == E_COND;
+    // Bodies that jinja2 compiles in a frame of their own are checked strictly.
+    bool own_frame = n->kind == N_FOR || n->kind == N_MACRO || n->kind == N_CALL_BLOCK ||
+                     n->kind == N_FILTER_BLOCK || n->kind == N_SET_BLOCK || n->kind == N_WITH;
+    bool s = soft || soft_all;
+    bool body_soft = soft_all || (!own_frame && soft);
+    bool kids2_soft = n->kind == N_WITH ? soft : body_soft;
+    if (!check_names(p, n->a, s, depth + 1) || !check_names(p, n->b, s, depth + 1) ||
+        !check_names(p, n->c, s, depth + 1) || !check_names(p, n->d, s, depth + 1))
+        return false;
+    for (size_t i = 0; i < n->n_kids; i++)
+        if (!check_names(p, n->kids[i], body_soft, depth + 1))
+            return false;
+    for (size_t i = 0; i < n->n_kids2; i++)
+        if (!check_names(p, n->kids2[i], kids2_soft, depth + 1))
+            return false;
+    return true;
+}
+
 enum vllmc_status parser_run(struct jinja_template *t, const struct token_list *toks, struct err *e)
 {
     struct parser p = {.t = t, .toks = toks, .e = e};
@@ -1270,6 +1314,8 @@ enum vllmc_status parser_run(struct jinja_template *t, const struct token_list *
         root->kids = nvec_done(&p, &body, &root->n_kids);
     else
         mem_free(body.v);
+    if (root && !p.failed)
+        check_names(&p, root, false, 0);
     if (p.failed)
         return e->code ? e->code : VLLMC_ERR_TEMPLATE;
     t->root = root;

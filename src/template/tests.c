@@ -7,11 +7,6 @@
 // Shared with methods.c.
 int str_case(struct render *r, struct jv s, int mode, struct jv *out);
 
-static bool is_intlike(struct jv v)
-{
-    return v.kind == JV_INT || v.kind == JV_BOOL;
-}
-
 static int test_cmp(struct render *r, struct jv v, const struct args *a, int op, bool *out)
 {
     const struct jv *o = args_get(a, 0, NULL);
@@ -32,9 +27,25 @@ static int test_cmp(struct render *r, struct jv v, const struct args *a, int op,
     return 0;
 }
 
+// Tests that take an argument besides the value.
+static bool test_takes_arg(const char *name)
+{
+    static const char *const names[] = {
+        "divisibleby", "eq", "equalto",     "==", "ne", "!=", "lt", "lessthan", "<", "le",
+        "<=",          "gt", "greaterthan", ">",  "ge", ">=", "in", "sameas",   NULL};
+    for (const char *const *p = names; *p; p++)
+        if (!strcmp(*p, name))
+            return true;
+    return false;
+}
+
 int test_apply(struct render *r, const char *name, struct jv v, const struct args *a, bool *out)
 {
     *out = false;
+    size_t n_args = a->n_pos + a->n_kw, want = test_takes_arg(name) ? 1 : 0;
+    if (test_exists(name) && n_args != want)
+        return render_fail(r, VLLMC_ERR_TEMPLATE, "test '%s' takes %zu argument(s), %zu given",
+                           name, want, n_args);
     if (!strcmp(name, "defined")) {
         *out = v.kind != JV_UNDEF;
     } else if (!strcmp(name, "undefined")) {
@@ -66,22 +77,15 @@ int test_apply(struct render *r, const char *name, struct jv v, const struct arg
                (v.kind == JV_DICT && !v.u.d->ns) || v.kind == JV_UNDEF;
     } else if (!strcmp(name, "callable")) {
         *out = v.kind == JV_FUNC || (v.kind == JV_LOOP && v.u.loop->recursive);
-    } else if (!strcmp(name, "odd") || !strcmp(name, "even")) {
-        if (!is_intlike(v))
-            return v.kind == JV_UNDEF
-                       ? eval_undef_fail(r, v)
-                       : render_fail(r, VLLMC_ERR_TEMPLATE, "test '%s' needs an integer, got %s",
-                                     name, jv_type_name(v));
-        int64_t i = v.kind == JV_INT ? v.u.i : v.u.b;
-        *out = (i % 2 != 0) == (name[0] == 'o');
-    } else if (!strcmp(name, "divisibleby")) {
+    } else if (!strcmp(name, "odd") || !strcmp(name, "even") || !strcmp(name, "divisibleby")) {
+        // value % 2 == 1, value % 2 == 0, value % num == 0: Python's `%`
+        // decides, floats and errors included.
         const struct jv *d = args_get(a, 0, "num");
-        if (!is_intlike(v) || !d || !is_intlike(*d))
-            return render_fail(r, VLLMC_ERR_TEMPLATE, "divisibleby needs integers");
-        int64_t x = v.kind == JV_INT ? v.u.i : v.u.b, y = d->kind == JV_INT ? d->u.i : d->u.b;
-        if (y == 0)
-            return render_fail(r, VLLMC_ERR_TEMPLATE, "integer division or modulo by zero");
-        *out = y == -1 || x % y == 0;
+        struct jv m;
+        if (eval_binop(r, OP_MOD, v, name[0] == 'd' ? *d : jv_int(2), &m))
+            return -1;
+        *out = jv_equal(m, jv_int(name[0] == 'o' ? 1 : 0));
+        jv_release(m);
     } else if (!strcmp(name, "eq") || !strcmp(name, "equalto") || !strcmp(name, "==")) {
         return test_cmp(r, v, a, CMP_EQ, out);
     } else if (!strcmp(name, "ne") || !strcmp(name, "!=")) {

@@ -23,6 +23,8 @@ struct jv jv_retain(struct jv v)
 
 static void list_free(struct jv_list *l)
 {
+    if (l->thunk)
+        gen_thunk_free(l->thunk);
     for (size_t i = 0; i < l->n; i++)
         jv_release(l->items[i]);
     mem_free(l->items);
@@ -705,7 +707,11 @@ static bool write_depth(struct sbuf *b, struct jv v, int repr, int depth)
         fmt_float(b, v.u.f);
         return true;
     case JV_STR:
-        if (repr)
+        if (repr && v.u.s->markup) {
+            sbuf_puts(b, "Markup(");
+            str_repr(b, v.u.s->data, v.u.s->len);
+            sbuf_putc(b, ')');
+        } else if (repr)
             str_repr(b, v.u.s->data, v.u.s->len);
         else
             sbuf_put(b, v.u.s->data, v.u.s->len);
@@ -758,6 +764,10 @@ static bool write_depth(struct sbuf *b, struct jv v, int repr, int depth)
             sbuf_putc(b, '>');
         return true;
     }
+    case JV_LOOP:
+        // LoopContext's repr; it has no str() of its own.
+        sbuf_printf(b, "<LoopContext %zu/%zu>", v.u.loop->index0 + 1, v.u.loop->items->n);
+        return true;
     default:
         return false;
     }

@@ -267,6 +267,12 @@ static void test_filters(void)
          "}}",
          "[('b', 2), ('a', 1)]||True", NULL},
         {"{{ x | nosuchfilter }}", NULL, "t:1:8: unsupported filter 'nosuchfilter'"},
+        // Inside `if` and conditional expressions Jinja2 only fails when the
+        // unknown filter or test actually runs.
+        {"{% if false %}{{ x | nosuch }}{% endif %}{{ 1 if true else x | nosuch }}", "1", NULL},
+        {"{% if true %}{{ 1 | nosuch }}{% endif %}", NULL, "t:1:21: unsupported filter 'nosuch'"},
+        {"{% if true %}{% for i in l %}{{ i is nosuch }}{% endfor %}{% endif %}", NULL,
+         "t:1:38: unsupported test 'nosuch'"},
         // map() and friends return generators in Jinja2: they cannot be
         // printed or serialized, and they are always true.
         {"{{ l | map('string') | tojson }}", NULL, "Object of type generator is not JSON"},
