@@ -350,6 +350,80 @@ static void test_nfc_matches_utf8proc(void)
     normalizer_deinit(&n);
 }
 
+// Splits text with one pre-tokenizer and compares the pieces with want ("|"-separated).
+static void check_pieces(struct pretokenizer *pre, const char *text, bool first, const char *want)
+{
+    struct tok_bytes buf = {0};
+    struct tok_pieces pieces = {0};
+    CHECK(tok_bytes_append(&buf, text, strlen(text)));
+    CHECK_EQ_INT(pretokenizer_run(pre, &buf, first, &pieces), VLLMC_OK);
+    char got[256] = {0};
+    size_t n = 0;
+    for (size_t i = 0; i < pieces.len && n + pieces.ptr[i].len + 2 < sizeof(got); i++) {
+        if (i)
+            got[n++] = '|';
+        memcpy(got + n, buf.ptr + pieces.ptr[i].off, pieces.ptr[i].len);
+        n += pieces.ptr[i].len;
+    }
+    CHECK_EQ_STR(got, want);
+    mem_free(buf.ptr);
+    mem_free(pieces.ptr);
+}
+
+// The examples of the Hugging Face tokenizers documentation: the five Split behaviours on
+// "the-final--countdown", Whitespace, Digits, Punctuation and Metaspace.
+static void test_pre_tokenizers_documented(void)
+{
+    static const struct {
+        enum split_behavior b;
+        const char *want;
+    } split[] = {
+        {SPLIT_REMOVED, "the|final|countdown"},
+        {SPLIT_ISOLATED, "the|-|final|-|-|countdown"},
+        {SPLIT_MERGED_WITH_PREVIOUS, "the-|final-|-|countdown"},
+        {SPLIT_MERGED_WITH_NEXT, "the|-final|-|-countdown"},
+        {SPLIT_CONTIGUOUS, "the|-|final|--|countdown"},
+    };
+    for (size_t i = 0; i < sizeof(split) / sizeof(split[0]); i++) {
+        struct pretokenizer pre = {0};
+        CHECK_EQ_INT(pretokenizer_add_split(&pre, "-", 1, true, split[i].b, false, NULL), VLLMC_OK);
+        check_pieces(&pre, "the-final--countdown", true, split[i].want);
+        pretokenizer_deinit(&pre);
+    }
+    struct tokenizer *tok = from_json(
+        "{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0},\"merges\":[]},\"pre_tokenizer\":"
+        "{\"type\":\"Whitespace\"}}");
+    if (tok) {
+        check_pieces(&tok->pre, "Hey friend!     How are you?!?", true,
+                     "Hey|friend|!|How|are|you|?!?");
+        tokenizer_free(tok);
+    }
+    tok = from_json("{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0},\"merges\":[]},"
+                    "\"pre_tokenizer\":{\"type\":\"Digits\",\"individual_digits\":true}}");
+    if (tok) {
+        check_pieces(&tok->pre, "Call 123 please", true, "Call |1|2|3| please");
+        tokenizer_free(tok);
+    }
+    tok = from_json("{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0},\"merges\":[]},"
+                    "\"pre_tokenizer\":{\"type\":\"Punctuation\"}}");
+    if (tok) {
+        check_pieces(&tok->pre, "Hey friend!", true, "Hey friend|!");
+        tokenizer_free(tok);
+    }
+    tok = from_json("{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0},\"merges\":[]},"
+                    "\"pre_tokenizer\":{\"type\":\"Metaspace\",\"replacement\":\"\xe2\x96\x81\","
+                    "\"prepend_scheme\":\"first\",\"split\":true}}");
+    if (tok) {
+        check_pieces(&tok->pre, "Hey friend!", true,
+                     "\xe2\x96\x81Hey|\xe2\x96\x81"
+                     "friend!");
+        check_pieces(&tok->pre, "Hey friend!", false,
+                     "Hey|\xe2\x96\x81"
+                     "friend!");
+        tokenizer_free(tok);
+    }
+}
+
 static double cpu_seconds(void)
 {
     return (double)clock() / CLOCKS_PER_SEC;
@@ -399,6 +473,7 @@ static const struct check_case cases[] = {
     {"bad_files", test_bad_files},
     {"out_of_memory", test_out_of_memory},
     {"nfc_matches_utf8proc", test_nfc_matches_utf8proc},
+    {"pre_tokenizers_documented", test_pre_tokenizers_documented},
     {"speed", test_speed},
     {NULL, NULL},
 };
