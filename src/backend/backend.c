@@ -72,9 +72,28 @@ void backend_free(struct backend *be)
     if (be->vt && be->vt->destroy)
         be->vt->destroy(be);
     threadpool_free(be->pool);
+    mem_free(be->scratch);
     mem_free(be->order);
     mem_free(be->disable_list);
     mem_free(be);
+}
+
+void *op_scratch(const struct op_call *c, size_t n_bytes)
+{
+    struct backend *be = c->backend;
+    if (!be)
+        return NULL;
+    if (be->scratch_bytes < n_bytes) {
+        // Grow by half again so a slowly rising size does not reallocate each call.
+        size_t want = n_bytes + n_bytes / 2;
+        void *p = mem_alloc_aligned(64, want);
+        if (!p)
+            return NULL;
+        mem_free(be->scratch);
+        be->scratch = p;
+        be->scratch_bytes = want;
+    }
+    return be->scratch;
 }
 
 const char *backend_name(const struct backend *be)

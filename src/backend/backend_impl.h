@@ -46,6 +46,8 @@ struct backend {
     size_t op_first[OP_KIND_COUNT + 1];   // order[op_first[op] .. op_first[op + 1]) serve op
     uint64_t log_seen[BACKEND_LOG_SLOTS]; // 0 = empty slot
     size_t n_log_seen;
+    void *scratch; // owned, see op_scratch()
+    size_t scratch_bytes;
 };
 
 // Fills the common part of a freshly zeroed backend: options (copied; the
@@ -78,6 +80,12 @@ void op_call_describe(const struct op_call *c, char *buf, size_t n);
 // a backend) and returns code.
 enum vllmc_status op_fail(const struct op_call *c, enum vllmc_status code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+
+// Scratch memory for a provider's run on c->backend (a host backend), at
+// least n_bytes, 64-byte aligned; valid until the next op_scratch() call on
+// that backend. Grows on demand, so steady-state calls do not allocate. NULL
+// when out of memory or when c has no backend.
+void *op_scratch(const struct op_call *c, size_t n_bytes);
 
 // The host worker pool a provider may use for c; NULL runs inline.
 static inline struct threadpool *op_call_pool(const struct op_call *c)

@@ -87,6 +87,9 @@ struct op_provider {
     int priority;                                  // higher wins
     bool (*supports)(const struct op_call *c);     // pure, cheap shape/dtype gate
     enum vllmc_status (*run)(const struct op_call *c);
+    // optional: op-parity's NMSE bar for a provider that trades precision on
+    // purpose (e.g. activations rounded to bf16); 0 = the bar of the dtype.
+    double parity_bar;
 };
 
 #endif

@@ -227,7 +227,7 @@ static void pc_check(struct parity *pr, struct pcase *pc)
             }
         }
         double nmse = norm > 0 ? err / norm : err;
-        bool ok = !rc && nmse <= bar;
+        bool ok = !rc && nmse <= (p->parity_bar > 0 ? p->parity_bar : bar);
         pr->n_failed += !ok;
         if (rc)
             printf("op=%s shape=%s dtype=%s provider=%s error=%s FAIL\n", op_name, pc->shape,

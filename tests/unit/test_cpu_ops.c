@@ -407,40 +407,47 @@ static struct backend *cpu_backend(int n_threads)
     return be;
 }
 
-static void test_matmul_batch_invariance(void)
+static void check_matmul_batch_invariance(int64_t K)
 {
-    enum { M = 7, N = 67, K = 259 };
-    static float x[M * K], w[N * K], y1[N], y7[M * N];
-    static uint16_t wh[N * K];
+    enum { M = 7, N = 67, K_MAX = 259 };
+    static float x[M * K_MAX], w[N * K_MAX], y1[N], y7[M * N];
+    static uint16_t wh[N * K_MAX], wf16[N * K_MAX];
     unsigned seed = 11;
     for (int i = 0; i < M * K; i++)
         x[i] = frand(&seed);
     for (int i = 0; i < N * K; i++) {
         w[i] = frand(&seed);
         wh[i] = f32_to_bf16(w[i]);
+        wf16[i] = f32_to_fp16(w[i]);
     }
     struct backend *be = cpu_backend(2);
-    for (int wt = 0; wt < 2; wt++) {
+    static const enum dtype types[3] = {DTYPE_F32, DTYPE_BF16, DTYPE_F16};
+    for (int wt = 0; wt < 3; wt++) {
         struct tensor tx1, tx7, tw, ty1, ty7;
-        if (wt == 0)
-            tensor_init_2d(&tw, DTYPE_F32, w, K, N);
-        else
-            tensor_init_2d(&tw, DTYPE_BF16, wh, K, N);
+        void *wd = wt == 0 ? (void *)w : wt == 1 ? (void *)wh : (void *)wf16;
+        tensor_init_2d(&tw, types[wt], wd, K, N);
         tensor_init_2d(&tx7, DTYPE_F32, x, K, M);
         tensor_init_2d(&ty7, DTYPE_F32, y7, N, M);
         struct op_call c7 = {.op = OP_MATMUL, .dst = &ty7, .src = {&tx7, &tw}};
         CHECK_EQ_INT(backend_run_op(be, &c7), VLLMC_OK);
-        printf("matmul m=7 wtype=%s provider=%s\n", dtype_name(tw.dtype),
+        printf("matmul m=7 k=%lld wtype=%s provider=%s\n", (long long)K, dtype_name(tw.dtype),
                backend_select_provider(be, &c7)->name);
         for (int r = 0; r < M; r++) {
             tensor_init_2d(&tx1, DTYPE_F32, x + r * K, K, 1);
             tensor_init_2d(&ty1, DTYPE_F32, y1, N, 1);
             struct op_call c1 = {.op = OP_MATMUL, .dst = &ty1, .src = {&tx1, &tw}};
             CHECK_EQ_INT(backend_run_op(be, &c1), VLLMC_OK);
+            CHECK(backend_select_provider(be, &c1) == backend_select_provider(be, &c7));
             CHECK(!memcmp(y1, y7 + r * N, sizeof y1));
         }
     }
     backend_free(be);
+}
+
+static void test_matmul_batch_invariance(void)
+{
+    check_matmul_batch_invariance(259); // odd k: tails
+    check_matmul_batch_invariance(256);
 }
 
 static void test_attention_batch_invariance(void)

@@ -21,6 +21,7 @@ enum cpu_need {
     CPU_NEED_AVX2,        // AVX2 + FMA + F16C
     CPU_NEED_AVX512,      // the above + AVX-512 F/BW/VL
     CPU_NEED_AVX512_VNNI, // the above + AVX-512 VNNI
+    CPU_NEED_AVX512_BF16, // AVX512 + AVX512_BF16
 };
 
 struct cpu_provider_entry {
@@ -51,6 +52,8 @@ static const struct cpu_provider_entry cpu_provider_table[] = {
     {&cpu_avx2_attention, CPU_NEED_AVX2},
     // AVX-512 F/BW/VL, priority 60, where 16 lanes and masked tails win.
     {&cpu_avx512_matmul, CPU_NEED_AVX512},
+    // bf16 weights with bf16 dot products (x rounded to bf16), priority 70.
+    {&cpu_avx512bf16_matmul, CPU_NEED_AVX512_BF16},
 #ifdef VLLMC_HAVE_OPENBLAS
     // OpenBLAS sgemm, priority 40, m >= CPU_BLAS_MIN_M only: not batch-invariant,
     // so it ranks below the kernels above and serves when they are disabled.
@@ -86,7 +89,8 @@ static void cpu_table_build(void)
     for (size_t i = 0; i < CPU_N_TABLE; i++) {
         enum cpu_need need = cpu_provider_table[i].need;
         if ((need == CPU_NEED_AVX2 && !has_avx2) || (need == CPU_NEED_AVX512 && !has_avx512) ||
-            (need == CPU_NEED_AVX512_VNNI && !(has_avx512 && features.avx512vnni)))
+            (need == CPU_NEED_AVX512_VNNI && !(has_avx512 && features.avx512vnni)) ||
+            (need == CPU_NEED_AVX512_BF16 && !(has_avx512 && features.avx512bf16)))
             continue;
         enabled_providers[n_enabled_providers++] = cpu_provider_table[i].provider;
     }

@@ -13,8 +13,10 @@ struct mm_ctx {
     const struct op_call *c;
     const struct cpu_mm_kernel *kernel;
     int64_t m, n, k;
-    int64_t col_block; // columns per task
-    int c_step;        // columns per tile
+    int64_t col_block;  // columns per task
+    int c_step;         // columns per tile
+    const char *x_base; // NULL: rows of c->src[0]
+    size_t x_row_bytes;
 };
 
 static void mm_task(void *p, int task, int thread)
@@ -38,7 +40,10 @@ static void mm_task(void *p, int task, int thread)
             for (int64_t i = i0; i < i1; i += r_max) {
                 int R = i1 - i < r_max ? (int)(i1 - i) : r_max;
                 for (int r = 0; r < R; r++)
-                    xr[r] = cpu_row(x, i + r);
+                    xr[r] = ctx->x_base
+                                ? (const float *)(const void *)(ctx->x_base +
+                                                                (size_t)(i + r) * ctx->x_row_bytes)
+                                : cpu_row(x, i + r);
                 ctx->kernel->tile(R, C, xr, wr, ctx->k, out);
                 for (int r = 0; r < R; r++) {
                     float *yr = (float *)cpu_row(y, i + r) + j;
@@ -53,6 +58,13 @@ static void mm_task(void *p, int task, int thread)
 
 enum vllmc_status cpu_matmul_tiled_run(const struct op_call *c, const struct cpu_mm_kernel *kernel)
 {
+    return cpu_matmul_tiled_run_x(c, kernel, NULL, 0);
+}
+
+enum vllmc_status cpu_matmul_tiled_run_x(const struct op_call *c,
+                                         const struct cpu_mm_kernel *kernel, const void *x_base,
+                                         size_t x_row_bytes)
+{
     VLLMC_ASSERT(kernel->r_max <= MM_MAX_TILE && kernel->c_max <= MM_MAX_TILE &&
                  kernel->c_max_r1 <= MM_MAX_TILE);
     struct mm_ctx ctx = {
@@ -61,6 +73,8 @@ enum vllmc_status cpu_matmul_tiled_run(const struct op_call *c, const struct cpu
         .m = tensor_n_rows(c->src[0]),
         .n = c->src[1]->ne[1],
         .k = c->src[0]->ne[0],
+        .x_base = x_base,
+        .x_row_bytes = x_row_bytes,
     };
     if (ctx.m == 0 || ctx.n == 0)
         return VLLMC_OK;

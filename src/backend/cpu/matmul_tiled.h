@@ -28,4 +28,10 @@ struct cpu_mm_kernel {
 // blocks on the backend's pool. Adds the optional bias after the dot product.
 enum vllmc_status cpu_matmul_tiled_run(const struct op_call *c, const struct cpu_mm_kernel *kernel);
 
+// The same with the kernel's x rows taken from x_base + i * x_row_bytes (x
+// already converted by the caller, e.g. to bf16) instead of c->src[0].
+enum vllmc_status cpu_matmul_tiled_run_x(const struct op_call *c,
+                                         const struct cpu_mm_kernel *kernel, const void *x_base,
+                                         size_t x_row_bytes);
+
 #endif

@@ -8,5 +8,6 @@
 #define CPU_AVX512_PRIORITY 60
 
 extern const struct op_provider cpu_avx512_matmul;
+extern const struct op_provider cpu_avx512bf16_matmul; // needs AVX512_BF16 too
 
 #endif
