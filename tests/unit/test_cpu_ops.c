@@ -396,18 +396,19 @@ static void test_attention_f16_bf16(void)
 
 // ---- batch invariance of the selected CPU providers ----
 
-static struct backend *cpu_backend(int n_threads)
+static struct backend *cpu_backend(int n_threads, const char *disable)
 {
     struct backend_options o;
     backend_options_default(&o);
     o.n_threads = n_threads;
+    o.disable = disable;
     struct backend *be = NULL;
     struct err err = {0};
     CHECK_EQ_INT(backend_create("cpu", &o, &be, &err), VLLMC_OK);
     return be;
 }
 
-static void check_matmul_batch_invariance(int64_t K)
+static void check_matmul_batch_invariance(int64_t K, const char *disable)
 {
     enum { M = 7, N = 67, K_MAX = 259 };
     static float x[M * K_MAX], w[N * K_MAX], y1[N], y7[M * N];
@@ -420,7 +421,7 @@ static void check_matmul_batch_invariance(int64_t K)
         wh[i] = f32_to_bf16(w[i]);
         wf16[i] = f32_to_fp16(w[i]);
     }
-    struct backend *be = cpu_backend(2);
+    struct backend *be = cpu_backend(2, disable);
     static const enum dtype types[3] = {DTYPE_F32, DTYPE_BF16, DTYPE_F16};
     for (int wt = 0; wt < 3; wt++) {
         struct tensor tx1, tx7, tw, ty1, ty7;
@@ -446,8 +447,10 @@ static void check_matmul_batch_invariance(int64_t K)
 
 static void test_matmul_batch_invariance(void)
 {
-    check_matmul_batch_invariance(259); // odd k: tails
-    check_matmul_batch_invariance(256);
+    check_matmul_batch_invariance(259, ""); // odd k: tails
+    check_matmul_batch_invariance(256, "");
+    // The next providers in line (the bf16 dot-product one where the CPU has it).
+    check_matmul_batch_invariance(256, "cpu-avx2,cpu-avx512");
 }
 
 static void test_attention_batch_invariance(void)
@@ -473,7 +476,7 @@ static void test_attention_batch_invariance(void)
                         .dst = &to,
                         .src = {&tq, &tkc, &tvc, &tbt, &tsl, &tqsl},
                         .p.scale = 0.35f};
-    struct backend *be = cpu_backend(2);
+    struct backend *be = cpu_backend(2, "");
     CHECK_EQ_INT(backend_run_op(be, &c), VLLMC_OK);
     printf("attention provider=%s\n", backend_select_provider(be, &c)->name);
 

@@ -1,8 +1,12 @@
 // cpu-avx512bf16 matmul: bf16 weights with AVX512_BF16 dot products
 // (vdpbf16ps: 32 products per instruction, f32 accumulation). x is rounded to
 // bf16 once per call, as llama.cpp and PyTorch's bf16 path do, which costs
-// about 1e-6 NMSE against cpu-ref (parity_bar). Every m, m = 1 included, runs
-// this same per-element sequence, so the op stays batch-invariant.
+// about 2e-6 NMSE against cpu-ref (parity_bar) and moves a BF16 model's
+// logits by ~1e-2 against an fp32-activation reference. It is therefore an
+// opt-in: priority 45 ranks it below cpu-avx2 and cpu-avx512, and
+// VLLMC_OP_PROVIDER_DISABLE=cpu-avx2,cpu-avx512 selects it (prefill about
+// 1.8x faster). Every m, m = 1 included, runs the same per-element sequence,
+// so it is batch-invariant too.
 #pragma GCC target("avx512bf16")
 #include <immintrin.h>
 
@@ -174,7 +178,7 @@ static enum vllmc_status matmul_run(const struct op_call *c)
 const struct op_provider cpu_avx512bf16_matmul = {
     .name = "cpu-avx512bf16",
     .op = OP_MATMUL,
-    .priority = CPU_AVX512_PRIORITY + 10,
+    .priority = 45,
     .supports = matmul_supports,
     .run = matmul_run,
     .parity_bar = 1e-5,
