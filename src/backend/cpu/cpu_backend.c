@@ -4,6 +4,9 @@
 #include "backend/cpu/cpu_backend.h"
 
 #include <pthread.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
 #include <stdio.h>
 #include <string.h>
 
@@ -72,13 +75,23 @@ static const struct op_provider *enabled_providers[CPU_N_TABLE];
 static size_t n_enabled_providers;
 static pthread_once_t table_once = PTHREAD_ONCE_INIT;
 
+#if defined(__x86_64__) || defined(__i386__)
+// F16C through CPUID leaf 1 (ECX bit 29): clang's __builtin_cpu_supports has
+// no "f16c" before version 15, so ask the processor directly.
+static bool cpu_has_f16c(void)
+{
+    unsigned a, b, c, d;
+    return __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C);
+}
+#endif
+
 static void cpu_table_build(void)
 {
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_cpu_init();
     features.avx2 = __builtin_cpu_supports("avx2");
     features.fma = __builtin_cpu_supports("fma");
-    features.f16c = __builtin_cpu_supports("f16c");
+    features.f16c = cpu_has_f16c();
     features.avx512f = __builtin_cpu_supports("avx512f");
     features.avx512bw = __builtin_cpu_supports("avx512bw");
     features.avx512vl = __builtin_cpu_supports("avx512vl");
