@@ -72,4 +72,27 @@ grep -Eq '^vllm:time_to_first_token_seconds_count\{[^}]*\} [1-9]' "$dir/metrics"
 kill -TERM "$pid"
 wait "$pid"; rc=$?
 [ "$rc" = 0 ] && echo "ok   SIGTERM exit 0" || { echo "FAIL exit status $rc after SIGTERM"; fail=1; }
+
+# A second server: API key, two served names, and a waiting queue of zero so
+# every generation request is turned away with 503 and Retry-After.
+"$VLLMC" serve --port "$port" --host 127.0.0.1 --api-key sekret --served-model-name alpha beta \
+    --max-waiting-requests 0 >"$dir/out2" 2>"$dir/err2" &
+pid=$!
+for _ in $(seq 1 100); do
+    curl -sf "$base/health" >/dev/null 2>&1 && break
+    sleep 0.1
+done
+expect 401 GET /v1/models
+grep -q '"code":401' "$dir/body" || { echo "FAIL 401 body: $(cat "$dir/body")"; fail=1; }
+got=$(curl -s -o "$dir/body" -w '%{http_code}' -H 'Authorization: Bearer sekret' "$base/v1/models")
+[ "$got" = 200 ] && grep -q '"id":"alpha"' "$dir/body" && grep -q '"id":"beta"' "$dir/body" &&
+    echo "ok   key accepted, served names listed" || { echo "FAIL models with key: $got $(cat "$dir/body")"; fail=1; }
+got=$(curl -s -D "$dir/headers" -o "$dir/body" -w '%{http_code}' -H 'Authorization: Bearer sekret' \
+    -H 'Content-Type: application/json' "$base/v1/completions" -d '{"model":"beta","prompt":"x"}')
+[ "$got" = 503 ] && grep -qi '^Retry-After: 1' "$dir/headers" && echo "ok   503 with Retry-After" ||
+    { echo "FAIL queue limit: $got $(cat "$dir/body")"; fail=1; }
+expect 200 GET /health
+kill -INT "$pid"
+wait "$pid"; rc=$?
+[ "$rc" = 0 ] && echo "ok   SIGINT exit 0" || { echo "FAIL exit status $rc after SIGINT"; fail=1; }
 exit "$fail"
