@@ -241,7 +241,10 @@ static int eval_in(struct render *r, struct jv item, struct jv seq, bool *res)
     case JV_DICT:
         if (seq.u.d->ns)
             break;
-        if (item.kind == JV_LIST || item.kind == JV_DICT)
+        // Lists, dicts and dict views are unhashable; iterators, ranges and
+        // namespaces hash by identity and simply are not keys here.
+        if ((item.kind == JV_LIST && !jv_is_iterator(item) && item.u.l->seq != SEQ_RANGE) ||
+            (item.kind == JV_DICT && !item.u.d->ns))
             return render_fail(r, VLLMC_ERR_TEMPLATE, "unhashable type: '%s'", jv_type_name(item));
         *res = jv_dict_get(seq.u.d, item) != NULL;
         return 0;

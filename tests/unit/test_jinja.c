@@ -191,6 +191,7 @@ static void test_statements(void)
         {"{% for it in [{'n': 'a', 'c': [{'n': 'b', 'c': []}]}] recursive %}{{ it.n }}"
          "{{ loop.depth }}{% if it.c %}({{ loop(it.c) }}){% endif %}{% endfor %}",
          "a1(b2)", NULL},
+        {"{% for x in [1, 2] %}{{ loop }}{% endfor %}", "<LoopContext 1/2><LoopContext 2/2>", NULL},
         {"{% for x in 5 %}{% endfor %}", NULL, "'int' object is not iterable"},
         {"{% for a, b in [[1, 2], [3]] %}{% endfor %}", NULL, "not enough values to unpack"},
         {"{% set x.y = 1 %}", NULL, "non-namespace object"},
@@ -278,6 +279,10 @@ static void test_filters(void)
         {"{{ l | map('string') | tojson }}", NULL, "Object of type generator is not JSON"},
         {"{{ l | select('odd') }}", NULL, "cannot print a generator"},
         {"{% if e | select %}yes{% endif %}", "yes", NULL},
+        // ... and they run when first walked, not when made.
+        {"{% set g = 5 | select('odd') %}ok", "ok", NULL},
+        {"{% set g = 5 | select('odd') %}{{ g | list }}", NULL, "'int' object is not iterable"},
+        {"{{ [] | indent }}", NULL, "unsupported operand type(s) for +=: 'list' and 'str'"},
         {"{% set g = l | select('odd') %}{{ g | list }}{{ g | list }}", "[3, 1][]", NULL},
     };
     RUN(cases);
@@ -311,6 +316,9 @@ static void test_tests_and_methods(void)
          "{{ n is integer }}{{ true is boolean }}{{ nil is none }}{{ s is string }}{{ d is mapping "
          "}}",
          "TrueFalseTrueTrueTrueTrueTrueTrueTrueTrue", NULL},
+        {"{{ 2.5 is odd }}{{ 3.0 is odd }}{{ 4.0 is even }}{{ 9 is divisibleby 3.0 }}",
+         "FalseTrueTrueTrue", NULL},
+        {"{{ 'x' is odd }}", NULL, "not all arguments converted during string formatting"},
         {"{{ l is iterable }}{{ l is sequence }}{{ x is defined }}{{ x is undefined }}"
          "{{ n is eq 7 }}{{ n is lt 8 }}{{ 2 is in l }}{{ 1 is true }}{{ nil is not none }}",
          "TrueTrueFalseTrueTrueTrueTrueFalseFalse", NULL},
