@@ -71,6 +71,19 @@ if want deps; then
     for f in "$ROOT"/.deps-gpu/*.deb; do
         [ -e "$f" ] && dpkg -x "$f" "$PREFIX"
     done
+    # Where the machine has a library's runtime already (only its headers are
+    # missing), link against the machine's copy: other system libraries (e.g.
+    # gnutls needs nettle) were built against it, not against ours.
+    for dev in "$LIBDIR"/lib*.so; do
+        [ -L "$dev" ] || continue
+        soname=$(objdump -p "$dev" 2>/dev/null | awk '/SONAME/ {print $2}')
+        [ -n "$soname" ] || continue
+        sys=$(ldconfig -p 2>/dev/null | awk -v s="$soname" '$1 == s && /x86-64/ {print $NF; exit}')
+        case "$sys" in "" | "$PREFIX"/*) continue ;; esac
+        rm -f "$LIBDIR/$soname" "$LIBDIR/$soname".*
+        ln -sf "$sys" "$dev"
+        echo "deps: $(basename "$dev") -> $sys (the machine's runtime)"
+    done
     if [ -d "$LIBDIR/pkgconfig" ]; then
         sed -i "s|^prefix=.*|prefix=$PREFIX/usr|" "$LIBDIR"/pkgconfig/*.pc
         # gnutls is only needed to link libmicrohttpd statically; the shared

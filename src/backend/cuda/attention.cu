@@ -493,6 +493,14 @@ extern "C" bool cuda_attention_supports(const struct op_call *c)
            q->ne[2] <= INT32_MAX;
 }
 
+// Whether decode-only batches take att_decode_kernel (cuda_attention_set_decode).
+static bool att_decode_enabled = true;
+
+extern "C" void cuda_attention_set_decode(bool on)
+{
+    att_decode_enabled = on;
+}
+
 // Decode batches: keys split so that the grid covers the GPU about twice.
 static enum vllmc_status att_decode_run(struct cuda_device *dev, struct att_params *p, int n_seqs,
                                         int max_seq, enum dtype cache_type)
@@ -566,7 +574,8 @@ extern "C" enum vllmc_status cuda_attention_run(const struct op_call *c)
     p.scale = c->p.scale;
 
     const int64_t D = p.head_dim;
-    const bool decode = c->p.max_q_len == 1 && c->p.max_seq_len > 0 && p.group <= 16 &&
+    const bool decode = att_decode_enabled && c->p.max_q_len == 1 && c->p.max_seq_len > 0 &&
+                        p.group <= 16 &&
                         (D == 32 || D == 64 || D == 128 || D == 256) &&
                         (uintptr_t)kc->data % 16 == 0 && (uintptr_t)p.v_cache % 16 == 0;
     if (decode)

@@ -9,6 +9,11 @@ extern "C" {
 
 #include "backend/op.h"
 
+// Decode-only batches (max_q_len 1 with max_seq_len given) use a kernel of
+// their own unless this turns it off (VLLMC_CUDA_DECODE_ATTENTION=0 at
+// backend creation); the tiled kernel then serves every batch.
+void cuda_attention_set_decode(bool on);
+
 bool cuda_attention_supports(const struct op_call *c);
 enum vllmc_status cuda_attention_run(const struct op_call *c);
 

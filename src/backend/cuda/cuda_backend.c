@@ -342,6 +342,9 @@ enum vllmc_status cuda_backend_create(const struct backend_options *o, struct ba
     const char *gemv_m = getenv("VLLMC_CUDA_GEMV_MAX_M");
     if (gemv_m && *gemv_m)
         cuda_gemv_set_max_m(atoi(gemv_m));
+    const char *decode_att = getenv("VLLMC_CUDA_DECODE_ATTENTION");
+    if (decode_att && *decode_att)
+        cuda_attention_set_decode(atoi(decode_att) != 0);
     log_info("backend cuda: %s (sm_%d%d, %d SMs), GEMV up to m=%d", dev->name, dev->cc_major,
              dev->cc_minor, dev->n_sms, cuda_gemv_max_m());
     *out = be;
