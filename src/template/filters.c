@@ -1320,6 +1320,34 @@ static int f_center(struct render *r, struct jv v, const struct args *a, struct 
     return !markup || jv_mark(out) ? 0 : (jv_release(*out), render_oom(r));
 }
 
+// format(value, *args, **kwargs): soft_str(value) % (kwargs or args).
+static int f_format(struct render *r, struct jv v, const struct args *a, struct jv *out)
+{
+    if (a->n_pos && a->n_kw)
+        return render_fail(r, VLLMC_ERR_TEMPLATE,
+                           "can't handle positional and keyword arguments at the same time");
+    struct jv s, fa;
+    if (to_str(r, v, &s))
+        return -1;
+    bool made = a->n_kw ? jv_dict_new(false, &fa) : jv_list_new(a->n_pos, true, &fa);
+    bool ok = made;
+    for (size_t i = 0; ok && i < a->n_kw; i++) {
+        struct jv key;
+        ok = jv_str_cstr(a->kw_names[i], &key) && jv_dict_set(fa.u.d, key, jv_retain(a->kw[i]));
+    }
+    for (size_t i = 0; ok && !a->n_kw && i < a->n_pos; i++)
+        ok = jv_list_push(fa.u.l, jv_retain(a->pos[i]));
+    int rc = ok ? 0 : render_oom(r);
+    if (!rc && s.u.s->markup)
+        rc = render_fail(r, VLLMC_ERR_UNSUPPORTED, "unsupported: format of Markup");
+    if (!rc)
+        rc = str_percent(r, s, fa, out);
+    if (made)
+        jv_release(fa);
+    jv_release(s);
+    return rc;
+}
+
 // attr() reads Python attributes only (methods, loop fields), never items.
 static int f_attr(struct render *r, struct jv v, const struct args *a, struct jv *out)
 {
@@ -1355,6 +1383,7 @@ static const struct filter filters[] = {
     {"first", f_first, 0, false},
     {"float", f_float, -1, false},
     {"forceescape", f_forceescape, 0, false},
+    {"format", f_format, -1, false},
     {"indent", f_indent, -1, false},
     {"int", f_int, -1, false},
     {"items", f_items, 0, true},

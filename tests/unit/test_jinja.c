@@ -256,6 +256,7 @@ static void test_filters(void)
         {"{{ [1, 2, 3] | sum }}|{{ l | batch(2) | list }}|{{ 'abc' | reverse }}|{{ 'a b c' | "
          "wordcount }}",
          "6|[[3, 1], [2]]|cba|3", NULL},
+        {"{{ '%s-%d' | format('a', 2) }}|{{ '%(k)s!' | format(k='v') }}", "a-2|v!", NULL},
         {"{{ 'x' | center(5) }}|{{ 'foo bar baz qux' | truncate(9) }}|{{ 'foo bar baz qux' | "
          "truncate(9, true) }}",
          "  x  |foo...|foo ba...", NULL},
