@@ -26,6 +26,7 @@ struct genm_opts {
     enum dtype dtype;
     long n_layers, dim, ff_dim, n_heads, n_kv_heads, head_dim, n_vocab;
     long seed;
+    bool tied;               // no output matrix: the embedding table is the lm_head
 };
 
 // One weight tensor: [rows, cols] (rows outermost); cols 0 for a vector.
@@ -53,7 +54,7 @@ static void genm_usage(FILE *f)
     fprintf(f,
             "usage: vllmc gen-model -o PATH [options]\n"
             "Writes a Llama model with random weights (default: the Qwen3-0.6B shape with a\n"
-            "32000-token vocabulary, untied output).\n"
+            "32000-token vocabulary, untied output, as llama.cpp's comparison model).\n"
             "  -o, --output PATH         .gguf file, or a folder for safetensors\n"
             "      --format gguf|safetensors   (default gguf)\n"
             "      --dtype f32|f16|bf16  weight type (default f32)\n"
@@ -65,6 +66,7 @@ static void genm_usage(FILE *f)
             "      --head-dim N          (default 128)\n"
             "      --vocab N             (default 32000)\n"
             "      --seed N              (default 1)\n"
+            "      --tie-embeddings      no separate output matrix (as stories15M, Qwen3-0.6B)\n"
             "      --tokenizer bundled|none  GGUF only: the bundled model's vocabulary padded\n"
             "                            with unused tokens (default), or no tokenizer\n");
 }
@@ -80,6 +82,9 @@ static int genm_parse(struct genm_opts *o, int argc, char **argv)
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             genm_usage(stdout);
             return -1;
+        } else if (!strcmp(a, "--tie-embeddings")) {
+            o->tied = true;
+            continue;
         } else if (cli_opt(argc, argv, &i, "--output", "-o", &v)) {
             o->out = v;
         } else if (cli_opt(argc, argv, &i, "--format", NULL, &v)) {
@@ -212,7 +217,8 @@ static int genm_plan(struct genm *g)
 #undef GENM_LAYER
     }
     genm_add(g, "output_norm.weight", "model.norm.weight", dim, 0, 0);
-    genm_add(g, "output.weight", "lm_head.weight", o->n_vocab, dim, 0);
+    if (!o->tied)
+        genm_add(g, "output.weight", "lm_head.weight", o->n_vocab, dim, 0);
     int64_t max_cols = dim;
     uint64_t off = 0;
     size_t esize = dtype_row_bytes(o->dtype, 1);
@@ -451,13 +457,13 @@ static int genm_write_config(const struct genm *g, const char *dir)
             "  \"rms_norm_eps\": 1e-06,\n"
             "  \"rope_theta\": 1000000.0,\n"
             "  \"hidden_act\": \"silu\",\n"
-            "  \"tie_word_embeddings\": false,\n"
+            "  \"tie_word_embeddings\": %s,\n"
             "  \"bos_token_id\": 1,\n"
             "  \"eos_token_id\": 2,\n"
             "  \"torch_dtype\": \"%s\"\n"
             "}\n",
             o->dim, o->ff_dim, o->n_layers, o->n_heads, o->n_kv_heads, o->head_dim, o->n_vocab,
-            GEN_CONTEXT,
+            GEN_CONTEXT, o->tied ? "true" : "false",
             o->dtype == DTYPE_F32 ? "float32" : o->dtype == DTYPE_F16 ? "float16" : "bfloat16");
     return fclose(f) ? 1 : 0;
 }

@@ -29,6 +29,9 @@ need "$tmp/info" "tensors:        21 (f32 5, f16 16)"
 a=$("$bin" generate -m "$tmp/m.gguf" --prompt-ids 1,7,300 -n 8 --print-ids 2>/dev/null)
 b=$("$bin" generate -m "$tmp/m-hf" --prompt-ids 1,7,300 -n 8 --print-ids 2>/dev/null)
 [ "$a" = "$b" ] || fail "GGUF gives $a, safetensors $b"
+# shellcheck disable=SC2086
+"$bin" gen-model -o "$tmp/t.gguf" --tie-embeddings $shape 2>/dev/null
+"$bin" info "$tmp/t.gguf" | grep -q "tied (lm_head = token_embd)" || fail "--tie-embeddings"
 "$bin" gen-model -o "$tmp/x" --dtype f8 >/dev/null 2>&1 && fail "gen-model accepted --dtype f8"
 
 "$bin" bench -p 32 -n 8 -r 2 --bandwidth-mib 16 >"$tmp/bench"
