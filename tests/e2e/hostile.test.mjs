@@ -16,7 +16,7 @@ function rssKiB() {
 }
 
 // Sends raw bytes, resolves with the status code, or 0 when the server closed.
-function raw(bytes, { timeoutMs = 5000, halfClose = true } = {}) {
+function raw(bytes, { timeoutMs = 60000, halfClose = true } = {}) {
   return new Promise((resolve) => {
     const s = net.connect(Number(url.port), url.hostname);
     let data = '';
@@ -73,10 +73,13 @@ function mutations() {
 }
 
 test('malformed bodies all get 4xx answers and the server stays up', async () => {
-  const before = rssKiB();
   const all = mutations();
   let answered = 0;
-  for (let round = 0; round < 3; round++) {
+  let before = 0;
+  // Round 0 warms up allocator arenas and thread stacks; memory is compared
+  // between the end of round 0 and the end of the last round.
+  for (let round = 0; round < 4; round++) {
+    if (round === 1) before = rssKiB();
     for (let i = 0; i < all.length; i += 16) {
       const batch = all.slice(i, i + 16).map(([path, body]) => raw(post(path, body)));
       for (const status of await Promise.all(batch)) {
@@ -85,12 +88,12 @@ test('malformed bodies all get 4xx answers and the server stays up', async () =>
       }
     }
   }
-  assert.ok(answered > 3000);
+  assert.ok(answered > 4000);
   const h = await fetch(`${url.origin}/health`);
   assert.equal(h.status, 200);
   const after = rssKiB();
   // Flat memory: growth bounded well below what leaking each body would cost.
-  assert.ok(after - before < 64 * 1024, `RSS grew from ${before} to ${after} KiB`);
+  assert.ok(after - before < 32 * 1024, `RSS grew from ${before} to ${after} KiB`);
 });
 
 test('garbage request lines, wrong methods and slow clients', async () => {

@@ -10,11 +10,14 @@ dir=$(mktemp -d)
 trap 'kill $pid 2>/dev/null || true; rm -rf "$dir"' EXIT
 
 port=$((20000 + $$ % 20000))
+# Under AddressSanitizer keep the freed-memory quarantine small, so resident
+# memory reflects live allocations (leaks are reported at exit by LSan).
+export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}quarantine_size_mb=4"
 "$VLLMC" serve --port "$port" --host 127.0.0.1 --chat-template tests/e2e/chatml.jinja \
-    --max-body-bytes 65536 >"$dir/out" 2>"$dir/err" &
+    --max-body-bytes 65536 --kv-cache-memory-bytes 33554432 >"$dir/out" 2>"$dir/err" &
 pid=$!
 base=http://127.0.0.1:$port
-for _ in $(seq 1 100); do
+for _ in $(seq 1 600); do
     curl -sf "$base/health" >/dev/null 2>&1 && break
     sleep 0.1
 done
@@ -76,9 +79,9 @@ wait "$pid"; rc=$?
 # A second server: API key, two served names, and a waiting queue of zero so
 # every generation request is turned away with 503 and Retry-After.
 "$VLLMC" serve --port "$port" --host 127.0.0.1 --api-key sekret --served-model-name alpha beta \
-    --max-waiting-requests 0 >"$dir/out2" 2>"$dir/err2" &
+    --max-waiting-requests 0 --kv-cache-memory-bytes 33554432 >"$dir/out2" 2>"$dir/err2" &
 pid=$!
-for _ in $(seq 1 100); do
+for _ in $(seq 1 600); do
     curl -sf "$base/health" >/dev/null 2>&1 && break
     sleep 0.1
 done
