@@ -293,7 +293,9 @@ struct qwen3_shape {
 static const struct qwen3_shape qwen3_shapes[] = {
     {"qwen3-0.6b", 28, 1024, 16, 8, 128, 3072, 151936},
     {"qwen3-8b", 36, 4096, 32, 8, 128, 12288, 151936},
+    {"tiny", 2, 256, 4, 2, 64, 512, 1000}, // only when asked for: a smoke test of the tool
 };
+#define N_QWEN3_SHAPES (sizeof qwen3_shapes / sizeof qwen3_shapes[0])
 
 struct layer_w {
     struct tensor attn_norm, wqkv, q_norm, k_norm, wo, ffn_norm, wgu, wdown;
@@ -487,8 +489,9 @@ static int section_decode(struct bench *b, const char *only_model, int only_batc
 {
     int fails = 0;
     static const int batches[] = {1, 8, 64};
-    for (size_t i = 0; i < 2; i++) {
-        if (only_model && strcmp(only_model, qwen3_shapes[i].name))
+    for (size_t i = 0; i < N_QWEN3_SHAPES; i++) {
+        if (only_model ? strcmp(only_model, qwen3_shapes[i].name) != 0
+                       : !strcmp(qwen3_shapes[i].name, "tiny"))
             continue;
         for (size_t j = 0; j < 3; j++)
             if (!only_batch || only_batch == batches[j])
@@ -502,7 +505,7 @@ static int section_decode(struct bench *b, const char *only_model, int only_batc
 static void usage(FILE *f)
 {
     fprintf(f, "usage: vllmc bench-ops [--device cpu|cuda] [--section gemv|crossover|attention|"
-               "decode|all] [--model qwen3-0.6b|qwen3-8b] [--batch 1|8|64] [--iters N]\n");
+               "decode|all] [--model qwen3-0.6b|qwen3-8b|tiny] [--batch 1|8|64] [--iters N]\n");
 }
 
 int bench_ops_main(int argc, char **argv)
