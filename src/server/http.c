@@ -269,11 +269,12 @@ enum vllmc_status http_server_start(const struct http_server_options *o, struct 
         mem_free(s);
         return VLLMC_ERR_INVALID_ARG;
     }
+    // The logger goes first so that messages about the other options reach it.
     s->daemon = MHD_start_daemon(
-        flags, o->port, NULL, NULL, on_access, s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
-        MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_CONNECTION_LIMIT,
-        o->max_connections ? o->max_connections : 1024u, MHD_OPTION_CONNECTION_TIMEOUT,
-        (unsigned)600, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL, MHD_OPTION_END);
+        flags, o->port, NULL, NULL, on_access, s, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL,
+        MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr, MHD_OPTION_NOTIFY_COMPLETED, on_completed,
+        s, MHD_OPTION_CONNECTION_LIMIT, o->max_connections ? o->max_connections : 1024u,
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)600, MHD_OPTION_END);
     if (!s->daemon) {
         snprintf(err_msg, err_len, "cannot listen on %s:%u (address in use or not permitted)",
                  host, o->port);
