@@ -549,6 +549,23 @@ static void serve_header(const char *title, char c)
     putchar('\n');
 }
 
+// Python's repr of a float, as vLLM prints rates and names its files: the
+// shortest digits that read back the same, "1.0" for whole numbers, "inf".
+static void serve_float_repr(double v, char *buf, size_t n)
+{
+    if (!isfinite(v)) {
+        snprintf(buf, n, "inf");
+        return;
+    }
+    for (int prec = 1; prec <= 17; prec++) {
+        snprintf(buf, n, "%.*g", prec, v);
+        if (strtod(buf, NULL) == v)
+            break;
+    }
+    if (!strpbrk(buf, ".e"))
+        snprintf(buf + strlen(buf), n - strlen(buf), ".0");
+}
+
 static json_t *serve_json_array(const double *v, int n)
 {
     json_t *a = json_array();
@@ -568,10 +585,7 @@ static int serve_save(struct serve *s, json_t *result)
     const char *base_model = strrchr(s->model_id, '/') ? strrchr(s->model_id, '/') + 1
                                                        : s->model_id;
     char rate[32], conc[48] = "";
-    if (isfinite(s->o.request_rate))
-        snprintf(rate, sizeof(rate), "%.1f", s->o.request_rate);
-    else
-        snprintf(rate, sizeof(rate), "inf");
+    serve_float_repr(s->o.request_rate, rate, sizeof(rate));
     if (s->o.max_concurrency)
         snprintf(conc, sizeof(conc), "-concurrency%ld", s->o.max_concurrency);
     if (s->o.result_filename)
@@ -851,12 +865,9 @@ static int serve_main_run(struct serve *s)
         printf("Warmup run completed.\n");
     }
     printf("Starting main benchmark run...\n");
-    if (isfinite(s->o.request_rate) && s->o.request_rate == floor(s->o.request_rate))
-        printf("Traffic request rate: %.1f\n", s->o.request_rate);
-    else if (isfinite(s->o.request_rate))
-        printf("Traffic request rate: %g\n", s->o.request_rate);
-    else
-        printf("Traffic request rate: inf\n");
+    char rate[32];
+    serve_float_repr(s->o.request_rate, rate, sizeof(rate));
+    printf("Traffic request rate: %s\n", rate);
     printf("Burstiness factor: 1.0 (Poisson process)\n");
     if (s->o.max_concurrency)
         printf("Maximum request concurrency: %ld\n", s->o.max_concurrency);
