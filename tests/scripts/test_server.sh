@@ -9,19 +9,25 @@ GOLDEN=$SHARED/testdata/golden/stories260K.greedy.json
 dir=$(mktemp -d)
 trap 'kill $pid 2>/dev/null || true; rm -rf "$dir"' EXIT
 
-port=$((20000 + $$ % 20000))
 # Under AddressSanitizer keep the freed-memory quarantine small, so resident
 # memory reflects live allocations (leaks are reported at exit by LSan).
 export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}quarantine_size_mb=4"
-"$VLLMC" serve --port "$port" --host 127.0.0.1 --chat-template tests/e2e/chatml.jinja \
+# Port 0: the server picks a free port and prints it, so parallel tests never clash.
+"$VLLMC" serve --port 0 --host 127.0.0.1 --chat-template tests/e2e/chatml.jinja \
     --max-body-bytes 65536 --kv-cache-memory-bytes 33554432 >"$dir/out" 2>"$dir/err" &
 pid=$!
-base=http://127.0.0.1:$port
-for _ in $(seq 1 600); do
-    curl -sf "$base/health" >/dev/null 2>&1 && break
-    sleep 0.1
-done
-curl -sf "$base/health" >/dev/null || { cat "$dir/err"; echo "server did not come up"; exit 1; }
+# Waits until the server in $1 (its stderr) prints its address; sets base.
+wait_ready() {
+    for _ in $(seq 1 600); do
+        base=$(sed -n 's|.*serving .* on \(http://127.0.0.1:[0-9]*\).*|\1|p' "$1")
+        [ -n "$base" ] && curl -sf "$base/health" >/dev/null 2>&1 && return 0
+        sleep 0.1
+    done
+    cat "$1"
+    echo "server did not come up"
+    exit 1
+}
+wait_ready "$dir/err"
 grep -q "curl http://" "$dir/err" || { echo "no curl example in the start-up output"; exit 1; }
 
 fail=0
@@ -78,13 +84,10 @@ wait "$pid"; rc=$?
 
 # A second server: API key, two served names, and a waiting queue of zero so
 # every generation request is turned away with 503 and Retry-After.
-"$VLLMC" serve --port "$port" --host 127.0.0.1 --api-key sekret --served-model-name alpha beta \
+"$VLLMC" serve --port 0 --host 127.0.0.1 --api-key sekret --served-model-name alpha beta \
     --max-waiting-requests 0 --kv-cache-memory-bytes 33554432 >"$dir/out2" 2>"$dir/err2" &
 pid=$!
-for _ in $(seq 1 600); do
-    curl -sf "$base/health" >/dev/null 2>&1 && break
-    sleep 0.1
-done
+wait_ready "$dir/err2"
 expect 401 GET /v1/models
 grep -q '"code":401' "$dir/body" || { echo "FAIL 401 body: $(cat "$dir/body")"; fail=1; }
 got=$(curl -s -o "$dir/body" -w '%{http_code}' -H 'Authorization: Bearer sekret' "$base/v1/models")
