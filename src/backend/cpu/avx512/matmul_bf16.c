@@ -7,7 +7,6 @@
 // VLLMC_OP_PROVIDER_DISABLE=cpu-avx2,cpu-avx512 selects it (prefill about
 // 1.8x faster). Every m, m = 1 included, runs the same per-element sequence,
 // so it is batch-invariant too.
-#pragma GCC target("avx512bf16")
 #include <immintrin.h>
 
 #include "backend/cpu/avx512/avx512.h"
