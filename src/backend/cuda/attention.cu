@@ -15,7 +15,7 @@
 #define ATT_SPLIT_MIN 256   // fewest keys one split-K block walks
 
 // Widens one 16-byte load of cache elements to floats.
-__device__ __forceinline__ void gemv_widen(const uint4 &u, float *f, const float *)
+__device__ __forceinline__ void att_widen(const uint4 &u, float *f, const float *)
 {
     f[0] = __uint_as_float(u.x);
     f[1] = __uint_as_float(u.y);
@@ -23,7 +23,7 @@ __device__ __forceinline__ void gemv_widen(const uint4 &u, float *f, const float
     f[3] = __uint_as_float(u.w);
 }
 
-__device__ __forceinline__ void gemv_widen(const uint4 &u, float *f, const __nv_bfloat16 *)
+__device__ __forceinline__ void att_widen(const uint4 &u, float *f, const __nv_bfloat16 *)
 {
     const uint32_t w[4] = {u.x, u.y, u.z, u.w};
 #pragma unroll
@@ -33,7 +33,7 @@ __device__ __forceinline__ void gemv_widen(const uint4 &u, float *f, const __nv_
     }
 }
 
-__device__ __forceinline__ void gemv_widen(const uint4 &u, float *f, const __half *)
+__device__ __forceinline__ void att_widen(const uint4 &u, float *f, const __half *)
 {
     const uint32_t w[4] = {u.x, u.y, u.z, u.w};
 #pragma unroll
@@ -256,7 +256,7 @@ template <typename TC, int GMAX> static __global__ void __launch_bounds__(ATT_TH
             for (int c = 0; c < 32 / VEC; c++) {
                 const uint4 u = *(const uint4 *)(kr + c * VEC);
                 float f[VEC];
-                gemv_widen(u, f, (const TC *)nullptr);
+                att_widen(u, f, (const TC *)nullptr);
                 const int d0 = lane_in * 32 + c * VEC;
 #pragma unroll
                 for (int h = 0; h < GMAX; h++) {
@@ -323,7 +323,7 @@ template <typename TC, int GMAX> static __global__ void __launch_bounds__(ATT_TH
 #pragma unroll
             for (int c = 0; c < 8 / VEC; c++) {
                 const uint4 u = *(const uint4 *)(vr + c * VEC);
-                gemv_widen(u, f + c * VEC, (const TC *)nullptr);
+                att_widen(u, f + c * VEC, (const TC *)nullptr);
             }
 #pragma unroll
             for (int h = 0; h < GMAX; h++) {
