@@ -1,6 +1,7 @@
-// Filters and tests: jinja2's builtins (filters.py, tests.py) plus the
-// `tojson` transformers installs. A filter missing here is refused when the
-// template is compiled, never ignored at render time.
+// Filters: jinja2's builtins (filters.py) plus the `tojson` transformers
+// installs. A filter missing here is an error (at compile time, or when it
+// runs inside an `if`, as jinja2 does), never ignored. Generator filters
+// (map, select, …) run lazily, when their result is first walked.
 #include "template/internal.h"
 
 #include <math.h>

@@ -127,7 +127,6 @@ struct jv_loop {
     const struct node *recursive; // the for node when declared recursive
     struct frame *frame;          // frame the loop runs in, for loop(...) (owned)
     struct jv last_changed;       // for loop.changed()
-    size_t cycle_dummy;
 };
 
 // Constructors. Those that allocate return false when out of memory.
