@@ -32,6 +32,7 @@ static void quantize_act(const float *x, int64_t k, int zp, uint8_t *dst)
     float *dax = (float *)(dst + qmm_act_dax_off(k));
     int32_t *corr = (int32_t *)(dst + qmm_act_corr_off(k));
     float *asum = (float *)(dst + qmm_act_asum_off(k));
+    float *asum16 = (float *)(dst + qmm_act_asum16_off(k));
     const __m256i ones8 = _mm256_set1_epi8(1), ones16 = _mm256_set1_epi16(1);
     const __m256i neg_zp = _mm256_set1_epi32(-zp);
     const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
@@ -64,6 +65,10 @@ static void quantize_act(const float *x, int64_t k, int zp, uint8_t *dst)
         s4 = _mm_add_epi32(s4, _mm_unpackhi_epi64(s4, s4));
         s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 1));
         asum[j] = d * (float)_mm_cvtsi128_si32(s4);
+        int32_t ls[8];
+        _mm256_storeu_si256((__m256i *)ls, lane_sums);
+        asum16[2 * j] = d * (float)(ls[0] + ls[1] + ls[2] + ls[3]);
+        asum16[2 * j + 1] = d * (float)(ls[4] + ls[5] + ls[6] + ls[7]);
     }
 }
 

@@ -29,12 +29,14 @@
 //   dax  float   [k / 4]   per int32 lane (4 values): d of the lane's 32-block
 //   corr int32   [k / 4]   per lane: -zp * (sum of the lane's 4 q)
 //   asum float   [k / 32]  per 32-block: d * sum(q) (for the types with a min)
+//   asum16 float [k / 16]  per 16 values: d * their sum (mins of 16-sub-blocks)
 static inline size_t qmm_act_dax_off(int64_t k) { return (size_t)k; }
 static inline size_t qmm_act_corr_off(int64_t k) { return 2 * (size_t)k; }
 static inline size_t qmm_act_asum_off(int64_t k) { return 3 * (size_t)k; }
+static inline size_t qmm_act_asum16_off(int64_t k) { return 3 * (size_t)k + (size_t)k / 8; }
 static inline size_t qmm_act_row_bytes(int64_t k)
 {
-    return (3 * (size_t)k + (size_t)k / 8 + 63) / 64 * 64;
+    return (3 * (size_t)k + (size_t)k / 8 + (size_t)k / 4 + 63) / 64 * 64;
 }
 
 // Quantizes x [k] into one activation row at dst (64-byte aligned) for a
