@@ -2,8 +2,8 @@
 // (vpmaddubsw + vpmaddwd: unsigned weight bytes x signed activation bytes).
 // Same activation layout and lane arithmetic as the AVX-512 kernels, in
 // 32-weight chunks. Weight bytes stay below 64 so the 16-bit pair sums of
-// vpmaddubsw cannot saturate; Q8_0 uses the sign trick instead (|w| x
-// sign(a, w)) with zero point 0.
+// vpmaddubsw cannot saturate; Q8_0 and the IQ4 types use the sign trick
+// instead (|w| x sign(a, w)) with zero point 0.
 #include <immintrin.h>
 #include <string.h>
 
@@ -329,6 +329,382 @@ static void q6_k_tile_any(int R, int C, const uint8_t *const *w, const uint8_t *
     TILE_DISPATCH(q6_k_tile, R, C, w, a, k, out)
 }
 
+// ---- Q5_0 (zp 16), Q4_1 and Q5_1 (zp 0, min per block) ----
+
+// 0x10 in byte w where bit w of the 32-bit word qh is set.
+ALWAYS_INLINE __m256i q5_bit4(const uint8_t *qh)
+{
+    uint32_t h;
+    memcpy(&h, qh, 4);
+    const __m256i shuf = _mm256_setr_epi64x(0, 0x0101010101010101, 0x0202020202020202,
+                                            0x0303030303030303);
+    __m256i x = _mm256_shuffle_epi8(_mm256_set1_epi32((int)h), shuf);
+    const __m256i bits = _mm256_set1_epi64x((long long)0x8040201008040201ull);
+    x = _mm256_cmpeq_epi8(_mm256_and_si256(x, bits), bits);
+    return _mm256_and_si256(x, _mm256_set1_epi8(0x10));
+}
+
+ALWAYS_INLINE __m256i nibbles_32(const uint8_t *qs)
+{
+    const __m128i m4 = _mm_set1_epi8(0x0F);
+    __m128i x = _mm_loadu_si128((const __m128i *)qs);
+    return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(x, 4), m4), _mm_and_si128(x, m4));
+}
+
+ALWAYS_INLINE void q5_0_tile(const int R, const int C, const uint8_t *const *w,
+                             const uint8_t *const *a, int64_t k, float *out)
+{
+    __m256 acc[4][4];
+    TILE_ZERO(acc, R, C)
+    for (int64_t j = 0; j < k / 32; j++) {
+        __m256i wq[4];
+        __m256 wd[4];
+        UNROLL
+        for (int r = 0; r < R; r++) {
+            const struct block_q5_0 *b = (const struct block_q5_0 *)w[r] + j;
+            prefetch_row(b);
+            wq[r] = _mm256_or_si256(nibbles_32(b->qs), q5_bit4(b->qh));
+            wd[r] = _mm256_set1_ps(fp16(b->d));
+        }
+        UNROLL
+        for (int c = 0; c < C; c++) {
+            struct act_chunk ac = act_load(a[c], k, j);
+            UNROLL
+            for (int r = 0; r < R; r++)
+                acc[r][c] = dot_chunk(acc[r][c], wq[r], wd[r], ac);
+        }
+    }
+    TILE_STORE(acc, R, C, out)
+}
+
+static void q5_0_tile_any(int R, int C, const uint8_t *const *w, const uint8_t *const *a,
+                          int64_t k, float *out)
+{
+    TILE_DISPATCH(q5_0_tile, R, C, w, a, k, out)
+}
+
+// Lane 0: m (the rest 0); times the block's d * sum(q) of the activations.
+ALWAYS_INLINE __m256 lane0(float v)
+{
+    return _mm256_blend_ps(_mm256_setzero_ps(), _mm256_set1_ps(v), 1);
+}
+
+ALWAYS_INLINE void q_1_tile(const int bits, const int R, const int C, const uint8_t *const *w,
+                            const uint8_t *const *a, int64_t k, float *out)
+{
+    __m256 acc[4][4];
+    TILE_ZERO(acc, R, C)
+    for (int64_t j = 0; j < k / 32; j++) {
+        __m256i wq[4];
+        __m256 wd[4], wm[4];
+        UNROLL
+        for (int r = 0; r < R; r++) {
+            if (bits == 4) {
+                const struct block_q4_1 *b = (const struct block_q4_1 *)w[r] + j;
+                prefetch_row(b);
+                wq[r] = nibbles_32(b->qs);
+                wd[r] = _mm256_set1_ps(fp16(b->d));
+                wm[r] = lane0(fp16(b->m));
+            } else {
+                const struct block_q5_1 *b = (const struct block_q5_1 *)w[r] + j;
+                prefetch_row(b);
+                wq[r] = _mm256_or_si256(nibbles_32(b->qs), q5_bit4(b->qh));
+                wd[r] = _mm256_set1_ps(fp16(b->d));
+                wm[r] = lane0(fp16(b->m));
+            }
+        }
+        UNROLL
+        for (int c = 0; c < C; c++) {
+            struct act_chunk ac = act_load(a[c], k, j);
+            __m256 as = _mm256_set1_ps(((const float *)(a[c] + qmm_act_asum_off(k)))[j]);
+            UNROLL
+            for (int r = 0; r < R; r++) {
+                acc[r][c] = dot_chunk(acc[r][c], wq[r], wd[r], ac);
+                acc[r][c] = _mm256_fmadd_ps(wm[r], as, acc[r][c]);
+            }
+        }
+    }
+    TILE_STORE(acc, R, C, out)
+}
+
+ALWAYS_INLINE void q4_1_tile(const int R, const int C, const uint8_t *const *w,
+                             const uint8_t *const *a, int64_t k, float *out)
+{
+    q_1_tile(4, R, C, w, a, k, out);
+}
+
+ALWAYS_INLINE void q5_1_tile(const int R, const int C, const uint8_t *const *w,
+                             const uint8_t *const *a, int64_t k, float *out)
+{
+    q_1_tile(5, R, C, w, a, k, out);
+}
+
+static void q4_1_tile_any(int R, int C, const uint8_t *const *w, const uint8_t *const *a,
+                          int64_t k, float *out)
+{
+    TILE_DISPATCH(q4_1_tile, R, C, w, a, k, out)
+}
+
+static void q5_1_tile_any(int R, int C, const uint8_t *const *w, const uint8_t *const *a,
+                          int64_t k, float *out)
+{
+    TILE_DISPATCH(q5_1_tile, R, C, w, a, k, out)
+}
+
+// ---- IQ4_NL and IQ4_XS: signed table values, sign trick (zp 0) ----
+
+ALWAYS_INLINE __m256i iq4_lookup(const uint8_t *qs)
+{
+    const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)iq4nl_values));
+    return _mm256_shuffle_epi8(table, nibbles_32(qs));
+}
+
+ALWAYS_INLINE void iq4_nl_tile(const int R, const int C, const uint8_t *const *w,
+                               const uint8_t *const *a, int64_t k, float *out)
+{
+    __m256 acc[4][4];
+    TILE_ZERO(acc, R, C)
+    for (int64_t j = 0; j < k / 32; j++) {
+        __m256i wq[4];
+        __m256 wd[4];
+        UNROLL
+        for (int r = 0; r < R; r++) {
+            const struct block_iq4_nl *b = (const struct block_iq4_nl *)w[r] + j;
+            prefetch_row(b);
+            wq[r] = iq4_lookup(b->qs);
+            wd[r] = _mm256_set1_ps(fp16(b->d));
+        }
+        UNROLL
+        for (int c = 0; c < C; c++) {
+            struct act_chunk ac = act_load(a[c], k, j);
+            UNROLL
+            for (int r = 0; r < R; r++)
+                acc[r][c] = dot_chunk_signed(acc[r][c], wq[r], wd[r], ac);
+        }
+    }
+    TILE_STORE(acc, R, C, out)
+}
+
+static void iq4_nl_tile_any(int R, int C, const uint8_t *const *w, const uint8_t *const *a,
+                            int64_t k, float *out)
+{
+    TILE_DISPATCH(iq4_nl_tile, R, C, w, a, k, out)
+}
+
+ALWAYS_INLINE void iq4_xs_tile(const int R, const int C, const uint8_t *const *w,
+                               const uint8_t *const *a, int64_t k, float *out)
+{
+    __m256 acc[4][4];
+    TILE_ZERO(acc, R, C)
+    for (int64_t s = 0; s < k / QK_K; s++) {
+        UNROLL
+        for (int ib = 0; ib < 8; ib++) {
+            __m256i wq[4];
+            __m256 wd[4];
+            UNROLL
+            for (int r = 0; r < R; r++) {
+                const struct block_iq4_xs *b = (const struct block_iq4_xs *)w[r] + s;
+                prefetch_row(b->qs + 16 * ib);
+                int ls = ((b->scales_l[ib / 2] >> (4 * (ib % 2))) & 0xF) |
+                         (((b->scales_h >> (2 * ib)) & 3) << 4);
+                wq[r] = iq4_lookup(b->qs + 16 * ib);
+                wd[r] = _mm256_set1_ps(fp16(b->d) * (float)(ls - 32));
+            }
+            UNROLL
+            for (int c = 0; c < C; c++) {
+                struct act_chunk ac = act_load(a[c], k, 8 * s + ib);
+                UNROLL
+                for (int r = 0; r < R; r++)
+                    acc[r][c] = dot_chunk_signed(acc[r][c], wq[r], wd[r], ac);
+            }
+        }
+    }
+    TILE_STORE(acc, R, C, out)
+}
+
+static void iq4_xs_tile_any(int R, int C, const uint8_t *const *w, const uint8_t *const *a,
+                            int64_t k, float *out)
+{
+    TILE_DISPATCH(iq4_xs_tile, R, C, w, a, k, out)
+}
+
+// ---- Q5_K: Q4_K plus bit `sub` of qh[l] ----
+
+ALWAYS_INLINE void q5_k_tile(const int R, const int C, const uint8_t *const *w,
+                             const uint8_t *const *a, int64_t k, float *out)
+{
+    const __m256i m4 = _mm256_set1_epi8(0x0F), one = _mm256_set1_epi8(1);
+    __m256 acc[4][4];
+    TILE_ZERO(acc, R, C)
+    for (int64_t s = 0; s < k / QK_K; s++) {
+        float sc[4][8];
+        __m256 mn[4];
+        UNROLL
+        for (int r = 0; r < R; r++)
+            q4k_scales((const struct block_q4_k *)((const struct block_q5_k *)w[r] + s), sc[r],
+                       &mn[r]);
+        UNROLL
+        for (int sub = 0; sub < 8; sub++) {
+            __m256i wq[4];
+            __m256 wd[4];
+            UNROLL
+            for (int r = 0; r < R; r++) {
+                const struct block_q5_k *b = (const struct block_q5_k *)w[r] + s;
+                prefetch_row(b->qs + 16 * sub);
+                __m256i x = _mm256_loadu_si256((const __m256i *)(b->qs + 32 * (sub / 2)));
+                x = _mm256_and_si256(sub % 2 ? _mm256_srli_epi16(x, 4) : x, m4);
+                __m256i h = _mm256_loadu_si256((const __m256i *)b->qh);
+                h = _mm256_and_si256(_mm256_srli_epi16(h, sub), one);
+                wq[r] = _mm256_or_si256(x, _mm256_slli_epi16(h, 4));
+                wd[r] = _mm256_set1_ps(sc[r][sub]);
+            }
+            UNROLL
+            for (int c = 0; c < C; c++) {
+                struct act_chunk ac = act_load(a[c], k, 8 * s + sub);
+                UNROLL
+                for (int r = 0; r < R; r++)
+                    acc[r][c] = dot_chunk(acc[r][c], wq[r], wd[r], ac);
+            }
+        }
+        UNROLL
+        for (int c = 0; c < C; c++) {
+            __m256 as = _mm256_loadu_ps((const float *)(a[c] + qmm_act_asum_off(k)) + 8 * s);
+            UNROLL
+            for (int r = 0; r < R; r++)
+                acc[r][c] = _mm256_fmadd_ps(mn[r], as, acc[r][c]);
+        }
+    }
+    TILE_STORE(acc, R, C, out)
+}
+
+static void q5_k_tile_any(int R, int C, const uint8_t *const *w, const uint8_t *const *a,
+                          int64_t k, float *out)
+{
+    TILE_DISPATCH(q5_k_tile, R, C, w, a, k, out)
+}
+
+// ---- Q3_K (zp 4) and Q2_K (zp 0, mins): chunk g8 = 4h + j holds weights
+// 128h + 32j + l, bits 2j of qs[32h + l]; sub-blocks 8h + 2j (l < 16) and + 1 ----
+
+ALWAYS_INLINE __m256 two_sub_scales(float lo, float hi)
+{
+    return _mm256_set_m128(_mm_set1_ps(hi), _mm_set1_ps(lo));
+}
+
+ALWAYS_INLINE void q3_k_tile(const int R, const int C, const uint8_t *const *w,
+                             const uint8_t *const *a, int64_t k, float *out)
+{
+    const __m256i m2 = _mm256_set1_epi8(3), one = _mm256_set1_epi8(1);
+    __m256 acc[4][4];
+    TILE_ZERO(acc, R, C)
+    for (int64_t s = 0; s < k / QK_K; s++) {
+        float sc[4][16];
+        UNROLL
+        for (int r = 0; r < R; r++) {
+            const struct block_q3_k *b = (const struct block_q3_k *)w[r] + s;
+            const float d = fp16(b->d);
+            for (int i = 0; i < 16; i++) {
+                int lo = i < 8 ? b->scales[i] & 0xF : b->scales[i - 8] >> 4;
+                int hi = (b->scales[8 + i % 4] >> (2 * (i / 4))) & 3;
+                sc[r][i] = d * (float)((lo | hi << 4) - 32);
+            }
+        }
+        UNROLL
+        for (int g8 = 0; g8 < 8; g8++) {
+            const int h = g8 / 4, j = g8 % 4;
+            __m256i wq[4];
+            __m256 wd[4];
+            UNROLL
+            for (int r = 0; r < R; r++) {
+                const struct block_q3_k *b = (const struct block_q3_k *)w[r] + s;
+                prefetch_row(b->qs + 8 * g8);
+                __m256i lo = _mm256_loadu_si256((const __m256i *)(b->qs + 32 * h));
+                lo = _mm256_and_si256(_mm256_srli_epi16(lo, 2 * j), m2);
+                __m256i hm = _mm256_loadu_si256((const __m256i *)b->hmask);
+                hm = _mm256_and_si256(_mm256_srli_epi16(hm, 4 * h + j), one);
+                wq[r] = _mm256_or_si256(lo, _mm256_slli_epi16(hm, 2));
+                wd[r] = two_sub_scales(sc[r][8 * h + 2 * j], sc[r][8 * h + 2 * j + 1]);
+            }
+            UNROLL
+            for (int c = 0; c < C; c++) {
+                struct act_chunk ac = act_load(a[c], k, 8 * s + g8);
+                UNROLL
+                for (int r = 0; r < R; r++)
+                    acc[r][c] = dot_chunk(acc[r][c], wq[r], wd[r], ac);
+            }
+        }
+    }
+    TILE_STORE(acc, R, C, out)
+}
+
+static void q3_k_tile_any(int R, int C, const uint8_t *const *w, const uint8_t *const *a,
+                          int64_t k, float *out)
+{
+    TILE_DISPATCH(q3_k_tile, R, C, w, a, k, out)
+}
+
+ALWAYS_INLINE void q2_k_tile(const int R, const int C, const uint8_t *const *w,
+                             const uint8_t *const *a, int64_t k, float *out)
+{
+    const __m256i m2 = _mm256_set1_epi8(3);
+    __m256 acc[4][4];
+    TILE_ZERO(acc, R, C)
+    for (int64_t s = 0; s < k / QK_K; s++) {
+        float sc[4][16];
+        __m256 mn[4][2];
+        UNROLL
+        for (int r = 0; r < R; r++) {
+            const struct block_q2_k *b = (const struct block_q2_k *)w[r] + s;
+            const float d = fp16(b->d), dmin = fp16(b->dmin);
+            float m[16];
+            for (int i = 0; i < 16; i++) {
+                sc[r][i] = d * (float)(b->scales[i] & 0xF);
+                m[i] = -dmin * (float)(b->scales[i] >> 4);
+            }
+            mn[r][0] = _mm256_loadu_ps(m);
+            mn[r][1] = _mm256_loadu_ps(m + 8);
+        }
+        UNROLL
+        for (int g8 = 0; g8 < 8; g8++) {
+            const int h = g8 / 4, j = g8 % 4;
+            __m256i wq[4];
+            __m256 wd[4];
+            UNROLL
+            for (int r = 0; r < R; r++) {
+                const struct block_q2_k *b = (const struct block_q2_k *)w[r] + s;
+                prefetch_row(b->qs + 8 * g8);
+                __m256i lo = _mm256_loadu_si256((const __m256i *)(b->qs + 32 * h));
+                wq[r] = _mm256_and_si256(_mm256_srli_epi16(lo, 2 * j), m2);
+                wd[r] = two_sub_scales(sc[r][8 * h + 2 * j], sc[r][8 * h + 2 * j + 1]);
+            }
+            UNROLL
+            for (int c = 0; c < C; c++) {
+                struct act_chunk ac = act_load(a[c], k, 8 * s + g8);
+                UNROLL
+                for (int r = 0; r < R; r++)
+                    acc[r][c] = dot_chunk(acc[r][c], wq[r], wd[r], ac);
+            }
+        }
+        UNROLL
+        for (int c = 0; c < C; c++) {
+            const float *as16 = (const float *)(a[c] + qmm_act_asum16_off(k)) + 16 * s;
+            __m256 as0 = _mm256_loadu_ps(as16), as1 = _mm256_loadu_ps(as16 + 8);
+            UNROLL
+            for (int r = 0; r < R; r++) {
+                acc[r][c] = _mm256_fmadd_ps(mn[r][0], as0, acc[r][c]);
+                acc[r][c] = _mm256_fmadd_ps(mn[r][1], as1, acc[r][c]);
+            }
+        }
+    }
+    TILE_STORE(acc, R, C, out)
+}
+
+static void q2_k_tile_any(int R, int C, const uint8_t *const *w, const uint8_t *const *a,
+                          int64_t k, float *out)
+{
+    TILE_DISPATCH(q2_k_tile, R, C, w, a, k, out)
+}
+
 // ---- the provider ----
 
 static const struct qmm_type_kernel avx2_kernels[] = {
@@ -336,6 +712,14 @@ static const struct qmm_type_kernel avx2_kernels[] = {
     {DTYPE_Q8_0, 0, 64, q8_0_tile_any},
     {DTYPE_Q4_K, 0, QK_K, q4_k_tile_any},
     {DTYPE_Q6_K, 32, QK_K, q6_k_tile_any},
+    {DTYPE_Q5_0, 16, 64, q5_0_tile_any},
+    {DTYPE_Q4_1, 0, 64, q4_1_tile_any},
+    {DTYPE_Q5_1, 0, 64, q5_1_tile_any},
+    {DTYPE_IQ4_NL, 0, 64, iq4_nl_tile_any},
+    {DTYPE_IQ4_XS, 0, QK_K, iq4_xs_tile_any},
+    {DTYPE_Q5_K, 0, QK_K, q5_k_tile_any},
+    {DTYPE_Q3_K, 4, QK_K, q3_k_tile_any},
+    {DTYPE_Q2_K, 0, QK_K, q2_k_tile_any},
 };
 
 const struct qmm_isa qmm_isa_avx2 = {
