@@ -184,7 +184,7 @@ static inline int check_greedy(struct runner *r, int seq, const struct golden_ca
 {
     int n_vocab = r->m->hp.n_vocab;
     if (!runner_step(r, seq, g->prompt, g->n_prompt, 0)) {
-        CHECK(!"prefill failed");
+        CHECK(0 && "prefill failed");
         return 0;
     }
     int matched = 0;
@@ -198,13 +198,13 @@ static inline int check_greedy(struct runner *r, int seq, const struct golden_ca
             fprintf(stderr, "  diverges at step %d: %d vs golden %d (golden margin %.4f)\n", i, tok,
                     g->gen[i], g->margin[i]);
             if (i < n_strict)
-                CHECK(!"greedy token differs inside the strict prefix");
+                CHECK(0 && "greedy token differs inside the strict prefix");
             else
                 // Past the strict prefix only a near-tie in the reference may flip.
                 CHECK(g->margin[i] < 0.1);
         }
         if (!runner_step(r, seq, &tok, 1, g->n_prompt + i)) {
-            CHECK(!"decode failed");
+            CHECK(0 && "decode failed");
             break;
         }
     }
@@ -247,7 +247,7 @@ static inline void run_golden_kv(const char *model_rel, const char *golden, doub
     CHECK(n > 0);
     struct runner r;
     if (!runner_init_kv(&r, model_rel, kv_dtype)) {
-        CHECK(!"model did not load");
+        CHECK(0 && "model did not load");
         runner_deinit(&r);
         return;
     }

@@ -56,7 +56,7 @@ static void test_chunked_and_batched_prefill(void)
     CHECK(n >= 3);
     struct runner r;
     if (!runner_init(&r, "stories260K.gguf")) {
-        CHECK(!"model did not load");
+        CHECK(0 && "model did not load");
         runner_deinit(&r);
         return;
     }

@@ -65,7 +65,7 @@ static void test_chunked_prefill(void)
     struct runner g;
     runner_backend = "cuda";
     if (!runner_init_path(&g, model, DTYPE_F32)) {
-        CHECK(!"model did not load");
+        CHECK(0 && "model did not load");
         runner_deinit(&g);
         return;
     }

@@ -368,7 +368,7 @@ static void test_folders(void)
 {
     char dir[] = "/tmp/vllmc-st-XXXXXX";
     if (!mkdtemp(dir)) {
-        CHECK(!"mkdtemp");
+        CHECK(0 && "mkdtemp");
         return;
     }
     check_open(dir, VLLMC_ERR_NOT_FOUND, "no model.safetensors or model.safetensors.index.json");
