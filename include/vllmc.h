@@ -93,8 +93,10 @@ VLLMC_API void vllmc_engine_params_default(struct vllmc_engine_params *p);
 
 // Loads the model named in params, sizes the KV cache and starts the engine
 // thread. On success *out owns the engine; release it with vllmc_engine_free().
-// On failure *out is NULL, the status says why and vllmc_last_error() the detail.
-// Any thread; it blocks while the model loads.
+// On failure *out is NULL, the status says why and vllmc_last_error() the detail;
+// VLLMC_ERR_CAPACITY means max_model_len is longer than the model's context or
+// the KV cache budget cannot hold one max_model_len request. Any thread; it
+// blocks while the model loads.
 VLLMC_API enum vllmc_status vllmc_engine_create(const struct vllmc_engine_params *params,
                                                 struct vllmc_engine **out);
 

@@ -297,7 +297,7 @@ static enum vllmc_status engine_build(struct vllmc_engine *eng)
         return fail(VLLMC_ERR_INVALID_ARG,
                     "engine: the model does not say its context length; set --max-model-len");
     if (hp->n_ctx_train > 0 && eng->max_model_len > hp->n_ctx_train)
-        return fail(VLLMC_ERR_INVALID_ARG,
+        return fail(VLLMC_ERR_CAPACITY,
                     "engine: --max-model-len %d is longer than the model's context of %d tokens",
                     eng->max_model_len, hp->n_ctx_train);
     if (n_tokens_step < p->max_num_seqs)

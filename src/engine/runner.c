@@ -157,15 +157,22 @@ enum vllmc_status runner_profile(struct runner *r, int n_tokens, int max_model_l
     // Every token of every dummy sequence maps into block 0: the whole table
     // is block 0, so no slot leaves the one block the cache surely has.
     int seq_len_max = max_model_len - 1;
+    int n_seqs = (n_tokens + seq_len_max - 1) / seq_len_max;
     int n_logits = 0;
     enum vllmc_status rc = VLLMC_OK;
-    for (int done = 0; done < n_tokens && !rc;) {
+    for (int done = 0, seq = 0; done < n_tokens && !rc; seq++) {
         int n = n_tokens - done < seq_len_max ? n_tokens - done : seq_len_max;
         int n_blocks = (n + r->block_size - 1) / r->block_size;
-        bool all = n_logits + n <= r->n_logits_max;
-        rc = batch_builder_add(&r->bb, ids, n, 0, zeros, n_blocks, r->block_size,
-                               all ? BATCH_LOGITS_ALL : BATCH_LOGITS_LAST, &r->err);
-        n_logits += all ? n : 1;
+        // As many logits rows as the real steps may use, keeping one for each
+        // sequence still to come.
+        int left = n_seqs - seq - 1;
+        enum batch_logits want = BATCH_LOGITS_NONE;
+        if (n_logits + n + left <= r->n_logits_max)
+            want = BATCH_LOGITS_ALL;
+        else if (n_logits + 1 + left <= r->n_logits_max)
+            want = BATCH_LOGITS_LAST;
+        rc = batch_builder_add(&r->bb, ids, n, 0, zeros, n_blocks, r->block_size, want, &r->err);
+        n_logits += want == BATCH_LOGITS_ALL ? n : want == BATCH_LOGITS_LAST;
         done += n;
     }
     const float *logits;

@@ -1,23 +1,13 @@
-// `vllmc generate`: completes a prompt with the model driven directly (one
-// sequence, contiguous KV blocks, chunked prefill), streaming text to stdout
-// and a stats line to stderr. Greedy at temperature 0; else top-k/top-p sampling.
-#include <math.h>
+// `vllmc generate`: completes one prompt through the engine's public API
+// (include/vllmc.h only), streaming text to stdout and a stats line to
+// stderr. Greedy at temperature 0; else vLLM's sampling with top-k/top-p.
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/backend.h"
-#include "core/alloc.h"
 #include "core/clock.h"
-#include "engine/tokenizer_load.h"
-#include "model/batch_builder.h"
-#include "model/kv_cache.h"
-#include "model/model.h"
-#include "tokenizer/detok.h"
-#include "tokenizer/tokenizer.h"
 #include "tools/cli.h"
 #include "tools/commands.h"
-
-#define GEN_BLOCK_SIZE 16
+#include "vllmc.h"
 
 struct gen_opts {
     const char *model;
@@ -32,31 +22,6 @@ struct gen_opts {
     long threads;
     bool log_providers;
     bool print_ids;
-};
-
-struct gen_candidate {
-    float logit;
-    int32_t id;
-};
-
-struct gen {
-    struct gen_opts o;
-    struct backend *be;
-    struct model *m;
-    struct tokenizer *tok; // NULL when the model has none
-    struct detok *detok;   // streaming text of the generated ids, with tok
-    struct kv_cache *kv;
-    struct batch_builder bb;
-    float *logits;    // [n_vocab] on the host
-    void *logits_dev; // [n_vocab] in device memory, device backends only
-    int32_t *ids;     // prompt then generated tokens, [n_ctx]
-    int n_prompt;
-    int n_ids;
-    int n_ctx;
-    int32_t *block_table; // [n_blocks]: 0, 1, 2, ...
-    int n_blocks;
-    struct gen_candidate *cands; // [n_vocab] sampling scratch
-    uint64_t rng;
 };
 
 static void gen_usage(FILE *f)
@@ -131,327 +96,168 @@ static int gen_parse(struct gen_opts *o, int argc, char **argv)
     return 0;
 }
 
-// ---- sampling ----
-
-static uint64_t gen_rand(uint64_t *s)
+// Starts an engine sized for one sequence of about max_model_len tokens; 0
+// takes the model's context.
+static enum vllmc_status gen_engine(const struct gen_opts *o, int max_model_len,
+                                    struct vllmc_engine **out)
 {
-    // splitmix64
-    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
+    struct vllmc_engine_params p;
+    vllmc_engine_params_default(&p);
+    p.model_path = o->model;
+    p.device = o->device;
+    p.n_threads = (int)o->threads;
+    p.log_providers = o->log_providers;
+    p.seed = o->seed;
+    p.max_num_seqs = 1;
+    p.max_model_len = max_model_len;
+    p.enable_prefix_caching = false;
+    return vllmc_engine_create(&p, out);
 }
 
-static int cand_cmp(const void *a, const void *b)
+// Creates the engine with a context just long enough for the prompt and the
+// tokens to generate, or the model's whole context when that is shorter.
+static int gen_start(const struct gen_opts *o, int n_prompt_max, struct vllmc_engine **e)
 {
-    const struct gen_candidate *x = a, *y = b;
-    if (x->logit != y->logit)
-        return x->logit > y->logit ? -1 : 1;
-    return x->id - y->id;
-}
-
-static int32_t gen_sample(struct gen *g)
-{
-    int n = g->m->hp.n_vocab;
-    const float *logits = g->logits;
-    if (g->o.temperature <= 0 || g->o.top_k == 1) {
-        int32_t best = 0;
-        for (int i = 1; i < n; i++)
-            if (logits[i] > logits[best])
-                best = i;
-        return best;
+    long want = (long)n_prompt_max + o->max_tokens + 1;
+    enum vllmc_status st = gen_engine(o, want < (1L << 30) ? (int)want : 0, e);
+    if (st == VLLMC_ERR_CAPACITY) {
+        st = gen_engine(o, 0, e);
+        if (!st)
+            fprintf(stderr, "vllmc: generation stops at the model's context of %d tokens\n",
+                    vllmc_engine_max_model_len(*e));
     }
-    for (int i = 0; i < n; i++)
-        g->cands[i] = (struct gen_candidate){logits[i], i};
-    qsort(g->cands, (size_t)n, sizeof(*g->cands), cand_cmp);
-    int k = g->o.top_k > 0 && g->o.top_k < n ? (int)g->o.top_k : n;
-    double sum = 0, max = g->cands[0].logit;
-    double *p = mem_alloc((size_t)k * sizeof(double));
-    if (!p)
-        return g->cands[0].id;
-    for (int i = 0; i < k; i++) {
-        p[i] = exp(((double)g->cands[i].logit - max) / g->o.temperature);
-        sum += p[i];
-    }
-    // Keep the smallest prefix whose mass reaches top_p.
-    double mass = 0;
-    int keep = k;
-    for (int i = 0; i < k; i++) {
-        mass += p[i] / sum;
-        if (mass >= g->o.top_p) {
-            keep = i + 1;
-            break;
-        }
-    }
-    double kept = 0;
-    for (int i = 0; i < keep; i++)
-        kept += p[i];
-    double r = (double)(gen_rand(&g->rng) >> 11) * 0x1.0p-53 * kept;
-    int32_t pick = g->cands[keep - 1].id;
-    for (int i = 0; i < keep; i++) {
-        r -= p[i];
-        if (r < 0) {
-            pick = g->cands[i].id;
-            break;
-        }
-    }
-    mem_free(p);
-    return pick;
-}
-
-// ---- running the model ----
-
-// Runs ids[pos0, pos0 + n) and leaves the last token's logits in g->logits.
-static int gen_forward(struct gen *g, int pos0, int n)
-{
-    struct err err = {0};
-    struct model_batch b;
-    struct tensor lt;
-    batch_builder_clear(&g->bb);
-    if (batch_builder_add(&g->bb, g->ids + pos0, n, pos0, g->block_table, g->n_blocks,
-                          GEN_BLOCK_SIZE, BATCH_LOGITS_LAST, &err) ||
-        batch_builder_finish(&g->bb, &b, &err)) {
-        fprintf(stderr, "vllmc: %s\n", err.msg);
-        return 1;
-    }
-    void *dst = g->logits_dev ? g->logits_dev : g->logits;
-    tensor_init_2d(&lt, DTYPE_F32, dst, g->m->hp.n_vocab, 1);
-    lt.location = backend_location(g->be);
-    if (model_forward(g->m, &b, g->kv, &lt, &err)) {
-        fprintf(stderr, "vllmc: forward: %s\n", err.msg);
-        return 1;
-    }
-    if (g->logits_dev &&
-        (backend_download(g->be, g->logits, g->logits_dev, (size_t)g->m->hp.n_vocab * 4) ||
-         backend_sync(g->be))) {
-        fprintf(stderr, "vllmc: %s\n", backend_err(g->be)->msg);
+    if (st) {
+        fprintf(stderr, "vllmc: %s\n",
+                vllmc_last_error()[0] ? vllmc_last_error() : vllmc_status_str(st));
         return 1;
     }
     return 0;
 }
 
-// Prefills the prompt in chunks the model's scratch can hold.
-static int gen_prefill(struct gen *g)
-{
-    for (int pos = 0; pos < g->n_prompt;) {
-        int n = g->n_prompt - pos;
-        if (n > g->m->n_tokens_max)
-            n = g->m->n_tokens_max;
-        if (gen_forward(g, pos, n))
-            return 1;
-        pos += n;
-    }
-    return 0;
-}
+struct gen_run {
+    int32_t *ids; // generated ids, for --print-ids
+    int n_ids;
+    int n_prompt;
+    double t_first;
+    double t_end;
+};
 
-// Prints the text the newest token completes (held back while a multi-byte
-// character is still incomplete).
-static void gen_emit(struct gen *g)
+static int gen_stream(const struct gen_opts *o, struct vllmc_request *r, bool has_tok,
+                      struct gen_run *run)
 {
-    if (g->o.print_ids)
-        return;
-    int32_t id = g->ids[g->n_ids - 1];
-    if (!g->detok) {
-        printf("%s%d", g->n_ids - 1 > g->n_prompt ? " " : "", id);
-        fflush(stdout);
-        return;
-    }
-    const char *text;
-    size_t n;
-    if (!detok_push(g->detok, id, &text, &n) && n) {
-        fwrite(text, 1, n, stdout);
-        fflush(stdout);
-    }
-}
-
-static bool gen_is_end(const struct gen *g, int32_t id)
-{
-    if (g->tok)
-        return tokenizer_is_eog(g->tok, id);
-    return id == g->m->hp.eos_id;
-}
-
-static int gen_prompt(struct gen *g)
-{
-    int32_t *ids = NULL;
-    int n = 0;
-    if (g->o.prompt_ids) {
-        if (!cli_parse_ids(g->o.prompt_ids, &ids, &n))
-            return 2;
-    } else if (g->tok) {
-        const char *text = g->o.prompt ? g->o.prompt : "";
-        size_t n_ids;
-        if (tokenizer_encode(g->tok, text, strlen(text), TOKENIZER_ENCODE_ADD_SPECIAL, &ids,
-                             &n_ids)) {
-            fprintf(stderr, "vllmc: cannot tokenize the prompt\n");
-            return 1;
-        }
-        n = (int)n_ids;
-    } else if (g->o.prompt) {
-        fprintf(stderr, "vllmc: %s has no tokenizer; give the prompt with --prompt-ids\n",
-                g->m->path);
-        return 2;
-    }
-    if (!n) {
-        // An empty prompt starts from BOS, as llama.cpp and llama2.c do.
-        mem_free(ids);
-        ids = mem_alloc(sizeof(*ids));
-        int32_t bos = g->tok ? tokenizer_bos_id(g->tok) : g->m->hp.bos_id;
-        if (!ids || bos < 0) {
-            mem_free(ids);
-            fprintf(stderr, "vllmc: empty prompt and the model has no BOS token\n");
-            return 2;
-        }
-        ids[0] = bos;
-        n = 1;
-    }
-    for (int i = 0; i < n; i++) {
-        if (ids[i] < 0 || ids[i] >= g->m->hp.n_vocab) {
-            fprintf(stderr, "vllmc: prompt token %d is outside the vocabulary of %d\n", ids[i],
-                    g->m->hp.n_vocab);
-            mem_free(ids);
-            return 2;
-        }
-    }
-    g->n_prompt = n;
-    g->n_ctx = n + (int)g->o.max_tokens;
-    int n_ctx_train = g->m->hp.n_ctx_train;
-    if (n_ctx_train > 0 && g->n_ctx > n_ctx_train) {
-        g->n_ctx = n_ctx_train > n ? n_ctx_train : n;
-        fprintf(stderr, "vllmc: generation stops at the model's context of %d tokens\n",
-                n_ctx_train);
-    }
-    g->ids = mem_alloc((size_t)(g->n_ctx + 1) * sizeof(*g->ids));
-    if (!g->ids) {
-        mem_free(ids);
-        return 1;
-    }
-    memcpy(g->ids, ids, (size_t)n * sizeof(*ids));
-    g->n_ids = n;
-    mem_free(ids);
-    return 0;
-}
-
-static int gen_setup(struct gen *g)
-{
-    int rc = cli_backend_create(g->o.device, (int)g->o.threads, g->o.log_providers, &g->be);
-    if (rc)
-        return rc;
-    struct err err = {0};
-    if (model_load(g->o.model, g->be, NULL, &g->m, &err)) {
-        fprintf(stderr, "vllmc: %s\n", err.msg);
-        return 1;
-    }
-    enum vllmc_status st = g->m->gguf ? tokenizer_load_gguf(g->m->gguf, &g->tok, &err)
-                                      : tokenizer_load_path(g->m->path, &g->tok, &err);
-    if (st && st != VLLMC_ERR_NOT_FOUND) {
-        fprintf(stderr, "vllmc: tokenizer: %s\n", err.msg);
-        return 1;
-    }
-    if ((rc = gen_prompt(g)))
-        return rc;
-    if (g->tok && (detok_create(g->tok, TOKENIZER_DECODE_SKIP_SPECIAL, &g->detok) ||
-                   detok_prime(g->detok, g->ids, (size_t)g->n_prompt))) {
+    run->ids = malloc((size_t)(o->max_tokens + 1) * sizeof *run->ids);
+    if (!run->ids) {
         fprintf(stderr, "vllmc: out of memory\n");
         return 1;
     }
-    g->n_blocks = (g->n_ctx + GEN_BLOCK_SIZE - 1) / GEN_BLOCK_SIZE;
-    struct kv_cache_params kp;
-    kv_cache_params_default(&kp);
-    kp.block_size = GEN_BLOCK_SIZE;
-    kp.n_blocks = g->n_blocks;
-    if (kv_cache_create(g->m, &kp, &g->kv, &err)) {
-        fprintf(stderr, "vllmc: %s\n", err.msg);
-        return 1;
-    }
-    int n_vocab = g->m->hp.n_vocab;
-    g->block_table = mem_alloc((size_t)g->n_blocks * sizeof(*g->block_table));
-    g->logits = mem_alloc((size_t)n_vocab * sizeof(float));
-    g->cands = mem_alloc((size_t)n_vocab * sizeof(*g->cands));
-    if (!g->block_table || !g->logits || !g->cands ||
-        batch_builder_init(&g->bb, g->be, g->m->n_tokens_max, 1, g->n_blocks)) {
-        fprintf(stderr, "vllmc: out of memory\n");
-        return 1;
-    }
-    if (backend_location(g->be) == TENSOR_DEVICE &&
-        backend_buffer_alloc(g->be, (size_t)n_vocab * sizeof(float), &g->logits_dev)) {
-        fprintf(stderr, "vllmc: %s\n", backend_err(g->be)->msg);
-        return 1;
-    }
-    for (int i = 0; i < g->n_blocks; i++)
-        g->block_table[i] = i;
-    g->rng = g->o.seed;
-    return 0;
-}
-
-static void gen_teardown(struct gen *g)
-{
-    if (g->logits_dev)
-        backend_buffer_free(g->be, g->logits_dev);
-    if (g->bb.host)
-        batch_builder_deinit(&g->bb);
-    mem_free(g->cands);
-    mem_free(g->logits);
-    mem_free(g->block_table);
-    mem_free(g->ids);
-    kv_cache_free(g->kv);
-    detok_free(g->detok);
-    tokenizer_free(g->tok);
-    model_free(g->m);
-    backend_free(g->be);
-}
-
-static int gen_run(struct gen *g)
-{
-    double t0 = time_now_s();
-    if (gen_prefill(g))
-        return 1;
-    double t_prefill = time_now_s() - t0, t_decode = 0;
-    int n_gen = 0;
-    while (g->n_ids < g->n_ctx) {
-        int32_t id = gen_sample(g);
-        if (gen_is_end(g, id))
-            break;
-        g->ids[g->n_ids++] = id;
-        n_gen++;
-        gen_emit(g);
-        if (g->n_ids == g->n_ctx)
-            break;
-        double t = time_now_s();
-        if (gen_forward(g, g->n_ids - 1, 1))
+    for (;;) {
+        struct vllmc_output *out = NULL;
+        enum vllmc_status st = vllmc_request_next_output(r, -1, &out);
+        if (st || !out) {
+            fprintf(stderr, "vllmc: generation ended early: %s\n", vllmc_status_str(st));
             return 1;
-        t_decode += time_now_s() - t;
+        }
+        if (!run->t_first)
+            run->t_first = time_now_s();
+        run->n_prompt = out->usage.prompt_tokens;
+        for (int i = 0; i < out->n_token_ids; i++) {
+            // The token that ended generation (EOS, an end-of-turn id) is not shown.
+            bool ender = out->finish_reason == VLLMC_FINISH_STOP && i == out->n_token_ids - 1;
+            if (ender)
+                break;
+            run->ids[run->n_ids++] = out->token_ids[i];
+            if (!o->print_ids && !has_tok)
+                printf("%s%d", run->n_ids > 1 ? " " : "", out->token_ids[i]);
+        }
+        if (!o->print_ids && has_tok)
+            fwrite(out->text, 1, out->text_len, stdout);
+        fflush(stdout);
+        bool final = out->final;
+        vllmc_output_free(out);
+        if (final)
+            break;
     }
-    if (g->o.print_ids) {
+    run->t_end = time_now_s();
+    if (o->print_ids) {
         printf("[");
-        for (int i = g->n_prompt; i < g->n_ids; i++)
-            printf("%s%d", i > g->n_prompt ? ", " : "", g->ids[i]);
+        for (int i = 0; i < run->n_ids; i++)
+            printf("%s%d", i ? ", " : "", run->ids[i]);
         printf("]\n");
     } else {
-        const char *text;
-        size_t n;
-        if (g->detok && !detok_flush(g->detok, &text, &n))
-            fwrite(text, 1, n, stdout);
         printf("\n");
     }
     fflush(stdout);
-    int n_decode = n_gen > 0 ? n_gen - 1 : 0;
-    fprintf(stderr,
-            "prompt tokens: %d, generated tokens: %d, prefill: %.1f tok/s, decode: %.1f tok/s\n",
-            g->n_prompt, n_gen, t_prefill > 0 ? g->n_prompt / t_prefill : 0.0,
-            t_decode > 0 ? n_decode / t_decode : 0.0);
     return 0;
 }
 
 int generate_main(int argc, char **argv)
 {
-    struct gen g = {0};
-    int rc = gen_parse(&g.o, argc, argv);
+    struct gen_opts o;
+    int rc = gen_parse(&o, argc, argv);
     if (rc)
         return rc < 0 ? 0 : rc;
-    rc = gen_setup(&g);
-    if (!rc)
-        rc = gen_run(&g);
-    gen_teardown(&g);
+    int32_t *prompt_ids = NULL;
+    int n_prompt_ids = 0;
+    if (o.prompt_ids && !cli_parse_ids(o.prompt_ids, &prompt_ids, &n_prompt_ids))
+        return 2;
+    // A text prompt has at most one token per byte, plus BOS and a leading space.
+    int n_prompt_max = o.prompt_ids ? n_prompt_ids : (int)strlen(o.prompt ? o.prompt : "") + 2;
+    struct vllmc_engine *e = NULL;
+    if (gen_start(&o, n_prompt_max, &e)) {
+        free(prompt_ids);
+        return 1;
+    }
+    bool has_tok = vllmc_engine_token_text(e, 0) != NULL;
+    struct vllmc_request_params rp;
+    vllmc_request_params_default(&rp);
+    int32_t bos = vllmc_engine_bos_id(e);
+    if (o.prompt_ids && n_prompt_ids > 0) {
+        rp.prompt_token_ids = prompt_ids;
+        rp.n_prompt_token_ids = n_prompt_ids;
+    } else if (has_tok && !o.prompt_ids) {
+        // An empty prompt starts from BOS, as llama.cpp and llama2.c do.
+        rp.prompt = o.prompt ? o.prompt : "";
+    } else if (o.prompt) {
+        fprintf(stderr, "vllmc: %s has no tokenizer; give the prompt with --prompt-ids\n", o.model);
+        vllmc_engine_free(e);
+        return 2;
+    } else {
+        rp.prompt_token_ids = &bos;
+        rp.n_prompt_token_ids = bos >= 0 ? 1 : 0;
+    }
+    rp.sampling.max_tokens = o.max_tokens > 0 ? (int)o.max_tokens : 1;
+    rp.sampling.temperature = (float)o.temperature;
+    rp.sampling.top_k = (int)o.top_k;
+    rp.sampling.top_p = (float)o.top_p;
+    rp.sampling.has_seed = true;
+    rp.sampling.seed = o.seed;
+    struct vllmc_request *r = NULL;
+    struct gen_run run = {0};
+    double t0 = time_now_s();
+    enum vllmc_status st = o.max_tokens > 0 ? vllmc_engine_add_request(e, &rp, &r) : VLLMC_OK;
+    if (st) {
+        fprintf(stderr, "vllmc: %s\n",
+                vllmc_last_error()[0] ? vllmc_last_error() : vllmc_status_str(st));
+        rc = 2;
+    } else if (r) {
+        rc = gen_stream(&o, r, has_tok, &run);
+    } else {
+        printf("%s\n", o.print_ids ? "[]" : "");
+    }
+    if (!rc) {
+        // Prefill: until the first token; decode: the tokens after it.
+        double t_prefill = run.t_first > t0 ? run.t_first - t0 : 0;
+        double t_decode = run.t_end > run.t_first ? run.t_end - run.t_first : 0;
+        int n_decode = run.n_ids > 0 ? run.n_ids - 1 : 0;
+        fprintf(stderr,
+                "prompt tokens: %d, generated tokens: %d, prefill: %.1f tok/s, decode: %.1f "
+                "tok/s\n",
+                run.n_prompt, run.n_ids, t_prefill > 0 ? run.n_prompt / t_prefill : 0.0,
+                t_decode > 0 ? n_decode / t_decode : 0.0);
+    }
+    vllmc_request_free(r);
+    vllmc_engine_free(e);
+    free(run.ids);
+    free(prompt_ids);
     return rc;
 }

@@ -227,9 +227,9 @@ static void test_chunked_prefill(void)
     vllmc_engine_free(e);
 }
 
-static struct vllmc_sampling_params mixed_params(int i)
+static struct vllmc_sampling_params mixed_params(int i, int max_tokens)
 {
-    struct vllmc_sampling_params sp = greedy(60 + 7 * i);
+    struct vllmc_sampling_params sp = greedy(max_tokens);
     if (i % 2) {
         // Seeded sampling must not depend on batching or preemption either.
         sp.temperature = 0.9f;
@@ -242,50 +242,70 @@ static struct vllmc_sampling_params mixed_params(int i)
     return sp;
 }
 
-static void test_preemption_identical(void)
+static const char *const story_prompts[8] = {
+    "Once upon a time", "The little dog", "Lily and Tom were friends.", "One day",
+    "The sun was",      "A big red ball", "Tom had a toy car",          "She was happy"};
+
+// Runs n requests one at a time, then all at once on a second engine, and
+// checks that every request's tokens and text are the same both ways.
+static void run_alone_vs_together(int n, int max_model_len, int64_t kv_bytes, int max_batched,
+                                  int max_tokens_base, bool expect_preemption)
 {
-    // Alone first, then 8 at once through 20 blocks (320 tokens) while they
-    // need about 8 x 100.
-    const char *prompts[8] = {"Once upon a time",  "The little dog", "Lily and Tom were friends.",
-                              "One day",           "The sun was",    "A big red ball",
-                              "Tom had a toy car", "She was happy"};
-    struct result *alone = calloc(8, sizeof *alone);
-    struct vllmc_engine *e = engine_new(256, 64 * BLOCK_BYTES, 16, 256, true);
-    if (!e)
-        return;
-    for (int i = 0; i < 8; i++) {
-        struct vllmc_sampling_params sp = mixed_params(i);
-        struct vllmc_request *r = submit(e, prompts[i], NULL, 0, &sp);
-        drain(r, &alone[i]);
-        vllmc_request_free(r);
+    struct result *alone = calloc((size_t)n, sizeof *alone);
+    struct result *res = calloc(1, sizeof *res);
+    struct vllmc_request **r = calloc((size_t)n, sizeof *r);
+    struct vllmc_engine *e = engine_new(max_model_len, 64 * BLOCK_BYTES, 16, 256, true);
+    if (!e || !alone || !res || !r)
+        goto out;
+    for (int i = 0; i < n; i++) {
+        struct vllmc_sampling_params sp = mixed_params(i, max_tokens_base + 3 * (i % 11));
+        struct vllmc_request *one = submit(e, story_prompts[i % 8], NULL, 0, &sp);
+        drain(one, &alone[i]);
+        vllmc_request_free(one);
     }
     vllmc_engine_free(e);
 
-    e = engine_new(256, 20 * BLOCK_BYTES, 16, 64, true);
+    e = engine_new(max_model_len, kv_bytes, n, max_batched, true);
     if (!e)
-        return;
-    struct vllmc_request *r[8];
-    for (int i = 0; i < 8; i++) {
-        struct vllmc_sampling_params sp = mixed_params(i);
-        r[i] = submit(e, prompts[i], NULL, 0, &sp);
+        goto out;
+    for (int i = 0; i < n; i++) {
+        struct vllmc_sampling_params sp = mixed_params(i, max_tokens_base + 3 * (i % 11));
+        r[i] = submit(e, story_prompts[i % 8], NULL, 0, &sp);
     }
-    struct result *res = calloc(1, sizeof *res);
-    for (int i = 0; i < 8; i++) {
+    int n_same = 0;
+    for (int i = 0; i < n; i++) {
         drain(r[i], res);
-        CHECK_EQ_INT(res->n_ids[0], alone[i].n_ids[0]);
-        CHECK(!memcmp(res->ids[0], alone[i].ids[0], sizeof(int32_t) * (size_t)res->n_ids[0]));
-        CHECK(res->n_text[0] == alone[i].n_text[0] &&
-              !memcmp(res->text[0], alone[i].text[0], res->n_text[0]));
+        n_same += res->n_ids[0] == alone[i].n_ids[0] &&
+                  !memcmp(res->ids[0], alone[i].ids[0], sizeof(int32_t) * (size_t)res->n_ids[0]) &&
+                  res->n_text[0] == alone[i].n_text[0] &&
+                  !memcmp(res->text[0], alone[i].text[0], res->n_text[0]);
         vllmc_request_free(r[i]);
     }
+    CHECK_EQ_INT(n_same, n);
     struct vllmc_engine_stats st;
     wait_idle(e, &st);
-    CHECK(st.n_preemptions > 0);
-    CHECK_EQ_INT(st.n_blocks_free, 20);
-    CHECK_EQ_INT(st.n_requests_finished, 8);
+    if (expect_preemption)
+        CHECK(st.n_preemptions > 0);
+    CHECK_EQ_INT(st.n_blocks_free, st.n_blocks_total);
+    CHECK_EQ_INT(st.n_requests_finished, n);
     vllmc_engine_free(e);
+out:
+    free(r);
     free(res);
     free(alone);
+}
+
+static void test_concurrent_equals_alone(void)
+{
+    // 16 requests of different lengths sharing steps in a roomy cache.
+    run_alone_vs_together(16, 256, 64 * BLOCK_BYTES, 256, 40, false);
+}
+
+static void test_preemption_identical(void)
+{
+    // 32 requests of up to 64 tokens through 6 blocks (96 tokens): most wait,
+    // many are preempted and recomputed, all finish as they do alone.
+    run_alone_vs_together(32, 64, 6 * BLOCK_BYTES, 64, 20, true);
 }
 
 static void test_prefix_cache_hits(void)
@@ -582,6 +602,7 @@ int main(int argc, char **argv)
     static const struct check_case cases[] = {
         {"golden_greedy", test_golden_greedy},
         {"chunked_prefill", test_chunked_prefill},
+        {"concurrent_equals_alone", test_concurrent_equals_alone},
         {"preemption_identical", test_preemption_identical},
         {"prefix_cache_hits", test_prefix_cache_hits},
         {"abort_frees_blocks", test_abort_frees_blocks},
