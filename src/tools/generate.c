@@ -138,9 +138,22 @@ struct gen_run {
     int32_t *ids; // generated ids, for --print-ids
     int n_ids;
     int n_prompt;
+    // When the engine queued the first and the latest output (set on the
+    // engine thread; read once the engine is freed and its thread joined).
     double t_first;
     double t_end;
 };
+
+// Timestamps each output as the engine queues it: the reader may drain
+// several steps at once, so its own clock would merge them.
+static void gen_on_output(void *user_data)
+{
+    struct gen_run *run = user_data;
+    double now = time_now_s();
+    if (!run->t_first)
+        run->t_first = now;
+    run->t_end = now;
+}
 
 static int gen_stream(const struct gen_opts *o, struct vllmc_request *r, bool has_tok,
                       struct gen_run *run)
@@ -157,8 +170,6 @@ static int gen_stream(const struct gen_opts *o, struct vllmc_request *r, bool ha
             fprintf(stderr, "vllmc: generation ended early: %s\n", vllmc_status_str(st));
             return 1;
         }
-        if (!run->t_first)
-            run->t_first = time_now_s();
         run->n_prompt = out->usage.prompt_tokens;
         for (int i = 0; i < out->n_token_ids; i++) {
             // The token that ended generation (EOS, an end-of-turn id) is not shown.
@@ -177,7 +188,6 @@ static int gen_stream(const struct gen_opts *o, struct vllmc_request *r, bool ha
         if (final)
             break;
     }
-    run->t_end = time_now_s();
     if (o->print_ids) {
         printf("[");
         for (int i = 0; i < run->n_ids; i++)
@@ -233,6 +243,8 @@ int generate_main(int argc, char **argv)
     rp.sampling.seed = o.seed;
     struct vllmc_request *r = NULL;
     struct gen_run run = {0};
+    rp.on_output = gen_on_output;
+    rp.user_data = &run;
     double t0 = time_now_s();
     enum vllmc_status st = o.max_tokens > 0 ? vllmc_engine_add_request(e, &rp, &r) : VLLMC_OK;
     if (st) {
@@ -244,6 +256,8 @@ int generate_main(int argc, char **argv)
     } else {
         printf("%s\n", o.print_ids ? "[]" : "");
     }
+    vllmc_request_free(r);
+    vllmc_engine_free(e);
     if (!rc) {
         // Prefill: until the first token; decode: the tokens after it.
         double t_prefill = run.t_first > t0 ? run.t_first - t0 : 0;
@@ -255,8 +269,6 @@ int generate_main(int argc, char **argv)
                 run.n_prompt, run.n_ids, t_prefill > 0 ? run.n_prompt / t_prefill : 0.0,
                 t_decode > 0 ? n_decode / t_decode : 0.0);
     }
-    vllmc_request_free(r);
-    vllmc_engine_free(e);
     free(run.ids);
     free(prompt_ids);
     return rc;
