@@ -161,6 +161,9 @@ template <typename TC> static __global__ void __launch_bounds__(ATT_THREADS)
             const float alpha = m_old == -INFINITY ? 0.0f : expf(m_old - m_new);
             const float sum = cuda_warp_sum(pr);
             ss[r * ATT_KT + lane] = pr;
+            // Every lane has read ms[r] above; order those reads before lane 0
+            // overwrites it (a shuffle is no memory barrier).
+            __syncwarp();
             if (lane == 0) {
                 ls[r] = ls[r] * alpha + sum;
                 ms[r] = m_new;
