@@ -342,7 +342,9 @@ static int bench_pp_tg(struct bench *b)
         double gbps = bpt * tg_median * 1e-9;
         printf("decode: %.1f MB of weights read per token x %.2f tok/s (median) = %.1f GB/s",
                bpt * 1e-6, tg_median, gbps);
-        if (bw.n_bytes && bw.best_gbps > 0)
+        // The probe measures host memory: a ratio to it means something only
+        // when the weights are read from host memory.
+        if (bw.n_bytes && bw.best_gbps > 0 && !strcmp(o->device, "cpu"))
             printf(" = %.1f%% of the read bandwidth", 100.0 * gbps / bw.best_gbps);
         printf("\n");
     }
