@@ -14,5 +14,6 @@ int tokenize_main(int argc, char **argv);  // tokenize.c
 int detokenize_main(int argc, char **argv); // tokenize.c
 int quantize_main(int argc, char **argv);   // quantize.c
 int serve_main(int argc, char **argv);     // serve.c
+int chat_template_main(int argc, char **argv); // chat_template.c
 
 #endif

@@ -31,6 +31,7 @@ static const struct command commands[] = {
     {"tokenize", tokenize_main, "text to token ids (JSON array) with a model's tokenizer"},
     {"detokenize", detokenize_main, "token ids to text with a model's tokenizer"},
     {"quantize", quantize_main, "write a GGUF with quantized weights (Q4_K_M, Q8_0, ...)"},
+    {"chat-template", chat_template_main, "render a chat template over messages (as the server does)"},
     {"version", version_main, "print the version"},
 };
 
