@@ -41,7 +41,8 @@ static void serve_usage(FILE *f)
             "  --api-key KEY                  require 'Authorization: Bearer KEY' on /v1\n"
             "                                 (default: $VLLM_API_KEY)\n"
             "  --device cpu|cuda              where the model runs (default cpu)\n"
-            "  --dtype auto|float32|float16|bfloat16\n"
+            "  --dtype auto|float32           activation type (16-bit types are refused)\n"
+            "  --kv-cache-dtype auto|float32|float16|bfloat16   KV cache element type\n"
             "  --max-model-len N              context length (default: the model's)\n"
             "  --max-num-seqs N               sequences per step (default 256)\n"
             "  --max-num-batched-tokens N     token budget per step\n"
@@ -164,6 +165,29 @@ static int parse_args(int argc, char **argv, struct serve_args *a)
                     a->engine.dtype = names[k][1];
             if (!a->engine.dtype) {
                 fprintf(stderr, "vllmc serve: --dtype must be auto, float32, float16 or "
+                                "bfloat16, got '%s'\n", v);
+                return 2;
+            }
+            // Weights keep their stored type; activations run in float32 in
+            // this build, so a 16-bit activation type is refused, not ignored.
+            if (strcmp(a->engine.dtype, "auto") && strcmp(a->engine.dtype, "f32")) {
+                fprintf(stderr, "vllmc serve: --dtype %s is not supported yet: activations are "
+                                "computed in float32 (weights stay in their stored type); use "
+                                "--dtype auto, and --kv-cache-dtype float16|bfloat16 for a "
+                                "smaller KV cache\n", v);
+                return 2;
+            }
+        } else if (!strcmp(f, "--kv-cache-dtype")) {
+            NEED_VALUE();
+            static const char *const kv_names[][2] = {
+                {"auto", "auto"}, {"float32", "f32"}, {"float16", "f16"}, {"bfloat16", "bf16"},
+            };
+            a->engine.kv_cache_dtype = NULL;
+            for (size_t k = 0; k < sizeof kv_names / sizeof kv_names[0]; k++)
+                if (!strcmp(v, kv_names[k][0]))
+                    a->engine.kv_cache_dtype = kv_names[k][1];
+            if (!a->engine.kv_cache_dtype) {
+                fprintf(stderr, "vllmc serve: --kv-cache-dtype must be auto, float32, float16 or "
                                 "bfloat16, got '%s'\n", v);
                 return 2;
             }

@@ -9,6 +9,16 @@ GOLDEN=$SHARED/testdata/golden/stories260K.greedy.json
 dir=$(mktemp -d)
 trap 'kill $pid 2>/dev/null || true; rm -rf "$dir"' EXIT
 
+# Values this build cannot honour are refused with a message, not ignored.
+for bad in "--tensor-parallel-size 2" "--dtype float16" "--port 70000" "--device tpu"; do
+    # shellcheck disable=SC2086
+    if "$VLLMC" serve $bad >/dev/null 2>"$dir/refused"; then
+        echo "FAIL: serve $bad was accepted"; exit 1
+    fi
+    grep -q "vllmc serve: " "$dir/refused" && echo "ok   serve $bad refused: $(head -c 70 "$dir/refused")" ||
+        { echo "FAIL: serve $bad: no message"; exit 1; }
+done
+
 # Under AddressSanitizer keep the freed-memory quarantine small, so resident
 # memory reflects live allocations (leaks are reported at exit by LSan).
 export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}quarantine_size_mb=4"
