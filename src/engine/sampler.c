@@ -280,15 +280,22 @@ int32_t sampler_sample(struct sampler *sm, const struct sample_input *in, const 
     double u = rng_uniform(in->rng);
     if (m == 0)
         return 0; // every logit masked: nothing sensible to draw
-    double vmax = -INFINITY, total = 0;
+    float vmax = -INFINITY;
     for (int i = 0; i < m; i++)
         if (sm->cand[i].logit > vmax)
             vmax = sm->cand[i].logit;
-    for (int i = 0; i < m; i++)
-        total += exp((double)sm->cand[i].logit - vmax);
+    // Weights are exponentiated once, in float (each is in (0, 1] after the
+    // max is subtracted), and summed in double: with a 150k vocabulary and
+    // many rows per step this loop is the engine thread's largest cost.
+    float *w = sm->tmp;
+    double total = 0;
+    for (int i = 0; i < m; i++) {
+        w[i] = expf(sm->cand[i].logit - vmax);
+        total += w[i];
+    }
     double target = u * total, acc = 0;
     for (int i = 0; i < m; i++) {
-        acc += exp((double)sm->cand[i].logit - vmax);
+        acc += w[i];
         if (acc > target)
             return sm->cand[i].id;
     }
