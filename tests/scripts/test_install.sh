@@ -13,8 +13,12 @@ for f in bin/vllmc include/vllmc.h lib/libvllmc.so lib/pkgconfig/vllmc.pc \
     [ -e "$tmp/prefix/$f" ] || { echo "FAIL: $f not installed"; exit 1; }
 done
 export PKG_CONFIG_PATH="$tmp/prefix/lib/pkgconfig"
+# A sanitizer build installs an instrumented library: the program must link
+# the same runtime first.
+san=$(sed -n 's/^VLLMC_SANITIZE:STRING=//p' "$build/CMakeCache.txt")
 # shellcheck disable=SC2046
-cc -std=c11 -Wall -Werror examples/simple.c $(pkg-config --cflags --libs vllmc) -o "$tmp/simple"
+cc -std=c11 -Wall -Werror ${san:+-fsanitize=$san} examples/simple.c \
+    $(pkg-config --cflags --libs vllmc) -o "$tmp/simple"
 LD_LIBRARY_PATH="$tmp/prefix/lib" "$tmp/simple" "$tmp/prefix/share/vllmc/models/stories260K.gguf" \
     >"$tmp/out" 2>"$tmp/err" || { cat "$tmp/err"; echo "FAIL: example did not run"; exit 1; }
 grep -q "there was a little girl named Lily" "$tmp/out" ||
