@@ -14,38 +14,6 @@
 #define ATT_HEAD_DIM_MAX 256
 #define ATT_SPLIT_MIN 256   // fewest keys one split-K block walks
 
-// Widens one 16-byte load of cache elements to floats.
-__device__ __forceinline__ void att_widen(const uint4 &u, float *f, const float *)
-{
-    f[0] = __uint_as_float(u.x);
-    f[1] = __uint_as_float(u.y);
-    f[2] = __uint_as_float(u.z);
-    f[3] = __uint_as_float(u.w);
-}
-
-__device__ __forceinline__ void att_widen(const uint4 &u, float *f, const __nv_bfloat16 *)
-{
-    const uint32_t w[4] = {u.x, u.y, u.z, u.w};
-#pragma unroll
-    for (int i = 0; i < 4; i++) {
-        f[2 * i] = __uint_as_float(w[i] << 16);
-        f[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
-    }
-}
-
-__device__ __forceinline__ void att_widen(const uint4 &u, float *f, const __half *)
-{
-    const uint32_t w[4] = {u.x, u.y, u.z, u.w};
-#pragma unroll
-    for (int i = 0; i < 4; i++) {
-        __half2 h;
-        memcpy(&h, &w[i], sizeof h);
-        const float2 v = __half22float2(h);
-        f[2 * i] = v.x;
-        f[2 * i + 1] = v.y;
-    }
-}
-
 struct att_params {
     float *dst;              // [n_tokens, n_heads, head_dim], token stride dst_stride
     int64_t dst_stride;
@@ -259,7 +227,7 @@ template <typename TC, int GMAX> static __global__ void __launch_bounds__(ATT_TH
             for (int c = 0; c < 32 / VEC; c++) {
                 const uint4 u = *(const uint4 *)(kr + c * VEC);
                 float f[VEC];
-                att_widen(u, f, (const TC *)nullptr);
+                cuda_widen16(u, f, (const TC *)nullptr);
                 const int d0 = lane_in * 32 + c * VEC;
 #pragma unroll
                 for (int h = 0; h < GMAX; h++) {
@@ -326,7 +294,7 @@ template <typename TC, int GMAX> static __global__ void __launch_bounds__(ATT_TH
 #pragma unroll
             for (int c = 0; c < 8 / VEC; c++) {
                 const uint4 u = *(const uint4 *)(vr + c * VEC);
-                att_widen(u, f + c * VEC, (const TC *)nullptr);
+                cuda_widen16(u, f + c * VEC, (const TC *)nullptr);
             }
 #pragma unroll
             for (int h = 0; h < GMAX; h++) {

@@ -14,6 +14,7 @@
 #include <cuda_runtime.h>
 #include <cublasLt.h>
 #include <stdint.h>
+#include <string.h>
 
 // The core headers are C without linkage guards of their own.
 extern "C" {
@@ -45,6 +46,40 @@ template <> __device__ __forceinline__ __half cuda_from_f32<__half>(float x)
 template <> __device__ __forceinline__ __nv_bfloat16 cuda_from_f32<__nv_bfloat16>(float x)
 {
     return __float2bfloat16_rn(x);
+}
+
+// Widens one 16-byte load (4 f32, or 8 f16/bf16 elements) to floats; the
+// last argument only selects the element type. GEMV weights and paged K/V
+// rows are both read this way.
+__device__ __forceinline__ void cuda_widen16(const uint4 &u, float *f, const float *)
+{
+    f[0] = __uint_as_float(u.x);
+    f[1] = __uint_as_float(u.y);
+    f[2] = __uint_as_float(u.z);
+    f[3] = __uint_as_float(u.w);
+}
+
+__device__ __forceinline__ void cuda_widen16(const uint4 &u, float *f, const __nv_bfloat16 *)
+{
+    const uint32_t w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        f[2 * i] = __uint_as_float(w[i] << 16);
+        f[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
+    }
+}
+
+__device__ __forceinline__ void cuda_widen16(const uint4 &u, float *f, const __half *)
+{
+    const uint32_t w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        __half2 h;
+        memcpy(&h, &w[i], sizeof h);
+        const float2 v = __half22float2(h);
+        f[2 * i] = v.x;
+        f[2 * i + 1] = v.y;
+    }
 }
 
 // ---- reductions ----

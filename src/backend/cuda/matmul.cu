@@ -13,38 +13,6 @@
 
 // ---- shared pieces ----
 
-// Widens one 16-byte load of weights to floats.
-__device__ __forceinline__ void gemv_unpack(const uint4 &u, float *f, const float *)
-{
-    f[0] = __uint_as_float(u.x);
-    f[1] = __uint_as_float(u.y);
-    f[2] = __uint_as_float(u.z);
-    f[3] = __uint_as_float(u.w);
-}
-
-__device__ __forceinline__ void gemv_unpack(const uint4 &u, float *f, const __nv_bfloat16 *)
-{
-    const uint32_t w[4] = {u.x, u.y, u.z, u.w};
-#pragma unroll
-    for (int i = 0; i < 4; i++) {
-        f[2 * i] = __uint_as_float(w[i] << 16);
-        f[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
-    }
-}
-
-__device__ __forceinline__ void gemv_unpack(const uint4 &u, float *f, const __half *)
-{
-    const uint32_t w[4] = {u.x, u.y, u.z, u.w};
-#pragma unroll
-    for (int i = 0; i < 4; i++) {
-        __half2 h;
-        memcpy(&h, &w[i], sizeof h);
-        const float2 v = __half22float2(h);
-        f[2 * i] = v.x;
-        f[2 * i + 1] = v.y;
-    }
-}
-
 __device__ __forceinline__ float matmul_bias_at(const void *bias, int bias_type, int j)
 {
     switch (bias_type) {
@@ -97,7 +65,7 @@ static __global__ void __launch_bounds__(GEMV_THREADS_MAX)
             float wf[ROWS][VEC];
 #pragma unroll
             for (int r = 0; r < ROWS; r++)
-                gemv_unpack(wv[u][r], wf[r], (const TW *)nullptr);
+                cuda_widen16(wv[u][r], wf[r], (const TW *)nullptr);
             const int64_t col = (int64_t)(ch + u * stride) * VEC;
 #pragma unroll
             for (int t = 0; t < M; t++) {
@@ -118,7 +86,7 @@ static __global__ void __launch_bounds__(GEMV_THREADS_MAX)
         float wf[ROWS][VEC];
 #pragma unroll
         for (int r = 0; r < ROWS; r++)
-            gemv_unpack(__ldcs(wrow[r] + ch), wf[r], (const TW *)nullptr);
+            cuda_widen16(__ldcs(wrow[r] + ch), wf[r], (const TW *)nullptr);
         const int64_t col = (int64_t)ch * VEC;
 #pragma unroll
         for (int t = 0; t < M; t++) {
