@@ -98,3 +98,23 @@ enum vllmc_status cpu_matmul_tiled_run_x(const struct op_call *c,
     threadpool_run(pool, mm_task, &ctx, n_tasks);
     return VLLMC_OK;
 }
+
+bool cpu_matmul_tiled_float_supports(const struct op_call *c)
+{
+    const struct tensor *w = c->src[1], *b = c->src[2];
+    return cpu_f32_rows(c->dst) && cpu_f32_rows(c->src[0]) && cpu_is_plain_float(w->dtype) &&
+           tensor_rows_contiguous(w) && (!b || cpu_is_plain_float(b->dtype));
+}
+
+enum vllmc_status cpu_matmul_tiled_float_run(const struct op_call *c,
+                                             const struct cpu_mm_float_kernels *kernels)
+{
+    switch (c->src[1]->dtype) {
+    case DTYPE_F16:
+        return cpu_matmul_tiled_run(c, kernels->f16);
+    case DTYPE_BF16:
+        return cpu_matmul_tiled_run(c, kernels->bf16);
+    default:
+        return cpu_matmul_tiled_run(c, kernels->f32);
+    }
+}

@@ -9,6 +9,7 @@
 #ifndef VLLMC_BACKEND_CPU_MATMUL_TILED_H
 #define VLLMC_BACKEND_CPU_MATMUL_TILED_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "backend/op.h"
@@ -27,6 +28,17 @@ struct cpu_mm_kernel {
 // Runs c (an OP_MATMUL its gate accepted) with kernel, threaded over column
 // blocks on the backend's pool. Adds the optional bias after the dot product.
 enum vllmc_status cpu_matmul_tiled_run(const struct op_call *c, const struct cpu_mm_kernel *kernel);
+
+// The gate shared by the float-weight tiled providers: f32 activations and
+// output, f32/f16/bf16 weights with dense rows, optional float bias.
+bool cpu_matmul_tiled_float_supports(const struct op_call *c);
+
+// One kernel per float weight type; runs c with the one for its weights.
+struct cpu_mm_float_kernels {
+    const struct cpu_mm_kernel *f32, *f16, *bf16;
+};
+enum vllmc_status cpu_matmul_tiled_float_run(const struct op_call *c,
+                                             const struct cpu_mm_float_kernels *kernels);
 
 // The same with the kernel's x rows taken from x_base + i * x_row_bytes (x
 // already converted by the caller, e.g. to bf16) instead of c->src[0].

@@ -160,29 +160,17 @@ static const struct cpu_mm_kernel kernel_f32 = {tile_f32, R_MAX, C_MAX, C_MAX_R1
 static const struct cpu_mm_kernel kernel_f16 = {tile_f16, R_MAX, C_MAX, C_MAX_R1};
 static const struct cpu_mm_kernel kernel_bf16 = {tile_bf16, R_MAX, C_MAX, C_MAX_R1};
 
-static bool matmul_supports(const struct op_call *c)
-{
-    const struct tensor *w = c->src[1], *b = c->src[2];
-    return cpu_f32_rows(c->dst) && cpu_f32_rows(c->src[0]) && cpu_is_plain_float(w->dtype) &&
-           tensor_rows_contiguous(w) && (!b || cpu_is_plain_float(b->dtype));
-}
+static const struct cpu_mm_float_kernels kernels = {&kernel_f32, &kernel_f16, &kernel_bf16};
 
 static enum vllmc_status matmul_run(const struct op_call *c)
 {
-    switch (c->src[1]->dtype) {
-    case DTYPE_F16:
-        return cpu_matmul_tiled_run(c, &kernel_f16);
-    case DTYPE_BF16:
-        return cpu_matmul_tiled_run(c, &kernel_bf16);
-    default:
-        return cpu_matmul_tiled_run(c, &kernel_f32);
-    }
+    return cpu_matmul_tiled_float_run(c, &kernels);
 }
 
 const struct op_provider cpu_avx512_matmul = {
     .name = "cpu-avx512",
     .op = OP_MATMUL,
     .priority = CPU_AVX512_PRIORITY,
-    .supports = matmul_supports,
+    .supports = cpu_matmul_tiled_float_supports,
     .run = matmul_run,
 };
