@@ -260,49 +260,41 @@ static int f_default(struct render *r, struct jv v, const struct args *a, struct
     return 0;
 }
 
-static int f_upper(struct render *r, struct jv v, const struct args *a, struct jv *out)
+// upper, lower, capitalize, title: the value as a string, then str_case with
+// the mode each names (jinja2's title starts words after runs of `-`,
+// whitespace or opening brackets).
+static int case_filter(struct render *r, struct jv v, int mode, struct jv *out)
 {
-    (void)a;
     struct jv s;
     if (to_str(r, v, &s))
         return -1;
-    int rc = str_case(r, s, 0, out);
+    int rc = str_case(r, s, mode, out);
     jv_release(s);
     return rc;
+}
+
+static int f_upper(struct render *r, struct jv v, const struct args *a, struct jv *out)
+{
+    (void)a;
+    return case_filter(r, v, 0, out);
 }
 
 static int f_lower(struct render *r, struct jv v, const struct args *a, struct jv *out)
 {
     (void)a;
-    struct jv s;
-    if (to_str(r, v, &s))
-        return -1;
-    int rc = str_case(r, s, 1, out);
-    jv_release(s);
-    return rc;
+    return case_filter(r, v, 1, out);
 }
 
 static int f_capitalize(struct render *r, struct jv v, const struct args *a, struct jv *out)
 {
     (void)a;
-    struct jv s;
-    if (to_str(r, v, &s))
-        return -1;
-    int rc = str_case(r, s, 3, out);
-    jv_release(s);
-    return rc;
+    return case_filter(r, v, 3, out);
 }
 
-// jinja2's title: words start after runs of `-`, whitespace or opening brackets.
 static int f_title(struct render *r, struct jv v, const struct args *a, struct jv *out)
 {
     (void)a;
-    struct jv s;
-    if (to_str(r, v, &s))
-        return -1;
-    int rc = str_case(r, s, 4, out);
-    jv_release(s);
-    return rc;
+    return case_filter(r, v, 4, out);
 }
 
 static int f_trim(struct render *r, struct jv v, const struct args *a, struct jv *out)
