@@ -314,8 +314,8 @@ static bool all_final(const struct gen *g)
     return true;
 }
 
-// Waits up to timeout_ms for outputs and applies what arrived. False when the
-// engine failed a request (it is then treated as final).
+// Waits up to timeout_ms for outputs and applies what arrived. A request the
+// engine can no longer serve (closed, or its channel failed) counts as final.
 static void pump(struct gen *g, int timeout_ms, bool stream)
 {
     if (atomic_load(&g->srv->abort_all))
@@ -385,17 +385,13 @@ static json_t *full_response(struct gen *g)
                                     c->text ? c->text : "", c->text_len, "tool_calls");
             choice = json_pack("{s:i, s:o, s:o}", "index", i, "message", msg, "logprobs", lp);
         } else {
-            json_t *text;
-            if (g->echo_text[p]) {
-                size_t n = strlen(g->echo_text[p]);
-                char *both = mem_alloc(n + c->text_len + 1);
-                memcpy(both, g->echo_text[p], n);
-                memcpy(both + n, c->text ? c->text : "", c->text_len);
-                text = json_stringn(both, n + c->text_len);
-                mem_free(both);
-            } else {
-                text = json_stringn(c->text ? c->text : "", c->text_len);
-            }
+            // echo: the prompt text goes in front of the generated text. On
+            // allocation failure the value is NULL and the choice is dropped
+            // by json_pack, never dereferenced.
+            const char *gen = c->text ? c->text : "";
+            json_t *text = g->echo_text[p]
+                               ? json_sprintf("%s%.*s", g->echo_text[p], (int)c->text_len, gen)
+                               : json_stringn(gen, c->text_len);
             choice = json_pack("{s:i, s:o, s:o}", "index", i, "text", text, "logprobs", lp);
         }
         json_object_set_new(choice, "finish_reason", json_string(finish_str(c->finish)));
