@@ -15,16 +15,17 @@
 #   apt-get download libjansson-dev libjansson4 libpcre2-dev libpcre2-8-0 \
 #     libpcre2-16-0 libpcre2-32-0 libpcre2-posix3 libutf8proc-dev libutf8proc2 \
 #     libmicrohttpd-dev libmicrohttpd12 nettle-dev libnettle8 pkgconf \
-#     pkgconf-bin libpkgconf3
+#     pkgconf-bin libpkgconf3 libcurl4-openssl-dev
 #
 # GPU_CHECK_STAGES (comma list) picks stages: deps,build,tests,ops,roofline,
-# bench,hf,sanitizer (default: all, in that order).
+# bench,hf,serve,hf8b,sanitizer (default: all but hf8b, which writes a 16 GB
+# checkpoint; a machine call has 10 minutes, so split the stages over calls).
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT" || exit 1
 OUT=${OUT:-$ROOT/gpu-out}
 mkdir -p "$OUT"
-STAGES=${GPU_CHECK_STAGES:-deps,build,tests,ops,roofline,bench,hf,sanitizer}
+STAGES=${GPU_CHECK_STAGES:-deps,build,tests,ops,roofline,bench,hf,serve,sanitizer}
 BUILD=$ROOT/build-gpu
 VLLMC=$BUILD/vllmc
 DATA=$ROOT/.gpu-data
@@ -77,12 +78,24 @@ if want deps; then
     for dev in "$LIBDIR"/lib*.so; do
         [ -L "$dev" ] || continue
         soname=$(objdump -p "$dev" 2>/dev/null | awk '/SONAME/ {print $2}')
+        # A -dev package carried without its runtime (libcurl: the machine's
+        # own copy has other dependencies) leaves a dangling link: its soname
+        # is the target's name up to the major version.
+        [ -n "$soname" ] || soname=$(basename "$(readlink "$dev")" | sed -E 's/^(lib.*\.so\.[0-9]+).*/\1/')
         [ -n "$soname" ] || continue
         sys=$(ldconfig -p 2>/dev/null | awk -v s="$soname" '$1 == s && /x86-64/ {print $NF; exit}')
         case "$sys" in "" | "$PREFIX"/*) continue ;; esac
         rm -f "$LIBDIR/$soname" "$LIBDIR/$soname".*
         ln -sf "$sys" "$dev"
         echo "deps: $(basename "$dev") -> $sys (the machine's runtime)"
+    done
+    # A library that is still missing is left out of the build (its .pc goes),
+    # instead of failing the link: libcurl only serves `vllmc bench serve`.
+    for dev in "$LIBDIR"/lib*.so; do
+        [ -L "$dev" ] && [ ! -e "$dev" ] || continue
+        name=$(basename "$dev" .so)
+        rm -f "$dev" "$LIBDIR/pkgconfig/$name.pc"
+        note "deps: no runtime for $name on this machine; built without it"
     done
     if [ -d "$LIBDIR/pkgconfig" ]; then
         sed -i "s|^prefix=.*|prefix=$PREFIX/usr|" "$LIBDIR"/pkgconfig/*.pc
@@ -186,24 +199,42 @@ if want bench; then
 fi
 
 # ---- parity with Hugging Face transformers ----
-if want hf; then
-    QWEN=$DATA/qwen3-0.6b-random
-    stage "hf: make Qwen3-0.6B-shaped checkpoint" "$OUT/hf-parity.log" 240 \
-        python3 "$ROOT/scripts/hf_reference.py" make-qwen3 "$QWEN"
-    [ -f "$DATA/qwen3-tokenizer/tokenizer.json" ] && cp "$DATA"/qwen3-tokenizer/* "$QWEN"/ 2>/dev/null
-    for m in qwen3-0.6b-random stories260K-hf; do
-        stage "hf: reference $m" "$OUT/hf-parity.log" 300 \
-            python3 "$ROOT/scripts/hf_reference.py" refs "$DATA/$m" "$DATA/$m.refs.json"
-        for dev in cuda cpu; do
-            for batch in 1 8; do
-                [ $dev = cpu ] && [ $batch = 1 ] && [ $m = qwen3-0.6b-random ] && continue
-                stage "parity $m $dev batch $batch" "$OUT/hf-parity.log" 240 \
-                    "$VLLMC" parity --model "$DATA/$m" --reference "$DATA/$m.refs.json" \
-                    --pass default --device $dev --batch $batch
-                grep "^parity:" "$OUT/hf-parity.log" | tail -1 | sed "s|^|  $m $dev b$batch |" >>"$SUMMARY"
-            done
-        done
+# parity_runs NAME DEVICE:BATCH...: vllmc parity of NAME on each device at each batch.
+parity_runs() {
+    local m=$1 run dev batch
+    shift
+    for run in "$@"; do
+        dev=${run%:*} batch=${run#*:}
+        stage "parity $m $dev batch $batch" "$OUT/hf-parity.log" 300 \
+            "$VLLMC" parity --model "$DATA/$m" --reference "$DATA/$m.refs.json" \
+            --pass default --device $dev --batch $batch
+        grep "^parity:" "$OUT/hf-parity.log" | tail -1 | sed "s|^|  $m $dev b$batch |" >>"$SUMMARY"
     done
+}
+
+# make_model SHAPE NAME: a random-weight checkpoint of SHAPE with its references.
+make_model() {
+    stage "hf: make $2 + references" "$OUT/hf-parity.log" 400 \
+        python3 "$ROOT/tools/reference/hf_reference.py" make "$1" "$DATA/$2" \
+        --refs "$DATA/$2.refs.json"
+    # Qwen-vocabulary shapes get the real Qwen3 tokenizer (the server needs one).
+    case $1 in qwen*)
+        [ -f "$DATA/qwen3-tokenizer/tokenizer.json" ] && cp "$DATA"/qwen3-tokenizer/* "$DATA/$2"/ ;;
+    esac
+}
+
+if want hf; then
+    make_model qwen3-0.6b qwen3-0.6b-random
+    make_model llama3-1b llama3-1b-random
+    make_model qwen2-0.5b qwen2-0.5b-random
+    stage "hf: references stories260K-hf" "$OUT/hf-parity.log" 300 \
+        python3 "$ROOT/tools/reference/hf_reference.py" refs "$DATA/stories260K-hf" \
+        "$DATA/stories260K-hf.refs.json"
+    # The CPU runs at batch 8 only for the large vocabularies (time).
+    for m in qwen3-0.6b-random llama3-1b-random qwen2-0.5b-random; do
+        parity_runs $m cuda:1 cuda:8 cpu:8
+    done
+    parity_runs stories260K-hf cuda:1 cuda:8 cpu:1 cpu:8
 fi
 
 # ---- the engine's own benchmarks on the Qwen3-0.6B-shaped checkpoint ----
@@ -213,6 +244,27 @@ if want hf && [ -d "$DATA/qwen3-0.6b-random" ]; then
     stage "vllmc bench throughput cuda (0.6B, 64x512/128)" "$OUT/bench.log" 150 \
         "$VLLMC" bench throughput --model "$DATA/qwen3-0.6b-random" --device cuda \
         --num-prompts 64 --input-len 512 --output-len 128 --max-num-seqs 64
+fi
+
+# ---- serving: start-up time and vllmc bench serve (512 in, 128 out, 64 in flight) ----
+BENCH_SERVE="--dataset-name random --random-input-len 512 --random-output-len 128
+    --ignore-eos --max-concurrency 64 --num-prompts 128 --num-warmups 4"
+if want serve && [ -d "$DATA/qwen3-0.6b-random" ]; then
+    stage "serve + bench serve cuda (0.6B)" "$OUT/bench.log" 300 env SERVE_LOG="$OUT/serve-0.6b.log" \
+        bash "$ROOT/scripts/serve-bench.sh" "$VLLMC" "$DATA/qwen3-0.6b-random" cuda 18080 $BENCH_SERVE
+fi
+
+# ---- the Qwen3-8B shape: parity, decode/prefill, throughput, start-up, serving ----
+if want hf8b; then
+    make_model qwen3-8b qwen3-8b-random
+    parity_runs qwen3-8b-random cuda:1 cuda:8
+    stage "vllmc bench pp512/tg128 cuda (8B)" "$OUT/bench.log" 200 \
+        "$VLLMC" bench --model "$DATA/qwen3-8b-random" --device cuda -p 512 -n 128 -r 3
+    stage "vllmc bench throughput cuda (8B, 64x512/128)" "$OUT/bench.log" 200 \
+        "$VLLMC" bench throughput --model "$DATA/qwen3-8b-random" --device cuda \
+        --num-prompts 64 --input-len 512 --output-len 128 --max-num-seqs 64
+    stage "serve + bench serve cuda (8B)" "$OUT/bench.log" 300 env SERVE_LOG="$OUT/serve-8b.log" \
+        bash "$ROOT/scripts/serve-bench.sh" "$VLLMC" "$DATA/qwen3-8b-random" cuda 18081 $BENCH_SERVE
 fi
 
 # ---- compute-sanitizer: memcheck over every op, racecheck over the shared-memory kernels ----
@@ -237,7 +289,8 @@ fi
     grep -h "^crossover" "$OUT/bench.log" 2>/dev/null | awk '{print $2, $3, $6}' | paste -sd' ' | fold -w 160
     grep -h "^op=attention" "$OUT/bench.log" 2>/dev/null | sed 's/heads=.*provider=[^ ]* //'
     grep -h "^decode model\|^prefill model" "$OUT/bench.log" 2>/dev/null
-    grep -h "tok/s\|throughput" "$OUT/bench.log" 2>/dev/null | grep -v "^op=\|^decode\|^prefill" | tail -8
+    grep -h "tok/s\|throughput" "$OUT/bench.log" 2>/dev/null | grep -v "^op=\|^decode\|^prefill" | tail -16
+    grep -h "^startup:" "$OUT/bench.log" 2>/dev/null
     grep -h "decode:.*tok/s" "$OUT/bench.log" 2>/dev/null | tail -1
     grep -h "^op-parity:" "$OUT/op-parity.log" 2>/dev/null
     grep -h "ERROR SUMMARY" "$OUT/sanitizer.log" 2>/dev/null
