@@ -42,6 +42,8 @@ struct runner {
 
 // The backend every runner uses ("cpu" unless a test sets it first).
 static const char *runner_backend = "cpu";
+// Providers the runner's backend leaves out (NULL: VLLMC_OP_PROVIDER_DISABLE).
+static const char *runner_disable = NULL;
 
 static inline int load_golden(const char *name, struct golden_case *cases, int max_cases)
 {
@@ -85,6 +87,7 @@ static inline bool runner_init_path(struct runner *r, const char *path, enum dty
     struct backend_options o;
     backend_options_default(&o);
     o.n_threads = 1;
+    o.disable = runner_disable;
     memset(r, 0, sizeof(*r));
     if (backend_create(runner_backend, &o, &r->be, &err) ||
         model_load(path, r->be, NULL, &r->m, &err)) {
@@ -237,10 +240,10 @@ static inline void check_first_logits(struct runner *r, int seq, const struct go
            g->n_prompt, max_err, tol, g->n_logits + g->n_top);
 }
 
-// rtol is twice the epsilon of the KV cache dtype (1e-5 for f32 arithmetic
-// against the float64 reference).
-static inline void run_golden_kv(const char *model_rel, const char *golden, double atol,
-                                 int n_strict, enum dtype kv_dtype)
+// First-step logits within atol + rtol * max|golden logit| and greedy tokens,
+// for every case of golden.
+static inline void run_golden_tol(const char *model_rel, const char *golden, double atol,
+                                  double rtol, int n_strict, enum dtype kv_dtype)
 {
     static struct golden_case cases[8];
     int n = load_golden(golden, cases, 8);
@@ -252,14 +255,22 @@ static inline void run_golden_kv(const char *model_rel, const char *golden, doub
         return;
     }
     for (int c = 0; c < n; c++) {
-        double rtol = kv_dtype == DTYPE_F16    ? 2 * 0x1p-10
-                      : kv_dtype == DTYPE_BF16 ? 2 * 0x1p-7
-                                               : 1e-5;
         check_first_logits(&r, c % MAX_SEQS, &cases[c], atol, rtol);
         int matched = check_greedy(&r, c % MAX_SEQS, &cases[c], n_strict);
         printf("  case %d: %d of %d greedy tokens match\n", c, matched, cases[c].n_gen);
     }
     runner_deinit(&r);
+}
+
+// rtol is twice the epsilon of the KV cache dtype (1e-5 for f32 arithmetic
+// against the float64 reference).
+static inline void run_golden_kv(const char *model_rel, const char *golden, double atol,
+                                 int n_strict, enum dtype kv_dtype)
+{
+    double rtol = kv_dtype == DTYPE_F16    ? 2 * 0x1p-10
+                  : kv_dtype == DTYPE_BF16 ? 2 * 0x1p-7
+                                           : 1e-5;
+    run_golden_tol(model_rel, golden, atol, rtol, n_strict, kv_dtype);
 }
 
 static inline void run_golden(const char *model_rel, const char *golden, double atol, int n_strict)

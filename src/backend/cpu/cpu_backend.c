@@ -55,8 +55,8 @@ static const struct cpu_provider_entry cpu_provider_table[] = {
     {&cpu_avx2_attention, CPU_NEED_AVX2},
     // AVX-512 F/BW/VL, priority 60, where 16 lanes and masked tails win.
     {&cpu_avx512_matmul, CPU_NEED_AVX512},
-    // bf16 weights with bf16 dot products (x rounded to bf16), priority 45: an
-    // opt-in for prefill speed, since it changes results (see its file).
+    // bf16 weights with bf16 dot products (x rounded to bf16, a BF16 model's
+    // own precision), priority 65: the default for bf16 weights (see its file).
     {&cpu_avx512bf16_matmul, CPU_NEED_AVX512_BF16},
 #ifdef VLLMC_HAVE_OPENBLAS
     // OpenBLAS sgemm, priority 40, m >= CPU_BLAS_MIN_M only: not batch-invariant,

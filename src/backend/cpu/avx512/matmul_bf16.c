@@ -1,12 +1,11 @@
 // cpu-avx512bf16 matmul: bf16 weights with AVX512_BF16 dot products
 // (vdpbf16ps: 32 products per instruction, f32 accumulation). x is rounded to
-// bf16 once per call, as llama.cpp and PyTorch's bf16 path do, which costs
-// about 2e-6 NMSE against cpu-ref (parity_bar) and moves a BF16 model's
-// logits by ~1e-2 against an fp32-activation reference. It is therefore an
-// opt-in: priority 45 ranks it below cpu-avx2 and cpu-avx512, and
-// VLLMC_OP_PROVIDER_DISABLE=cpu-avx2,cpu-avx512 selects it (prefill about
-// 1.8x faster). Every m, m = 1 included, runs the same per-element sequence,
-// so it is batch-invariant too.
+// bf16 once per call, as llama.cpp and Hugging Face transformers run a BF16
+// checkpoint: about 2e-6 NMSE against cpu-ref (parity_bar), logits within
+// bf16 rounding of a float64 reference. It is the default for bf16 weights
+// (priority 65, above cpu-avx512); VLLMC_OP_PROVIDER_DISABLE=cpu-avx512bf16
+// gives fp32 activations back. Every m, m = 1 included, runs the same
+// per-element sequence, so it is batch-invariant too.
 #include <immintrin.h>
 
 #include "backend/cpu/avx512/avx512.h"
@@ -177,7 +176,7 @@ static enum vllmc_status matmul_run(const struct op_call *c)
 const struct op_provider cpu_avx512bf16_matmul = {
     .name = "cpu-avx512bf16",
     .op = OP_MATMUL,
-    .priority = 45,
+    .priority = CPU_AVX512_PRIORITY + 5,
     .supports = matmul_supports,
     .run = matmul_run,
     .parity_bar = 1e-5,
