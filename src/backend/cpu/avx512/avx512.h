@@ -3,11 +3,45 @@
 #ifndef VLLMC_BACKEND_CPU_AVX512_AVX512_H
 #define VLLMC_BACKEND_CPU_AVX512_AVX512_H
 
+#include <immintrin.h>
+
 #include "backend/op.h"
 
 #define CPU_AVX512_PRIORITY 60
 
 extern const struct op_provider cpu_avx512_matmul;
 extern const struct op_provider cpu_avx512bf16_matmul; // needs AVX512_BF16 too
+
+// out[i] = the sum of the 16 lanes of v[i] for i < n (n <= 16), four vectors
+// at a time through shuffles: about 3 instructions per sum instead of 8. Every
+// sum adds its lanes in one fixed tree, ((e[i] + e[i+8]) + (e[i+4] + e[i+12]))
+// for i < 4 and so on, whatever n is and whichever vectors share the call, so
+// a dot product's result never depends on the tile it was computed in.
+static inline __attribute__((always_inline)) void avx512_sums16(const __m512 *v, int n,
+                                                                 float *out)
+{
+    __m512 z = _mm512_setzero_ps(), s1[8], s2[4], s3[2];
+#pragma GCC unroll 8
+    for (int p = 0; p < 8; p++) { // lanes i + i+8: v[2p] in 0..7, v[2p+1] in 8..15
+        __m512 a = 2 * p < n ? v[2 * p] : z, b = 2 * p + 1 < n ? v[2 * p + 1] : z;
+        s1[p] = _mm512_add_ps(_mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(1, 0, 1, 0)),
+                              _mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(3, 2, 3, 2)));
+    }
+#pragma GCC unroll 4
+    for (int p = 0; p < 4; p++) // + lanes i+4: v[4p + j] in 128-bit lane j
+        s2[p] = _mm512_add_ps(_mm512_shuffle_f32x4(s1[2 * p], s1[2 * p + 1], _MM_SHUFFLE(2, 0, 2, 0)),
+                              _mm512_shuffle_f32x4(s1[2 * p], s1[2 * p + 1], _MM_SHUFFLE(3, 1, 3, 1)));
+#pragma GCC unroll 2
+    for (int p = 0; p < 2; p++) { // + lanes i+2: per 128-bit lane j, v[8p + j] then v[8p + 4 + j]
+        __m512d a = _mm512_castps_pd(s2[2 * p]), b = _mm512_castps_pd(s2[2 * p + 1]);
+        s3[p] = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(a, b)),
+                              _mm512_castpd_ps(_mm512_unpackhi_pd(a, b)));
+    }
+    // + lane i+1: lane 4j + t holds the sum of v[4t + j].
+    __m512 s4 = _mm512_add_ps(_mm512_shuffle_ps(s3[0], s3[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                              _mm512_shuffle_ps(s3[0], s3[1], _MM_SHUFFLE(3, 1, 3, 1)));
+    __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+    _mm512_mask_storeu_ps(out, (__mmask16)((1u << n) - 1u), _mm512_permutexvar_ps(order, s4));
+}
 
 #endif

@@ -48,11 +48,15 @@ static inline __attribute__((always_inline)) void tile(const int R, const int C,
                 acc[r][c] = _mm512_fmadd_ps(xv[r], wv, acc[r][c]);
         }
     }
+    __m512 flat[R_MAX * C_MAX_R1];
 #pragma GCC unroll 8
     for (int r = 0; r < R; r++)
 #pragma GCC unroll 8
         for (int c = 0; c < C; c++)
-            out[r * C + c] = _mm512_reduce_add_ps(acc[r][c]);
+            flat[r * C + c] = acc[r][c];
+#pragma GCC unroll 4
+    for (int i = 0; i < R * C; i += 16)
+        avx512_sums16(flat + i, R * C - i < 16 ? R * C - i : 16, out + i);
 }
 
 #define T(r, c, wt) tile(r, c, wt, x, w, k, out)

@@ -47,11 +47,15 @@ tile(const int R, const int C, const float *const *x, const void *const *w, int6
                 acc[r][c] = _mm512_dpbf16_ps(acc[r][c], xv[r], wv);
         }
     }
+    __m512 flat[R_MAX * C_MAX_R1];
 #pragma GCC unroll 8
     for (int r = 0; r < R; r++)
 #pragma GCC unroll 8
         for (int c = 0; c < C; c++)
-            out[r * C + c] = _mm512_reduce_add_ps(acc[r][c]);
+            flat[r * C + c] = acc[r][c];
+#pragma GCC unroll 4
+    for (int i = 0; i < R * C; i += 16)
+        avx512_sums16(flat + i, R * C - i < 16 ? R * C - i : 16, out + i);
 }
 
 #define T(r, c) tile(r, c, x, w, k, out)
