@@ -4,6 +4,8 @@
 // Accepts testdata/golden/*.greedy.json ({cases: [...]}) and llama.cpp refs
 // files (*.refs.json, one pass chosen with --pass).
 #include <jansson.h>
+#include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "backend/backend.h"
@@ -23,6 +25,7 @@ struct parity_case {
     int32_t *ref; // owned [n_ref]: the reference's greedy tokens
     int n_ref;
     int32_t *topk; // owned [n_ref, PARITY_MAX_K]; -1 pads; row of -1 = no top-k at that step
+    float *topv;   // owned [n_ref, PARITY_MAX_K]: the reference's log-probabilities (NAN: none)
     int k;         // the widest top-k seen
 };
 
@@ -35,6 +38,7 @@ struct parity_seq {
     int32_t *table; // owned block table
     int n_blocks;
     int diverged_at; // -1 while equal
+    double lp_err;   // largest |our logprob - reference's| over its top-k, before divergence
     bool done;
 };
 
@@ -83,8 +87,11 @@ static void case_set_topk(struct parity_case *c, int step, json_t *list)
     int k = 0;
     for (size_t i = 0; i < json_array_size(list) && k < PARITY_MAX_K; i++) {
         json_t *id = json_array_get(json_array_get(list, i), 0);
-        if (json_is_integer(id))
+        json_t *v = json_array_get(json_array_get(list, i), 1);
+        if (json_is_integer(id)) {
+            c->topv[step * PARITY_MAX_K + k] = json_is_number(v) ? (float)json_number_value(v) : NAN;
             c->topk[step * PARITY_MAX_K + k++] = (int32_t)json_integer_value(id);
+        }
     }
     if (k > c->k)
         c->k = k;
@@ -96,10 +103,13 @@ static bool case_init(struct parity_case *c, json_t *prompt, json_t *gen)
     c->prompt = json_ids(prompt, &c->n_prompt);
     c->ref = json_ids(gen, &c->n_ref);
     c->topk = mem_alloc((size_t)(c->n_ref ? c->n_ref : 1) * PARITY_MAX_K * sizeof(*c->topk));
-    if (!c->prompt || !c->ref || !c->topk || !c->n_prompt || !c->n_ref)
+    c->topv = mem_alloc((size_t)(c->n_ref ? c->n_ref : 1) * PARITY_MAX_K * sizeof(*c->topv));
+    if (!c->prompt || !c->ref || !c->topk || !c->topv || !c->n_prompt || !c->n_ref)
         return false;
-    for (int i = 0; i < c->n_ref * PARITY_MAX_K; i++)
+    for (int i = 0; i < c->n_ref * PARITY_MAX_K; i++) {
         c->topk[i] = -1;
+        c->topv[i] = NAN;
+    }
     return true;
 }
 
@@ -178,6 +188,28 @@ static int32_t argmax(const float *x, int n)
     return best;
 }
 
+// Largest |log_softmax(logits)[id] - value| over the reference's top-k of
+// one step: how far apart the two computations are, beyond the token choice.
+static double logprob_error(const float *logits, int n_vocab, const int32_t *ids,
+                            const float *values)
+{
+    float mx = logits[0];
+    for (int i = 1; i < n_vocab; i++)
+        mx = logits[i] > mx ? logits[i] : mx;
+    double sum = 0.0;
+    for (int i = 0; i < n_vocab; i++)
+        sum += exp((double)logits[i] - (double)mx);
+    double lse = (double)mx + log(sum);
+    double worst = 0.0;
+    for (int k = 0; k < PARITY_MAX_K && ids[k] >= 0; k++) {
+        if (ids[k] >= n_vocab || isnan(values[k]))
+            continue;
+        double d = fabs((double)logits[ids[k]] - lse - (double)values[k]);
+        worst = d > worst ? d : worst;
+    }
+    return worst;
+}
+
 // One model step over the listed sequences: each runs its tokens from pos0
 // to its current end; picks the next greedy token of each.
 static int parity_step(struct parity_run *r, int *idx, int n, const int *pos0)
@@ -214,7 +246,13 @@ static int parity_step(struct parity_run *r, int *idx, int n, const int *pos0)
     for (int i = 0; i < n; i++) {
         struct parity_seq *s = &r->seqs[idx[i]];
         int step = s->n_ids - s->c->n_prompt;
-        int32_t tok = argmax(r->logits + (size_t)i * (size_t)n_vocab, n_vocab);
+        const float *row = r->logits + (size_t)i * (size_t)n_vocab;
+        int32_t tok = argmax(row, n_vocab);
+        if (s->diverged_at < 0) {
+            double e = logprob_error(row, n_vocab, s->c->topk + (size_t)step * PARITY_MAX_K,
+                                     s->c->topv + (size_t)step * PARITY_MAX_K);
+            s->lp_err = e > s->lp_err ? e : s->lp_err;
+        }
         if (tok != s->c->ref[step] && s->diverged_at < 0) {
             s->diverged_at = step;
             s->done = true; // the verdict is made at the first divergence
@@ -265,12 +303,21 @@ static int parity_generate(struct parity_run *r, int batch)
     return 0;
 }
 
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
 static int parity_report(const struct parity_run *r)
 {
     int n_exact = 0, n_topk = 0, n_fail = 0;
+    double *lp = mem_alloc((size_t)(r->n_seqs ? r->n_seqs : 1) * sizeof(*lp));
     for (int i = 0; i < r->n_seqs; i++) {
         const struct parity_seq *s = &r->seqs[i];
         const struct parity_case *c = s->c;
+        if (lp)
+            lp[i] = s->lp_err;
         printf("case %d (prompt %d tokens, %d reference tokens): ", s->case_index, c->n_prompt,
                c->n_ref);
         if (s->diverged_at < 0) {
@@ -295,6 +342,15 @@ static int parity_report(const struct parity_run *r)
             n_fail++;
         }
     }
+    // Each case's largest logprob error up to its divergence; the spread over
+    // cases tells rounding noise (~1e-4) from a real difference (~1e-2).
+    if (lp && r->n_seqs) {
+        qsort(lp, (size_t)r->n_seqs, sizeof(*lp), cmp_double);
+        printf("logprob error (largest |ours - reference| over the reference's top-k before "
+               "divergence): median %.2e, max %.2e\n",
+               lp[r->n_seqs / 2], lp[r->n_seqs - 1]);
+    }
+    mem_free(lp);
     printf("parity: %d EXACT, %d TOP_K_MATCH, %d FAIL\n", n_exact, n_topk, n_fail);
     return n_fail ? 1 : 0;
 }
@@ -421,6 +477,7 @@ int parity_main(int argc, char **argv)
         mem_free(p.cases[i].prompt);
         mem_free(p.cases[i].ref);
         mem_free(p.cases[i].topk);
+        mem_free(p.cases[i].topv);
     }
     mem_free(p.cases);
     return rc;

@@ -84,10 +84,11 @@ ROPE = {  # shape: (theta, scaling or None)
 }
 
 
-def set_rope(cfg, shape):
+def set_rope(cfg, shape, with_scaling=True):
     """Sets rope theta and scaling the way the installed transformers stores them
     (rope_parameters from version 5 on, rope_theta + rope_scaling before)."""
     theta, scaling = ROPE[shape]
+    scaling = scaling if with_scaling else None
     if hasattr(cfg, "rope_parameters"):
         rp = {"rope_type": "default", "rope_theta": theta}
         rp.update(scaling or {})
@@ -103,7 +104,7 @@ def make(args):
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.manual_seed(args.seed)
     cfg, cls = make_config(args.shape, args.layers)
-    set_rope(cfg, args.shape)
+    set_rope(cfg, args.shape, not args.no_rope_scaling)
     dev = "cuda" if torch.cuda.is_available() else "cpu"
     with torch.device(dev):
         model = cls(cfg).float()
@@ -126,7 +127,7 @@ def make(args):
     model.to(torch.bfloat16).save_pretrained(args.out, safe_serialization=True)
     with open(os.path.join(args.out, "config.json")) as f:
         saved = json.load(f)
-    scaling = ROPE[args.shape][1]
+    scaling = ROPE[args.shape][1] if not args.no_rope_scaling else None
     if scaling and scaling["rope_type"] not in json.dumps(saved):
         raise SystemExit(f"make: {args.out}/config.json lost the {scaling['rope_type']} rope scaling")
     n = sum(p.numel() for p in model.parameters())
@@ -211,6 +212,8 @@ def main():
     m.add_argument("--seed", type=int, default=1234)
     m.add_argument("--logit-std", type=float, default=4.0)
     m.add_argument("--refs", help="also write references to this file")
+    m.add_argument("--no-rope-scaling", action="store_true",
+                   help="the shape without its rope scaling (to tell a scaling error from others)")
     add_ref_args(m)
     r = sub.add_parser("refs")
     r.add_argument("model")
