@@ -105,6 +105,9 @@ def make(args):
     torch.manual_seed(args.seed)
     cfg, cls = make_config(args.shape, args.layers)
     set_rope(cfg, args.shape, not args.no_rope_scaling)
+    for kv in args.set or []:
+        key, value = kv.split("=", 1)
+        setattr(cfg, key, json.loads(value))
     dev = "cuda" if torch.cuda.is_available() else "cpu"
     with torch.device(dev):
         model = cls(cfg).float()
@@ -214,6 +217,8 @@ def main():
     m.add_argument("--refs", help="also write references to this file")
     m.add_argument("--no-rope-scaling", action="store_true",
                    help="the shape without its rope scaling (to tell a scaling error from others)")
+    m.add_argument("--set", action="append", metavar="KEY=JSON",
+                   help="override one config field, e.g. rms_norm_eps=1e-6 (repeatable)")
     add_ref_args(m)
     r = sub.add_parser("refs")
     r.add_argument("model")
