@@ -23,7 +23,9 @@ struct backend;
     X(RMSNORM, "rmsnorm")                                                                          \
     /* src2 residual [n, dim] += src0 x; dst = rmsnorm(residual) * src1 w. dst may alias src0. */  \
     X(ADD_RMSNORM, "add_rmsnorm")                                                                  \
-    /* dst [m, n] = src0 x [m, k] . (src1 W [n, k])^T (+ src2 bias [n], optional) */               \
+    /* dst [m, n] = src0 x [m, k] . (src1 W [n, k])^T (+ src2 bias [n], optional). src3 perm */    \
+    /* i32 [k], optional and only with int4g W: W's column l multiplies x[perm[l]] (GPTQ */        \
+    /* act-order weights are stored in group order). */                                           \
     X(MATMUL, "matmul")                                                                            \
     /* in place on dst [n_tokens, n_heads, head_dim]: rotate the first rope_dim dims of each */     \
     /* head at src0 positions i32 [n_tokens] with src1 inv_freq f32 [rope_dim / 2]. */             \

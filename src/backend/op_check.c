@@ -144,6 +144,13 @@ enum vllmc_status op_check(const struct op_call *c, struct err *err)
         if (s2 && (!dtype_info(s2->dtype) || tensor_n_elements(s2) != s1->ne[1] ||
                    !tensor_is_contiguous(s2)))
             FAIL("op=matmul: bias must be contiguous [n = %lld]", (long long)s1->ne[1]);
+        // Only the int4g providers read a permutation; with any other weight
+        // type a provider would silently ignore it.
+        if (c->src[3] && (s1->dtype != DTYPE_INT4G || c->src[3]->dtype != DTYPE_I32 ||
+                          tensor_n_elements(c->src[3]) != s1->ne[0] ||
+                          !tensor_is_contiguous(c->src[3])))
+            FAIL("op=matmul: a permutation must be i32 [k = %lld] beside int4g weights",
+                 (long long)s1->ne[0]);
         return VLLMC_OK;
     case OP_ROPE:
     case OP_QK_NORM_ROPE:

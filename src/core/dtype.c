@@ -14,6 +14,7 @@ static const struct dtype_info infos[DTYPE_COUNT] = {
     [DTYPE_I32] = {"i32", 1, 4, false},
     [DTYPE_I64] = {"i64", 1, 8, false},
     [DTYPE_U8] = {"u8", 1, 1, false},
+    [DTYPE_INT4G] = {"int4g", 32, 20, true},
     [DTYPE_Q4_0] = {"q4_0", 32, 18, true},
     [DTYPE_Q4_1] = {"q4_1", 32, 20, true},
     [DTYPE_Q5_0] = {"q5_0", 32, 22, true},

@@ -42,7 +42,8 @@ enum dtype {
     DTYPE_TQ2_0 = 35,
     DTYPE_GGML_COUNT = 39, // first id past the ggml range we know of
     DTYPE_U8 = 64,         // raw bytes (safetensors U8, packed AWQ/GPTQ helpers)
-    DTYPE_COUNT = 65,
+    DTYPE_INT4G = 65,      // AWQ/GPTQ 4-bit weights repacked in 32-blocks (backend/cpu/quant/blocks.h)
+    DTYPE_COUNT = 66,
 };
 
 struct dtype_info {

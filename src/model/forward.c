@@ -99,10 +99,12 @@ static enum vllmc_status fwd_run(struct fwd *f, struct op_call *c)
 }
 
 static enum vllmc_status fwd_matmul(struct fwd *f, struct tensor *dst, struct tensor *x,
-                                    struct tensor *w, struct tensor *bias)
+                                    struct tensor *w, struct tensor *bias, struct tensor *perm)
 {
-    struct op_call c = {
-        .op = OP_MATMUL, .dst = dst, .src = {x, w, bias && bias->data ? bias : NULL}};
+    struct op_call c = {.op = OP_MATMUL,
+                        .dst = dst,
+                        .src = {x, w, bias && bias->data ? bias : NULL,
+                                perm && perm->data ? perm : NULL}};
     return fwd_run(f, &c);
 }
 
@@ -212,18 +214,18 @@ enum vllmc_status model_forward(struct model *m, const struct model_batch *b, st
 
     for (int l = 0; l < hp->n_layers; l++) {
         struct model_layer *L = &m->layers[l];
-        if ((rc = fwd_matmul(&f, &f.q2, &f.h, &L->wq, &L->bq)) ||
-            (rc = fwd_matmul(&f, &f.k2, &f.h, &L->wk, &L->bk)) ||
-            (rc = fwd_matmul(&f, &f.v2, &f.h, &L->wv, &L->bv)) ||
+        if ((rc = fwd_matmul(&f, &f.q2, &f.h, &L->wq, &L->bq, &L->wq_perm)) ||
+            (rc = fwd_matmul(&f, &f.k2, &f.h, &L->wk, &L->bk, &L->wk_perm)) ||
+            (rc = fwd_matmul(&f, &f.v2, &f.h, &L->wv, &L->bv, &L->wv_perm)) ||
             (rc = fwd_rope(&f, &f.q3, b, &L->q_norm)) ||
             (rc = fwd_rope(&f, &f.k3, b, &L->k_norm)) || (rc = fwd_attention(&f, b, kv, l)) ||
-            (rc = fwd_matmul(&f, &f.h, &f.att2, &L->wo, NULL)) ||
+            (rc = fwd_matmul(&f, &f.h, &f.att2, &L->wo, NULL, &L->wo_perm)) ||
             (rc = fwd_add_rmsnorm(&f, &f.h, &f.h, &L->ffn_norm, &f.x)) ||
-            (rc = fwd_matmul(&f, &f.gate, &f.h, &L->w_gate, NULL)) ||
-            (rc = fwd_matmul(&f, &f.up, &f.h, &L->w_up, NULL)))
+            (rc = fwd_matmul(&f, &f.gate, &f.h, &L->w_gate, NULL, &L->w_gate_perm)) ||
+            (rc = fwd_matmul(&f, &f.up, &f.h, &L->w_up, NULL, &L->w_up_perm)))
             return rc;
         struct op_call silu = {.op = OP_SILU_MUL, .dst = &f.act, .src = {&f.gate, &f.up}};
-        if ((rc = fwd_run(&f, &silu)) || (rc = fwd_matmul(&f, &f.h, &f.act, &L->w_down, NULL)))
+        if ((rc = fwd_run(&f, &silu)) || (rc = fwd_matmul(&f, &f.h, &f.act, &L->w_down, NULL, &L->w_down_perm)))
             return rc;
         if (l + 1 < hp->n_layers) {
             rc = fwd_add_rmsnorm(&f, &f.h, &f.h, &m->layers[l + 1].attn_norm, &f.x);
@@ -245,5 +247,5 @@ enum vllmc_status model_forward(struct model *m, const struct model_batch *b, st
         .op = OP_EMBEDDING, .dst = &f.g, .src = {&f.x, (struct tensor *)&b->logits_indices}};
     if ((rc = fwd_run(&f, &gather)) || (rc = fwd_rmsnorm(&f, &f.hl, &f.g, &m->output_norm)))
         return rc;
-    return fwd_matmul(&f, logits, &f.hl, &m->output, NULL);
+    return fwd_matmul(&f, logits, &f.hl, &m->output, NULL, NULL);
 }

@@ -12,7 +12,10 @@
 #include "core/alloc.h"
 #include "core/log.h"
 #include "model/arch.h"
+#include "backend/cpu/quant/blocks.h"
 #include "model/gguf.h"
+#include "model/hf_config.h"
+#include "model/int4_ckpt.h"
 #include "model/safetensors.h"
 
 // Alignment of every tensor the loader places in its own buffers.
@@ -35,8 +38,16 @@ struct loader_slot {
     int64_t ne[4];
     bool to_f32;       // a small vector converted to f32 in host_buf
     bool misaligned;   // copied to host_buf because the mapping is not aligned
-    size_t host_off;   // where in host_buf when to_f32 or misaligned
+    size_t host_off;   // where in host_buf when to_f32, misaligned or int4
     size_t device_off; // where in device_buf on a device backend
+    // AWQ/GPTQ layers: repacked into int4g blocks in host_buf at host_off;
+    // act-order ones also get their input permutation at perm_host_off.
+    bool int4;
+    bool needs_perm;
+    struct int4_layer int4_src;
+    struct tensor *perm_dst; // borrowed: the matrix's permutation tensor, or NULL
+    size_t perm_host_off;
+    size_t perm_device_off;
 };
 
 struct loader {
@@ -48,6 +59,8 @@ struct loader {
     size_t host_bytes;
     size_t device_bytes;
     float *freq_factors; // borrowed from the mapping (GGUF rope_freqs), or NULL
+    bool has_int4;       // the checkpoint is AWQ or GPTQ (config.json quantization_config)
+    struct int4_config int4;
 };
 
 void model_load_params_default(struct model_load_params *p)
@@ -82,6 +95,46 @@ static bool loader_find(struct loader *ld, const char *name, struct loader_slot 
     return true;
 }
 
+// Finds the packed tensors of an AWQ/GPTQ layer whose `.weight` is absent and
+// checks them against [ne1 outputs, ne0 inputs]. *found is false when the
+// layer has no qweight either.
+static enum vllmc_status loader_find_int4(struct loader *ld, struct loader_slot *s, int64_t ne0,
+                                          int64_t ne1, bool *found)
+{
+    char prefix[96], name[112];
+    size_t n = strlen(s->name);
+    *found = false;
+    if (!ld->has_int4 || n < 7 || strcmp(s->name + n - 7, ".weight"))
+        return VLLMC_OK;
+    snprintf(prefix, sizeof(prefix), "%.*s", (int)(n - 7), s->name);
+    struct int4_layer *ly = &s->int4_src;
+    snprintf(name, sizeof(name), "%s.qweight", prefix);
+    if (!(ly->qweight = safetensors_find(ld->m->st, name)))
+        return VLLMC_OK;
+    *found = true;
+    snprintf(name, sizeof(name), "%s.qzeros", prefix);
+    ly->qzeros = safetensors_find(ld->m->st, name);
+    snprintf(name, sizeof(name), "%s.scales", prefix);
+    ly->scales = safetensors_find(ld->m->st, name);
+    snprintf(name, sizeof(name), "%s.g_idx", prefix);
+    ly->g_idx = safetensors_find(ld->m->st, name);
+    char where[4200];
+    snprintf(where, sizeof(where), "%s: %s", ld->m->path, prefix);
+    enum vllmc_status rc =
+        int4_layer_check(&ld->int4, ly, ne0, ne1, where, &s->needs_perm, ld->err);
+    if (rc)
+        return rc;
+    s->int4 = true;
+    s->dtype = DTYPE_INT4G;
+    s->n_dims = 2;
+    s->ne[0] = ne0;
+    s->ne[1] = ne1;
+    s->ne[2] = s->ne[3] = 1;
+    s->n_bytes = dtype_row_bytes(DTYPE_INT4G, ne0) * (size_t)ne1;
+    s->data = NULL; // written by loader_place
+    return VLLMC_OK;
+}
+
 // Writes a shape outermost first, as error messages and comments read.
 static void shape_str(char *buf, size_t n, int n_dims, const int64_t *ne)
 {
@@ -101,7 +154,8 @@ static bool loader_backend_accepts(struct loader *ld, const struct loader_slot *
     static float dummy[4];
     static int32_t dummy_id[1];
     struct tensor w, x, y, ids;
-    if (!tensor_init(&w, s->dtype, (void *)s->data, s->n_dims, s->ne))
+    // Gates never read weight data; a repacked weight has none until loader_place.
+    if (!tensor_init(&w, s->dtype, s->data ? (void *)s->data : dummy, s->n_dims, s->ne))
         return false;
     enum tensor_location loc = backend_location(be);
     w.location = loc;
@@ -139,7 +193,13 @@ static enum vllmc_status loader_bind(struct loader *ld, enum arch_weight w, int 
     *s = (struct loader_slot){.dst = dst};
     if (!arch_weight_name(m->info.format, w, layer, s->name, sizeof(s->name)))
         return VLLMC_OK;
-    if (!loader_find(ld, s->name, s)) {
+    bool found = loader_find(ld, s->name, s);
+    if (!found && cls == WCLASS_MATRIX) {
+        enum vllmc_status rc = loader_find_int4(ld, s, ne0, ne1, &found);
+        if (rc)
+            return rc;
+    }
+    if (!found) {
         if (!required)
             return VLLMC_OK;
         return err_set(ld->err, VLLMC_ERR_FORMAT, "%s: tensor %s is missing", m->path, s->name);
@@ -191,7 +251,7 @@ static enum vllmc_status loader_bind(struct loader *ld, enum arch_weight w, int 
     // offsets carry no alignment promise, so such tensors get an aligned copy.
     size_t align = info->type_size >= 4 ? 4 : info->type_size >= 2 ? 2 : 1;
     s->misaligned = !s->to_f32 && ((uintptr_t)s->data % align) != 0;
-    size_t own_bytes = s->to_f32 ? (size_t)ne0 * 4 : s->misaligned ? s->n_bytes : 0;
+    size_t own_bytes = s->to_f32 ? (size_t)ne0 * 4 : s->misaligned || s->int4 ? s->n_bytes : 0;
     if (own_bytes) {
         s->host_off = ld->host_bytes;
         ld->host_bytes += (own_bytes + LOADER_ALIGN - 1) / LOADER_ALIGN * LOADER_ALIGN;
@@ -199,8 +259,28 @@ static enum vllmc_status loader_bind(struct loader *ld, enum arch_weight w, int 
     size_t final_bytes = s->to_f32 ? (size_t)ne0 * 4 : s->n_bytes;
     s->device_off = ld->device_bytes;
     ld->device_bytes += (final_bytes + 255) / 256 * 256;
+    if (s->needs_perm) {
+        size_t perm_bytes = (size_t)ne0 * sizeof(int32_t);
+        s->perm_host_off = ld->host_bytes;
+        ld->host_bytes += (perm_bytes + LOADER_ALIGN - 1) / LOADER_ALIGN * LOADER_ALIGN;
+        s->perm_device_off = ld->device_bytes;
+        ld->device_bytes += (perm_bytes + 255) / 256 * 256;
+    }
     ld->n_slots++;
     return VLLMC_OK;
+}
+
+// loader_bind for a per-layer matrix that may come with an act-order
+// permutation (GPTQ checkpoints), placed in perm.
+static enum vllmc_status loader_bind_matrix(struct loader *ld, enum arch_weight w, int layer,
+                                            int64_t ne0, int64_t ne1, struct tensor *dst,
+                                            struct tensor *perm)
+{
+    int n_before = ld->n_slots;
+    enum vllmc_status rc = loader_bind(ld, w, layer, true, WCLASS_MATRIX, ne0, ne1, dst);
+    if (!rc && ld->n_slots > n_before)
+        ld->slots[n_before].perm_dst = perm;
+    return rc;
 }
 
 // Resolves every weight the architecture needs.
@@ -235,17 +315,17 @@ static enum vllmc_status loader_bind_all(struct loader *ld)
         bool bias = hp->qkv_bias;
         if ((rc = loader_bind(ld, ARCH_W_ATTN_NORM, l, true, WCLASS_VECTOR, dim, 0,
                               &L->attn_norm)) ||
-            (rc = loader_bind(ld, ARCH_W_Q, l, true, WCLASS_MATRIX, dim, q_dim, &L->wq)) ||
-            (rc = loader_bind(ld, ARCH_W_K, l, true, WCLASS_MATRIX, dim, kv_dim, &L->wk)) ||
-            (rc = loader_bind(ld, ARCH_W_V, l, true, WCLASS_MATRIX, dim, kv_dim, &L->wv)) ||
+            (rc = loader_bind_matrix(ld, ARCH_W_Q, l, dim, q_dim, &L->wq, &L->wq_perm)) ||
+            (rc = loader_bind_matrix(ld, ARCH_W_K, l, dim, kv_dim, &L->wk, &L->wk_perm)) ||
+            (rc = loader_bind_matrix(ld, ARCH_W_V, l, dim, kv_dim, &L->wv, &L->wv_perm)) ||
             (rc = loader_bind(ld, ARCH_W_BQ, l, bias, WCLASS_VECTOR, q_dim, 0, &L->bq)) ||
             (rc = loader_bind(ld, ARCH_W_BK, l, bias, WCLASS_VECTOR, kv_dim, 0, &L->bk)) ||
             (rc = loader_bind(ld, ARCH_W_BV, l, bias, WCLASS_VECTOR, kv_dim, 0, &L->bv)) ||
-            (rc = loader_bind(ld, ARCH_W_O, l, true, WCLASS_MATRIX, q_dim, dim, &L->wo)) ||
+            (rc = loader_bind_matrix(ld, ARCH_W_O, l, q_dim, dim, &L->wo, &L->wo_perm)) ||
             (rc = loader_bind(ld, ARCH_W_FFN_NORM, l, true, WCLASS_VECTOR, dim, 0, &L->ffn_norm)) ||
-            (rc = loader_bind(ld, ARCH_W_GATE, l, true, WCLASS_MATRIX, dim, ff, &L->w_gate)) ||
-            (rc = loader_bind(ld, ARCH_W_UP, l, true, WCLASS_MATRIX, dim, ff, &L->w_up)) ||
-            (rc = loader_bind(ld, ARCH_W_DOWN, l, true, WCLASS_MATRIX, ff, dim, &L->w_down)))
+            (rc = loader_bind_matrix(ld, ARCH_W_GATE, l, dim, ff, &L->w_gate, &L->w_gate_perm)) ||
+            (rc = loader_bind_matrix(ld, ARCH_W_UP, l, dim, ff, &L->w_up, &L->w_up_perm)) ||
+            (rc = loader_bind_matrix(ld, ARCH_W_DOWN, l, ff, dim, &L->w_down, &L->w_down_perm)))
             return rc;
         if (hp->qk_norm && ((rc = loader_bind(ld, ARCH_W_Q_NORM, l, true, WCLASS_VECTOR,
                                               hp->head_dim, 0, &L->q_norm)) ||
@@ -306,6 +386,12 @@ static enum vllmc_status loader_place(struct loader *ld)
         } else if (s->misaligned) {
             memcpy(host + s->host_off, s->data, s->n_bytes);
             data = host + s->host_off;
+        } else if (s->int4) {
+            int32_t *perm = s->needs_perm ? (int32_t *)(host + s->perm_host_off) : NULL;
+            data = host + s->host_off;
+            int4_layer_repack(&ld->int4, &s->int4_src, s->ne[0], s->ne[1], data, perm);
+            if (perm)
+                VLLMC_ASSERT(tensor_init_1d(s->perm_dst, DTYPE_I32, perm, s->ne[0]));
         }
         VLLMC_ASSERT(tensor_init(s->dst, dtype, data, s->n_dims, s->ne));
         s->dst->name = NULL;
@@ -330,6 +416,15 @@ static enum vllmc_status loader_place(struct loader *ld)
                                backend_err(be)->msg);
             s->dst->data = dev + s->device_off;
             s->dst->location = TENSOR_DEVICE;
+            if (s->needs_perm) {
+                rc = backend_upload(be, dev + s->perm_device_off, s->perm_dst->data,
+                                    tensor_n_bytes(s->perm_dst));
+                if (rc)
+                    return err_set(ld->err, rc, "%s: uploading %s: %s", m->path, s->name,
+                                   backend_err(be)->msg);
+                s->perm_dst->data = dev + s->perm_device_off;
+                s->perm_dst->location = TENSOR_DEVICE;
+            }
         }
         rc = backend_upload(be, dev + inv_off, inv_freq, (size_t)half * 4);
         if (!rc)
@@ -444,7 +539,7 @@ static bool ends_with(const char *s, const char *suffix)
 }
 
 // Opens a Hugging Face folder (or one .safetensors file and the config.json beside it).
-static enum vllmc_status model_open_hf(struct model *m, struct err *err)
+static enum vllmc_status model_open_hf(struct model *m, struct loader *ld, struct err *err)
 {
     char dir[4096];
     snprintf(dir, sizeof(dir), "%s", m->path);
@@ -458,6 +553,19 @@ static enum vllmc_status model_open_hf(struct model *m, struct err *err)
     while (strlen(dir) > 1 && dir[strlen(dir) - 1] == '/')
         dir[strlen(dir) - 1] = '\0';
     enum vllmc_status rc = arch_hparams_from_hf(dir, &m->hp, err);
+    if (rc)
+        return rc;
+    struct hf_config c;
+    rc = hf_config_load(dir, &c, err);
+    if (rc)
+        return rc;
+    if (c.quantization_config) {
+        char doc[4200];
+        snprintf(doc, sizeof(doc), "%s/config.json", dir);
+        rc = int4_config_parse(c.quantization_config, doc, &ld->int4, err);
+        ld->has_int4 = rc == VLLMC_OK;
+    }
+    hf_config_deinit(&c);
     if (rc)
         return rc;
     rc = safetensors_open(m->path, &m->st, err);
@@ -511,7 +619,7 @@ enum vllmc_status model_load(const char *path, struct backend *be,
     m->backend = be;
     bool hf = is_dir(path) || ends_with(path, ".safetensors");
     m->info.format = hf ? MODEL_FORMAT_SAFETENSORS : MODEL_FORMAT_GGUF;
-    rc = hf ? model_open_hf(m, err) : model_open_gguf(m, err);
+    rc = hf ? model_open_hf(m, &ld, err) : model_open_gguf(m, err);
     if (rc)
         goto fail;
     rc = arch_hparams_check(&m->hp, path, err);

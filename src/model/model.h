@@ -78,6 +78,9 @@ struct model_layer {
     struct tensor w_gate;    // [ff_dim, dim]
     struct tensor w_up;      // [ff_dim, dim]
     struct tensor w_down;    // [dim, ff_dim]
+    // Int4g weights of GPTQ act-order checkpoints only (data NULL otherwise):
+    // i32 [k], the input feature of each stored column (backend/op.h, MATMUL).
+    struct tensor wq_perm, wk_perm, wv_perm, wo_perm, w_gate_perm, w_up_perm, w_down_perm;
 };
 
 // What the file holds, for `vllmc info` and memory planning.

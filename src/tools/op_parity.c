@@ -251,6 +251,7 @@ static const enum dtype weight_types[] = {
     DTYPE_F32,  DTYPE_F16,  DTYPE_BF16, DTYPE_Q4_0,   DTYPE_Q4_1,
     DTYPE_Q5_0, DTYPE_Q5_1, DTYPE_Q8_0, DTYPE_Q2_K,   DTYPE_Q3_K,
     DTYPE_Q4_K, DTYPE_Q5_K, DTYPE_Q6_K, DTYPE_IQ4_NL, DTYPE_IQ4_XS,
+    DTYPE_INT4G,
 };
 #define N_WEIGHT_TYPES (sizeof weight_types / sizeof weight_types[0])
 
@@ -286,6 +287,28 @@ static void grid_matmul(struct parity *pr)
                 pc_check(pr, &pc);
             pc_free(&pc);
         }
+        // GPTQ act-order: int4g weights stored in group order read x through
+        // a permutation of its k inputs.
+        struct pcase pc = {.op = OP_MATMUL, .wtype = DTYPE_INT4G, .outputs = 1};
+        snprintf(pc.shape, sizeof pc.shape, "%lld,%lld,%lld+perm", (long long)m, (long long)n,
+                 (long long)k);
+        snprintf(pc.dtype, sizeof pc.dtype, "%s", dtype_name(DTYPE_INT4G));
+        if (weight_type_usable(DTYPE_INT4G, k) && pc_add(&pc, 0, DTYPE_F32, 2, (int64_t[]){n, m}) &&
+            pc_add(&pc, 1, DTYPE_F32, 2, (int64_t[]){k, m}) &&
+            pc_add(&pc, 2, DTYPE_INT4G, 2, (int64_t[]){k, n}) &&
+            pc_add(&pc, 4, DTYPE_I32, 1, (int64_t[]){k})) {
+            int32_t *perm = pc_i32(&pc, 4);
+            for (int64_t l = 0; l < k; l++)
+                perm[l] = (int32_t)l;
+            for (int64_t l = k - 1; l > 0; l--) {
+                int64_t j = (int64_t)(rnd_u32() % (uint32_t)(l + 1));
+                int32_t tmp = perm[l];
+                perm[l] = perm[j];
+                perm[j] = tmp;
+            }
+            pc_check(pr, &pc);
+        }
+        pc_free(&pc);
     }
 }
 

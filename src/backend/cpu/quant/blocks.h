@@ -116,7 +116,20 @@ struct block_iq4_xs {
     uint8_t qs[QK_K / 2];
 };
 
+// ---- AWQ/GPTQ INT4 weights, repacked per output row (model/int4_ckpt.c) ----
+// One 32-weight slice of a row; every block of a quantization group repeats
+// the group's scale and zero point, so any group size that is a multiple of
+// 32 (and a whole row, group_size -1) fits. Nibbles are placed as in Q4_0.
+// w = d * (q - z); z is 0..16 (GPTQ v1 zero points are stored minus one).
+struct block_int4g {
+    uint16_t d;           // the checkpoint's f16 scale, bit for bit
+    uint8_t z;            // integer zero point
+    uint8_t pad;          // 0
+    uint8_t qs[QK32 / 2]; // weight j (j < 16) low nibble of qs[j], j + 16 high nibble
+};
+
 _Static_assert(sizeof(struct block_q4_0) == 18, "q4_0 block");
+_Static_assert(sizeof(struct block_int4g) == 20, "int4g block");
 _Static_assert(sizeof(struct block_q4_1) == 20, "q4_1 block");
 _Static_assert(sizeof(struct block_q5_0) == 22, "q5_0 block");
 _Static_assert(sizeof(struct block_q5_1) == 24, "q5_1 block");

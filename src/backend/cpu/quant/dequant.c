@@ -247,6 +247,7 @@ quant_dequant_fn quant_dequant_row_fn(enum dtype t)
     case DTYPE_Q6_K: return dequant_row_q6_k;
     case DTYPE_IQ4_NL: return dequant_row_iq4_nl;
     case DTYPE_IQ4_XS: return dequant_row_iq4_xs;
+    case DTYPE_INT4G: return dequant_row_int4g;
     default: return NULL;
     }
 }

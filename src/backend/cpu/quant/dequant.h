@@ -27,5 +27,6 @@ void dequant_row_q5_k(const void *src, float *dst, int64_t n);
 void dequant_row_q6_k(const void *src, float *dst, int64_t n);
 void dequant_row_iq4_nl(const void *src, float *dst, int64_t n);
 void dequant_row_iq4_xs(const void *src, float *dst, int64_t n);
+void dequant_row_int4g(const void *src, float *dst, int64_t n);
 
 #endif

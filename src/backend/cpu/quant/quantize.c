@@ -571,6 +571,7 @@ quant_quantize_fn quant_quantize_row_fn(enum dtype t)
     case DTYPE_Q6_K: return quantize_row_q6_k;
     case DTYPE_IQ4_NL: return quantize_row_iq4_nl;
     case DTYPE_IQ4_XS: return quantize_row_iq4_xs;
+    case DTYPE_INT4G: return quantize_row_int4g;
     default: return NULL;
     }
 }

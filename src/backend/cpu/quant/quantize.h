@@ -31,6 +31,9 @@ void quantize_row_q5_k(const float *src, void *dst, int64_t n);
 void quantize_row_q6_k(const float *src, void *dst, int64_t n);
 void quantize_row_iq4_nl(const float *src, void *dst, int64_t n);
 void quantize_row_iq4_xs(const float *src, void *dst, int64_t n);
+// Asymmetric 4-bit per 32-block (min/max), for tests and op parity of the
+// AWQ/GPTQ kernels; real INT4 weights come from the checkpoints.
+void quantize_row_int4g(const float *src, void *dst, int64_t n);
 
 // ---- activations ----
 // Symmetric 8-bit: d = max|x| / 127, q = round(x / d). The rounding error of
