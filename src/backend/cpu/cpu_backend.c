@@ -55,6 +55,7 @@ static const struct cpu_provider_entry cpu_provider_table[] = {
     {&cpu_avx2_attention, CPU_NEED_AVX2},
     // AVX-512 F/BW/VL, priority 60, where 16 lanes and masked tails win.
     {&cpu_avx512_matmul, CPU_NEED_AVX512},
+    {&cpu_avx512_attention, CPU_NEED_AVX512},
     // bf16 weights with bf16 dot products (x rounded to bf16, a BF16 model's
     // own precision), priority 65: the default for bf16 weights (see its file).
     {&cpu_avx512bf16_matmul, CPU_NEED_AVX512_BF16},

@@ -3,14 +3,29 @@
 #ifndef VLLMC_BACKEND_CPU_AVX512_AVX512_H
 #define VLLMC_BACKEND_CPU_AVX512_AVX512_H
 
-#include <immintrin.h>
-
 #include "backend/op.h"
 
 #define CPU_AVX512_PRIORITY 60
 
 extern const struct op_provider cpu_avx512_matmul;
 extern const struct op_provider cpu_avx512bf16_matmul; // needs AVX512_BF16 too
+extern const struct op_provider cpu_avx512_attention;
+
+#ifdef __AVX512F__
+#include <immintrin.h>
+
+// 16 values (fewer under mask m) of dtype (f32, f16 or bf16) at p as f32;
+// masked-off lanes are 0.
+static inline __attribute__((always_inline)) __m512 avx512_load16(int dtype, const void *p,
+                                                                  __mmask16 m)
+{
+    if (dtype == DTYPE_F16)
+        return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p));
+    if (dtype == DTYPE_BF16)
+        return _mm512_castsi512_ps(
+            _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, p)), 16));
+    return _mm512_maskz_loadu_ps(m, p);
+}
 
 // out[i] = the sum of the 16 lanes of v[i] for i < n (n <= 16), four vectors
 // at a time through shuffles: about 3 instructions per sum instead of 8. Every
@@ -43,5 +58,7 @@ static inline __attribute__((always_inline)) void avx512_sums16(const __m512 *v,
     __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
     _mm512_mask_storeu_ps(out, (__mmask16)((1u << n) - 1u), _mm512_permutexvar_ps(order, s4));
 }
+
+#endif
 
 #endif

@@ -12,17 +12,6 @@
 #define C_MAX 6
 #define C_MAX_R1 8
 
-// 16 values (fewer under mask) of dtype wt at p as f32; masked-off lanes are 0.
-static inline __attribute__((always_inline)) __m512 load16(int wt, const void *p, __mmask16 m)
-{
-    if (wt == DTYPE_F16)
-        return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p));
-    if (wt == DTYPE_BF16)
-        return _mm512_castsi512_ps(
-            _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, p)), 16));
-    return _mm512_maskz_loadu_ps(m, p);
-}
-
 static inline __attribute__((always_inline)) void tile(const int R, const int C, const int wt,
                                                        const float *const *x, const void *const *w,
                                                        int64_t k, float *out)
@@ -42,7 +31,7 @@ static inline __attribute__((always_inline)) void tile(const int R, const int C,
             xv[r] = _mm512_maskz_loadu_ps(m, x[r] + l);
 #pragma GCC unroll 8
         for (int c = 0; c < C; c++) {
-            __m512 wv = load16(wt, (const char *)w[c] + (size_t)l * esz, m);
+            __m512 wv = avx512_load16(wt, (const char *)w[c] + (size_t)l * esz, m);
 #pragma GCC unroll 8
             for (int r = 0; r < R; r++)
                 acc[r][c] = _mm512_fmadd_ps(xv[r], wv, acc[r][c]);
