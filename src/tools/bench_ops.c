@@ -193,8 +193,10 @@ static int section_gemv(struct bench *b)
     fails += bench_matmul_case(b, &qwen3_8b_mm[2], 1, DTYPE_F32, NULL, &us);
     fails += bench_matmul_case(b, &qwen3_8b_mm[2], 8, DTYPE_BF16, NULL, &us);
     // Packed GGUF weights: bandwidth of the dequantizing GEMV over the packed bytes.
-    static const enum dtype qtypes[] = {DTYPE_Q8_0, DTYPE_Q4_K, DTYPE_Q6_K, DTYPE_Q4_0};
-    for (size_t t = 0; t < 4; t++) {
+    // INT4G: AWQ/GPTQ 4-bit weights as the loader repacks them.
+    static const enum dtype qtypes[] = {DTYPE_Q8_0, DTYPE_Q4_K, DTYPE_Q6_K, DTYPE_Q4_0,
+                                        DTYPE_INT4G};
+    for (size_t t = 0; t < sizeof qtypes / sizeof qtypes[0]; t++) {
         fails += bench_matmul_case(b, &qwen3_8b_mm[2], 1, qtypes[t], NULL, &us);
         fails += bench_matmul_case(b, &qwen3_8b_mm[3], 1, qtypes[t], NULL, &us);
     }

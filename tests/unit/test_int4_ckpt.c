@@ -149,15 +149,21 @@ static void qlayer_views(const struct qlayer *L, struct qviews *v, bool with_g_i
                                 .scales = &v->scales, .g_idx = with_g_idx ? &v->g_idx : NULL};
 }
 
-static struct backend *test_backend(int n_threads)
+static struct backend *test_backend_without(int n_threads, const char *disable)
 {
     struct backend_options o;
     backend_options_default(&o);
     o.n_threads = n_threads;
+    o.disable = disable;
     struct backend *be = NULL;
     struct err err = {0};
     VLLMC_ASSERT(!backend_create("cpu", &o, &be, &err));
     return be;
+}
+
+static struct backend *test_backend(int n_threads)
+{
+    return test_backend_without(n_threads, "");
 }
 
 // Repacks L, then runs every matmul provider that takes int4g on m tokens and
@@ -552,13 +558,26 @@ static void rm_dir(const char *dir)
     rmdir(dir);
 }
 
+static void check_checkpoint_on(const char *fdir, const char *qdir, bool act_order, int gs,
+                                const char *disable);
+
 static void check_checkpoint(bool gptq, int gs, bool act_order, const char *quant_json)
 {
     char fdir[256], qdir[256];
     snprintf(fdir, sizeof fdir, "/tmp/vllmc_int4_f32_%d", (int)getpid());
     snprintf(qdir, sizeof qdir, "/tmp/vllmc_int4_q_%d", (int)getpid());
     write_pair(fdir, qdir, gptq, gs, act_order, quant_json);
-    struct backend *be = test_backend(1);
+    // Every provider, then only the f32 ones (cpu-ref for int4g).
+    for (int pass = 0; pass < 2; pass++)
+        check_checkpoint_on(fdir, qdir, act_order, gs, pass ? "cpu-int4g-avx2" : "");
+    rm_dir(fdir);
+    rm_dir(qdir);
+}
+
+static void check_checkpoint_on(const char *fdir, const char *qdir, bool act_order, int gs,
+                                const char *disable)
+{
+    struct backend *be = test_backend_without(1, disable);
     struct model *mf = NULL, *mq = NULL;
     struct err err = {0};
     CHECK_EQ_INT(model_load(fdir, be, NULL, &mf, &err), VLLMC_OK);
@@ -580,17 +599,17 @@ static void check_checkpoint(bool gptq, int gs, bool act_order, const char *quan
             err2 += ((double)lq[i] - lf[i]) * ((double)lq[i] - lf[i]);
             norm += (double)lf[i] * lf[i];
         }
-        // The same weights through another provider: f32 rounding, or 8-bit
-        // activations in the fast int4g providers.
-        if (!(err2 <= 1e-4 * norm))
-            fprintf(stderr, "  logits nmse %.3g\n", err2 / norm);
-        CHECK(err2 <= 1e-4 * norm);
+        // The same weights in f32 differ by rounding only; the fast int4g
+        // providers quantize activations to 8 bits, about 1e-5 per matmul
+        // (op-parity), which this random two-layer model amplifies to ~1e-3.
+        double bar = *disable ? 1e-8 : 1e-2;
+        if (!(err2 <= bar * norm))
+            fprintf(stderr, "  logits nmse %.3g (disabled: '%s')\n", err2 / norm, disable);
+        CHECK(err2 <= bar * norm);
     }
     model_free(mq);
     model_free(mf);
     backend_free(be);
-    rm_dir(fdir);
-    rm_dir(qdir);
 }
 
 static void test_awq_checkpoint(void)

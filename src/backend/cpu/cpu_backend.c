@@ -14,6 +14,7 @@
 #include "backend/cpu/avx2/avx2.h"
 #include "backend/cpu/avx512/avx512.h"
 #include "backend/cpu/blas/blas.h"
+#include "backend/cpu/quant/int4g.h"
 #include "backend/cpu/quant/qmatmul.h"
 #include "backend/cpu/ref/ref.h"
 #include "core/alloc.h"
@@ -67,6 +68,8 @@ static const struct cpu_provider_entry cpu_provider_table[] = {
     // Quantized weights with 8-bit activations.
     {&cpu_q_avx2_matmul, CPU_NEED_AVX2},
     {&cpu_q_avx512_matmul, CPU_NEED_AVX512_VNNI},
+    // AWQ/GPTQ int4g weights, the same 8-bit activation driver.
+    {&cpu_int4g_avx2_matmul, CPU_NEED_AVX2},
 };
 
 #define CPU_N_TABLE (sizeof cpu_provider_table / sizeof cpu_provider_table[0])

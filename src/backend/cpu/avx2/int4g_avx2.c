@@ -1,0 +1,153 @@
+// `cpu-int4g-avx2`: int4g weights (AWQ/GPTQ) with AVX2 int8 dot products on
+// the quantized-matmul driver. A block is w = d * (q - z) = d * q + m with
+// m = -d * z, so its arithmetic is Q4_1's: unsigned nibbles times the int8
+// activations (vpmaddubsw + vpmaddwd, exact in int32), scaled by d * d_x, plus
+// m times the activation block's d_x * sum(q). Act-order layers first gather x
+// through their permutation into scratch, one row at a time.
+#include <immintrin.h>
+#include <string.h>
+
+#include "backend/cpu/cpu_ops.h"
+#include "backend/cpu/quant/blocks.h"
+#include "backend/cpu/quant/int4g.h"
+#include "backend/cpu/quant/qmatmul.h"
+#include "core/alloc.h"
+
+#define ALWAYS_INLINE static inline __attribute__((always_inline))
+#define UNROLL _Pragma("GCC unroll 4")
+#define PREFETCH_BYTES 1024
+
+ALWAYS_INLINE float hsum8(__m256 v)
+{
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+// out[r * QMM_TILE + c] = dot(weight row r, activation row c): the 32 weights
+// of a block as bytes 0..15 against the block's 32 int8 activations.
+ALWAYS_INLINE void int4g_tile(const int R, const int C, const uint8_t *const *w,
+                              const uint8_t *const *a, int64_t k, float *out)
+{
+    const __m128i m4 = _mm_set1_epi8(0x0F);
+    const __m256i ones16 = _mm256_set1_epi16(1);
+    __m256 acc[4][4];
+    for (int r = 0; r < R; r++)
+        for (int c = 0; c < C; c++)
+            acc[r][c] = _mm256_setzero_ps();
+    for (int64_t j = 0; j < k / 32; j++) {
+        __m256i wq[4];
+        __m256 wd[4], wm[4];
+        UNROLL
+        for (int r = 0; r < R; r++) {
+            const struct block_int4g *b = (const struct block_int4g *)w[r] + j;
+            _mm_prefetch((const char *)b + PREFETCH_BYTES, _MM_HINT_T0);
+            __m128i x = _mm_loadu_si128((const __m128i *)b->qs);
+            wq[r] = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(x, 4), m4), _mm_and_si128(x, m4));
+            const float d = _cvtsh_ss(b->d);
+            wd[r] = _mm256_set1_ps(d);
+            // m on lane 0 only: the lanes are summed at the end.
+            wm[r] = _mm256_blend_ps(_mm256_setzero_ps(), _mm256_set1_ps(-d * (float)b->z), 1);
+        }
+        UNROLL
+        for (int c = 0; c < C; c++) {
+            const __m256i aq = _mm256_load_si256((const __m256i *)(a[c] + 32 * j));
+            const __m256 ad = _mm256_set1_ps(((const float *)(a[c] + qmm_act_dax_off(k)))[8 * j]);
+            const __m256 as = _mm256_set1_ps(((const float *)(a[c] + qmm_act_asum_off(k)))[j]);
+            UNROLL
+            for (int r = 0; r < R; r++) {
+                __m256i s = _mm256_madd_epi16(_mm256_maddubs_epi16(wq[r], aq), ones16);
+                acc[r][c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(wd[r], ad),
+                                            acc[r][c]);
+                acc[r][c] = _mm256_fmadd_ps(wm[r], as, acc[r][c]);
+            }
+        }
+    }
+    for (int r = 0; r < R; r++)
+        for (int c = 0; c < C; c++)
+            out[r * QMM_TILE + c] = hsum8(acc[r][c]);
+}
+
+static void int4g_tile_any(int R, int C, const uint8_t *const *w, const uint8_t *const *a,
+                           int64_t k, float *out)
+{
+    switch ((R - 1) * 4 + C - 1) {
+    case 0: int4g_tile(1, 1, w, a, k, out); break;
+    case 1: int4g_tile(1, 2, w, a, k, out); break;
+    case 2: int4g_tile(1, 3, w, a, k, out); break;
+    case 3: int4g_tile(1, 4, w, a, k, out); break;
+    case 4: int4g_tile(2, 1, w, a, k, out); break;
+    case 5: int4g_tile(2, 2, w, a, k, out); break;
+    case 6: int4g_tile(2, 3, w, a, k, out); break;
+    case 7: int4g_tile(2, 4, w, a, k, out); break;
+    case 8: int4g_tile(3, 1, w, a, k, out); break;
+    case 9: int4g_tile(3, 2, w, a, k, out); break;
+    case 10: int4g_tile(3, 3, w, a, k, out); break;
+    case 11: int4g_tile(3, 4, w, a, k, out); break;
+    case 12: int4g_tile(4, 1, w, a, k, out); break;
+    case 13: int4g_tile(4, 2, w, a, k, out); break;
+    case 14: int4g_tile(4, 3, w, a, k, out); break;
+    default: int4g_tile(4, 4, w, a, k, out); break;
+    }
+}
+
+static const struct qmm_type_kernel int4g_kernel = {DTYPE_INT4G, 0, 64, int4g_tile_any};
+
+// The driver's isa: this file's kernel with cpu-q-avx2's activation quantizer
+// (zero point 0: the weights' own zero points are handled through m).
+static struct qmm_isa int4g_isa(void)
+{
+    return (struct qmm_isa){.name = "cpu-int4g-avx2",
+                            .quantize = qmm_isa_avx2.quantize,
+                            .kernels = &int4g_kernel,
+                            .n_kernels = 1};
+}
+
+static bool int4g_supports(const struct op_call *c)
+{
+    struct qmm_isa isa = int4g_isa();
+    const struct tensor *p = c->src[3];
+    return qmm_supports(&isa, c) && (!p || (p->dtype == DTYPE_I32 && tensor_is_contiguous(p) &&
+                                            tensor_n_elements(p) == c->src[0]->ne[0]));
+}
+
+static enum vllmc_status int4g_run(const struct op_call *c)
+{
+    struct qmm_isa isa = int4g_isa();
+    const struct tensor *x = c->src[0], *perm = c->src[3];
+    if (!perm)
+        return qmm_run(&isa, c);
+    int64_t m = tensor_n_rows(x), k = x->ne[0];
+    const int32_t *p = perm->data; // [k]
+    for (int64_t l = 0; l < k; l++)
+        if (p[l] < 0 || p[l] >= k)
+            return op_fail(c, VLLMC_ERR_INVALID_ARG, "matmul: permutation entry %lld is %d",
+                           (long long)l, (int)p[l]);
+    float *xp = mem_alloc_aligned(64, (size_t)(m ? m : 1) * (size_t)k * sizeof(float)); // [m, k]
+    if (!xp)
+        return op_fail(c, VLLMC_ERR_NOMEM, "cpu-int4g-avx2: out of memory for %lld rows",
+                       (long long)m);
+    for (int64_t i = 0; i < m; i++) {
+        const float *xr = cpu_row(x, i);
+        float *yr = xp + i * k;
+        for (int64_t l = 0; l < k; l++)
+            yr[l] = xr[p[l]];
+    }
+    struct tensor xt;
+    tensor_init_2d(&xt, DTYPE_F32, xp, k, m);
+    struct op_call cp = *c;
+    cp.src[0] = &xt;
+    cp.src[3] = NULL;
+    enum vllmc_status rc = qmm_run(&isa, &cp);
+    mem_free(xp);
+    return rc;
+}
+
+const struct op_provider cpu_int4g_avx2_matmul = {
+    .name = "cpu-int4g-avx2",
+    .op = OP_MATMUL,
+    .priority = 60,
+    .supports = int4g_supports,
+    .run = int4g_run,
+};
