@@ -2,8 +2,9 @@
 """Reference greedy generations from Hugging Face transformers, for `vllmc parity`.
 
 Builds random-weight checkpoints with real architectures' shapes (or takes an
-existing Hugging Face folder), runs transformers' own modelling code in float32
-over the checkpoint's bf16/f32 weights (no TF32), and writes, per prompt, the
+existing Hugging Face folder), runs transformers' own modelling code in float64
+(or float32 with --ref-dtype; TF32 off either way) over the checkpoint's bf16/f32
+weights, and writes, per prompt, the
 greedy tokens and the top-5 log-probabilities of every step in the refs format
 that `vllmc parity --pass default` reads:
 
@@ -98,10 +99,32 @@ def set_rope(cfg, shape, with_scaling=True):
         cfg.rope_scaling = scaling
 
 
+def exact_math():
+    """No TF32 anywhere: not in the model's matmuls, not in the f32 RoPE angle
+    product (position x inv_freq) that transformers computes as a matmul."""
+    import torch
+
+    torch.set_float32_matmul_precision("highest")
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    for backend in (torch.backends.cuda.matmul, torch.backends.cudnn):
+        if hasattr(backend, "fp32_precision"):
+            try:
+                backend.fp32_precision = "ieee"
+            except (AttributeError, RuntimeError, ValueError):
+                pass
+
+
+def ref_dtype(args):
+    import torch
+
+    return torch.float64 if args.ref_dtype == "float64" else torch.float32
+
+
 def make(args):
     import torch
 
-    torch.backends.cuda.matmul.allow_tf32 = False
+    exact_math()
     torch.manual_seed(args.seed)
     cfg, cls = make_config(args.shape, args.layers)
     set_rope(cfg, args.shape, not args.no_rope_scaling)
@@ -137,26 +160,24 @@ def make(args):
     print(f"make: {args.out}: {args.shape}, {cfg.num_hidden_layers} layers, "
           f"{n / 1e9:.2f} B parameters, logit std target {args.logit_std}")
     if args.refs:
-        model = model.float().eval()
+        model = model.to(ref_dtype(args)).eval()
         write_refs(model, dev, os.path.basename(os.path.normpath(args.out)), args.refs, args)
 
 
-def load_f32(model_dir):
+def load_model(model_dir, dtype):
     import torch
     from transformers import AutoModelForCausalLM
 
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
+    exact_math()
     dev = "cuda" if torch.cuda.is_available() else "cpu"
-    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=dtype)
     return model.to(dev).eval(), dev
 
 
 def write_refs(model, dev, name, out_path, args):
     import torch
 
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
+    exact_math()
     vocab = model.config.vocab_size
     g = torch.Generator().manual_seed(args.ref_seed)
     results = []
@@ -184,8 +205,8 @@ def write_refs(model, dev, name, out_path, args):
         results.append({"prompt_tokens": prompt, "generated_tokens": out, "steps": steps})
     doc = {
         "model": name,
-        "note": "transformers %s, float32 over the checkpoint weights, TF32 off, greedy"
-        % __import__("transformers").__version__,
+        "note": "transformers %s, %s over the checkpoint weights, TF32 off, greedy"
+        % (__import__("transformers").__version__, args.ref_dtype),
         "default": {"results": results},
     }
     with open(out_path, "w") as f:
@@ -194,7 +215,7 @@ def write_refs(model, dev, name, out_path, args):
 
 
 def refs(args):
-    model, dev = load_f32(args.model)
+    model, dev = load_model(args.model, ref_dtype(args))
     write_refs(model, dev, os.path.basename(os.path.normpath(args.model)), args.out, args)
 
 
@@ -203,6 +224,7 @@ def add_ref_args(p):
     p.add_argument("--tokens", type=int, default=32)
     p.add_argument("--max-prompt", type=int, default=48)
     p.add_argument("--ref-seed", type=int, default=7)
+    p.add_argument("--ref-dtype", choices=["float64", "float32"], default="float64")
 
 
 def main():
