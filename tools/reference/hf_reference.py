@@ -32,8 +32,9 @@ so that a wrong implementation cannot pass by accident:
     deep random model sit within hundredths of each other, and greedy choices
     between near-ties would measure rounding noise instead of the implementation.
 `make --refs` writes the references from the same process, on the weights
-rounded to bf16 exactly as saved (a bf16 -> f32 round trip), which saves
-reloading a large checkpoint; `refs` reads a folder from disk.
+rounded to bf16 exactly as saved and the buffers (RoPE frequencies) as a
+reloaded model computes them, which saves reloading a large checkpoint; `refs`
+reads a folder from disk.
 """
 import argparse
 import json
@@ -149,6 +150,10 @@ def make(args):
         # What is saved is bf16; the references run on exactly those values.
         for p in model.parameters():
             p.copy_(p.to(torch.bfloat16).float())
+    # Module.to() casts floating buffers too: RoPE's inv_freq would come back
+    # from the bf16 round trip rounded to 8 bits, unlike in a model loaded
+    # from the saved folder (it recomputes inv_freq in f32). Keep them.
+    buffers = {n: b.detach().clone() for n, b in model.named_buffers()}
     os.makedirs(args.out, exist_ok=True)
     model.to(torch.bfloat16).save_pretrained(args.out, safe_serialization=True)
     with open(os.path.join(args.out, "config.json")) as f:
@@ -161,6 +166,9 @@ def make(args):
           f"{n / 1e9:.2f} B parameters, logit std target {args.logit_std}")
     if args.refs:
         model = model.to(ref_dtype(args)).eval()
+        with torch.no_grad():
+            for n, b in model.named_buffers():
+                b.copy_(buffers[n])
         write_refs(model, dev, os.path.basename(os.path.normpath(args.out)), args.refs, args)
 
 
