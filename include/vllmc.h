@@ -268,6 +268,16 @@ struct vllmc_engine_stats {
     int64_t generation_tokens_total; // tokens generated
     int64_t n_requests_finished;     // by any reason
     int64_t n_steps;                 // model steps run
+    // Where the engine thread's time goes in decode-only steps (every
+    // scheduled request computes exactly one token): wall seconds summed over
+    // those steps. Host work (scheduling, batch building, sampling and output
+    // processing) against the forward pass, which includes the logits copy
+    // and device sync on a GPU.
+    int64_t n_decode_steps;
+    double decode_schedule_s; // scheduler: which requests, KV blocks
+    double decode_prepare_s;  // runner: the flat batch (ids, positions, slots, tables)
+    double decode_forward_s;  // model forward and logits to the host
+    double decode_output_s;   // sampling, stop checks, detokenization, output queues
 };
 
 // Fills *out with a snapshot of the counters. Any thread.

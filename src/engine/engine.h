@@ -121,6 +121,8 @@ struct vllmc_engine {
         int64_t n_generation_tokens;
         int64_t n_finished;
         int64_t n_steps;
+        int64_t n_decode_steps;
+        double decode_schedule_s, decode_prepare_s, decode_forward_s, decode_output_s;
     } counters;
 };
 

@@ -366,9 +366,11 @@ static void seq_advance(struct vllmc_engine *eng, struct vllmc_request *h, struc
 
 static void engine_step(struct vllmc_engine *eng)
 {
+    double t_start = time_now_s();
     const struct scheduler_output *so = scheduler_schedule(eng->sched);
     if (so->n_reqs == 0)
         return;
+    double t_scheduled = time_now_s();
     int64_t now_us = time_now_us();
     for (int i = 0; i < so->n_reqs; i++) {
         struct vllmc_request *h = so->reqs[i]->engine_data;
@@ -377,6 +379,7 @@ static void engine_step(struct vllmc_engine *eng)
     }
     const float *logits = NULL;
     enum vllmc_status rc = runner_execute(eng->runner, so, &logits);
+    double t_forwarded = time_now_s();
     eng->counters.n_steps++;
     if (rc) {
         // A failing forward pass is a device or model error: end the requests
@@ -391,11 +394,13 @@ static void engine_step(struct vllmc_engine *eng)
         return;
     }
     struct runner *r = eng->runner;
+    bool decode_only = true;
     for (int i = 0; i < so->n_reqs; i++) {
         struct request *req = so->reqs[i];
         struct vllmc_request *h = req->engine_data;
         struct engine_seq *s = &h->seqs[req->sample_index];
         const float *rows = logits + (size_t)r->row_first[i] * (size_t)eng->n_vocab;
+        decode_only &= so->n_new_tokens[i] == 1;
         if (h->prompt_logprobs >= 0 && r->n_rows[i] == so->n_new_tokens[i] &&
             runner_wants_all_logits(req, so->n_new_tokens[i]))
             fill_prompt_logprobs(eng, h, req, so->n_new_tokens[i], rows);
@@ -404,6 +409,14 @@ static void engine_step(struct vllmc_engine *eng)
         seq_advance(eng, h, s, rows + (size_t)(r->n_rows[i] - 1) * (size_t)eng->n_vocab);
     }
     live_remove_finished(eng);
+    if (decode_only) {
+        struct engine_counters *c = &eng->counters;
+        c->n_decode_steps++;
+        c->decode_schedule_s += t_scheduled - t_start;
+        c->decode_prepare_s += r->t_prepare_s;
+        c->decode_forward_s += t_forwarded - t_scheduled - r->t_prepare_s;
+        c->decode_output_s += time_now_s() - t_forwarded;
+    }
 }
 
 static void publish_stats(struct vllmc_engine *eng)
@@ -424,6 +437,11 @@ static void publish_stats(struct vllmc_engine *eng)
         .generation_tokens_total = eng->counters.n_generation_tokens,
         .n_requests_finished = eng->counters.n_finished,
         .n_steps = eng->counters.n_steps,
+        .n_decode_steps = eng->counters.n_decode_steps,
+        .decode_schedule_s = eng->counters.decode_schedule_s,
+        .decode_prepare_s = eng->counters.decode_prepare_s,
+        .decode_forward_s = eng->counters.decode_forward_s,
+        .decode_output_s = eng->counters.decode_output_s,
     };
     pthread_mutex_lock(&eng->mu);
     eng->stats = st;

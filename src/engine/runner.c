@@ -5,6 +5,7 @@
 
 #include "backend/backend.h"
 #include "core/alloc.h"
+#include "core/clock.h"
 
 enum vllmc_status runner_create(struct model *m, struct kv_cache *kv, int n_tokens_max,
                                 int n_seqs_max, int n_logits_max, int max_model_len,
@@ -87,7 +88,9 @@ bool runner_wants_all_logits(const struct request *req, int n_new_tokens)
 static enum vllmc_status runner_forward(struct runner *r, const float **logits)
 {
     struct model_batch b;
+    double t0 = time_now_s();
     enum vllmc_status rc = batch_builder_finish(&r->bb, &b, &r->err);
+    r->t_prepare_s += time_now_s() - t0; // the upload of the batch on a device
     if (rc)
         return rc;
     struct tensor lt;
@@ -115,6 +118,7 @@ static enum vllmc_status runner_forward(struct runner *r, const float **logits)
 enum vllmc_status runner_execute(struct runner *r, const struct scheduler_output *o,
                                  const float **logits)
 {
+    double t0 = time_now_s();
     arena_reset(&r->arena);
     batch_builder_clear(&r->bb);
     r->row_first = arena_alloc(&r->arena, (size_t)o->n_reqs * sizeof(int), sizeof(int));
@@ -144,6 +148,7 @@ enum vllmc_status runner_execute(struct runner *r, const struct scheduler_output
         r->n_rows[i] = rows;
         n_rows_total += rows;
     }
+    r->t_prepare_s = time_now_s() - t0;
     return runner_forward(r, logits);
 }
 

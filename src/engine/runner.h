@@ -29,6 +29,7 @@ struct runner {
     int *row_first; // [n_reqs]: first logits row of each scheduled request
     int *n_rows;    // [n_reqs]: its logits rows (0, 1, or its chunk with
                     // prompt logprobs)
+    double t_prepare_s; // wall seconds of the last step's batch building and upload
     struct err err;
 };
 

@@ -24,10 +24,12 @@ enum vllmc_status sampler_create(int n_vocab, int32_t eos_id, const int32_t *ext
     sm->logits = mem_alloc(n * sizeof *sm->logits);
     sm->cand = mem_alloc(n * sizeof *sm->cand);
     sm->tmp = mem_alloc(n * sizeof *sm->tmp);
+    sm->block_sum = mem_alloc((n / SAMPLER_BLOCK + 1) * sizeof *sm->block_sum);
     sm->counts = mem_calloc(n, sizeof *sm->counts);
     sm->seen = mem_calloc(n, sizeof *sm->seen);
     sm->extra_eos_ids = mem_alloc((size_t)n_extra_eos * sizeof *sm->extra_eos_ids);
-    if (!sm->logits || !sm->cand || !sm->tmp || !sm->counts || !sm->seen || !sm->extra_eos_ids) {
+    if (!sm->logits || !sm->cand || !sm->tmp || !sm->block_sum || !sm->counts || !sm->seen ||
+        !sm->extra_eos_ids) {
         sampler_free(sm);
         return VLLMC_ERR_NOMEM;
     }
@@ -45,6 +47,7 @@ void sampler_free(struct sampler *sm)
     mem_free(sm->extra_eos_ids);
     mem_free(sm->seen);
     mem_free(sm->counts);
+    mem_free(sm->block_sum);
     mem_free(sm->tmp);
     mem_free(sm->cand);
     mem_free(sm->logits);
@@ -73,6 +76,15 @@ static void mask_token(float *logits, int n_vocab, int32_t id)
 {
     if (id >= 0 && id < n_vocab)
         logits[id] = -INFINITY;
+}
+
+// True when sampler_apply_processors() would change some logit of this row.
+static bool sampler_has_processors(const struct sample_input *in)
+{
+    const struct vllmc_sampling_params *sp = in->sp;
+    return sp->n_logit_bias > 0 || in->n_output < sp->min_tokens ||
+           sp->repetition_penalty != 1.0f || sp->frequency_penalty != 0.0f ||
+           sp->presence_penalty != 0.0f;
 }
 
 void sampler_apply_processors(struct sampler *sm, const struct sample_input *in, float *logits)
@@ -263,43 +275,143 @@ void sampler_distribution(struct sampler *sm, const struct vllmc_sampling_params
         probs[sm->cand[i].id] = exp((double)sm->cand[i].logit - vmax) / total;
 }
 
+// exp(x) for x <= 0 in float to about 1 ulp, 0 below -87 (and for -inf):
+// x = n ln2 + r with |r| <= ln2 / 2, exp(r) by its Taylor polynomial of
+// degree 6, 2^n put in the exponent bits. Plain float arithmetic in a fixed
+// order, so the compiler vectorizes the loops that call it and the result does
+// not depend on which lanes a value lands in.
+static inline float exp_nonpos(float x)
+{
+    const float shifter = 12582912.0f; // 1.5 * 2^23: adding it rounds to an integer
+    float xc = x < -87.0f ? -87.0f : x;
+    float t = xc * 1.44269504f + shifter;
+    float n = t - shifter;
+    int32_t ni;
+    memcpy(&ni, &t, sizeof ni);
+    ni -= 0x4B400000; // the bits of shifter: what is left is round(x / ln2)
+    float r = (xc - n * 0.693145752f) - n * 1.42860677e-6f;
+    float p = 1.0f + r * (1.0f + r * (0.5f + r * (0.166666672f + r * (0.0416666716f +
+                                                                    r * (0.00833333377f +
+                                                                         r * 0.00138888892f)))));
+    int32_t bits = (ni + 127) << 23; // n >= -126: a normal power of two
+    float scale;
+    memcpy(&scale, &bits, sizeof scale);
+    return x < -87.0f ? 0.0f : p * scale;
+}
+
+// Draws index i < m with probability exp(v[i] - vmax) / sum, for a uniform u
+// in [0, 1); v[i] <= vmax, -inf entries never drawn. The weights are summed
+// per block of SAMPLER_BLOCK (eight lanes, a fixed order), the inverse CDF
+// first finds the block and then walks its tokens; -1 when every weight is 0.
+static int draw_index(struct sampler *sm, const float *v, int m, float vmax, double u)
+{
+    float *w = sm->tmp;
+    double *bsum = sm->block_sum;
+    int n_blocks = (m + SAMPLER_BLOCK - 1) / SAMPLER_BLOCK;
+    double total = 0;
+    for (int b = 0; b < n_blocks; b++) {
+        int i0 = b * SAMPLER_BLOCK;
+        double lane[8] = {0};
+        if (m - i0 >= SAMPLER_BLOCK) {
+            for (int i = i0; i < i0 + SAMPLER_BLOCK; i++)
+                w[i] = exp_nonpos(v[i] - vmax);
+            for (int i = i0; i < i0 + SAMPLER_BLOCK; i += 8)
+                for (int j = 0; j < 8; j++)
+                    lane[j] += (double)w[i + j];
+        } else {
+            for (int i = i0; i < m; i++) {
+                w[i] = exp_nonpos(v[i] - vmax);
+                lane[(i - i0) % 8] += (double)w[i];
+            }
+        }
+        bsum[b] = ((lane[0] + lane[1]) + (lane[2] + lane[3])) +
+                  ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+        total += bsum[b];
+    }
+    if (!(total > 0))
+        return -1;
+    double target = u * total, acc = 0;
+    int last = -1; // the last index of nonzero weight seen
+    for (int b = 0; b < n_blocks; b++) {
+        int i0 = b * SAMPLER_BLOCK, i1 = i0 + SAMPLER_BLOCK < m ? i0 + SAMPLER_BLOCK : m;
+        if (bsum[b] > 0 && (acc + bsum[b] > target || b == n_blocks - 1)) {
+            double a = acc;
+            for (int i = i0; i < i1; i++) {
+                if (w[i] > 0)
+                    last = i;
+                a += (double)w[i];
+                if (a > target && w[i] > 0)
+                    return i;
+            }
+            // The walk's rounding left target past this block's end: its
+            // last nonzero token it is, unless a later block has weight.
+            if (acc + bsum[b] > target)
+                return last;
+        } else if (bsum[b] > 0) {
+            for (int i = i1 - 1; i >= i0; i--)
+                if (w[i] > 0) {
+                    last = i;
+                    break;
+                }
+        }
+        acc += bsum[b];
+    }
+    return last;
+}
+
+// Greedy: the first index of the largest logit.
+static int32_t argmax(const float *l, int n)
+{
+    int32_t best = 0;
+    float vbest = l[0];
+    for (int32_t i = 1; i < n; i++)
+        if (l[i] > vbest) {
+            vbest = l[i];
+            best = i;
+        }
+    return best;
+}
+
 int32_t sampler_sample(struct sampler *sm, const struct sample_input *in, const float *logits)
 {
-    float *l = sm->logits;
-    memcpy(l, logits, (size_t)sm->n_vocab * sizeof *l);
-    sampler_apply_processors(sm, in, l);
-    if (in->sp->temperature < SAMPLER_GREEDY_EPS) {
-        int32_t best = 0;
-        for (int32_t i = 1; i < sm->n_vocab; i++)
-            if (l[i] > l[best])
-                best = i;
-        return best;
+    const struct vllmc_sampling_params *sp = in->sp;
+    const float *l = logits;
+    // The row is copied only when a processor changes it.
+    if (sampler_has_processors(in)) {
+        memcpy(sm->logits, logits, (size_t)sm->n_vocab * sizeof *sm->logits);
+        sampler_apply_processors(sm, in, sm->logits);
+        l = sm->logits;
     }
-    int m = sampler_filter(sm, in->sp, l);
+    if (sp->temperature < SAMPLER_GREEDY_EPS)
+        return argmax(l, sm->n_vocab);
     // One uniform draw per sampled token, inverse CDF over the candidates.
     double u = rng_uniform(in->rng);
+    bool filtered = sp->min_p > 0.0f || (sp->top_k > 0 && sp->top_k < sm->n_vocab) ||
+                    sp->top_p < 1.0f;
+    if (!filtered) {
+        // The whole vocabulary: scale in place of building candidates.
+        float inv_t = 1.0f / sp->temperature, vmax = -INFINITY;
+        float *v = sm->logits;
+        for (int i = 0; i < sm->n_vocab; i++) {
+            v[i] = l[i] * inv_t;
+            vmax = v[i] > vmax ? v[i] : vmax;
+        }
+        int i = vmax == -INFINITY ? -1 : draw_index(sm, v, sm->n_vocab, vmax, u);
+        return i < 0 ? 0 : i; // every logit masked: nothing sensible to draw
+    }
+    int m = sampler_filter(sm, sp, l);
     if (m == 0)
-        return 0; // every logit masked: nothing sensible to draw
+        return 0;
     float vmax = -INFINITY;
-    for (int i = 0; i < m; i++)
-        if (sm->cand[i].logit > vmax)
-            vmax = sm->cand[i].logit;
-    // Weights are exponentiated once, in float (each is in (0, 1] after the
-    // max is subtracted), and summed in double: with a 150k vocabulary and
-    // many rows per step this loop is the engine thread's largest cost.
-    float *w = sm->tmp;
-    double total = 0;
+    // The candidates' logits, in candidate order (the row in sm->logits, if
+    // it was there, is no longer needed).
+    float *v = sm->logits;
     for (int i = 0; i < m; i++) {
-        w[i] = expf(sm->cand[i].logit - vmax);
-        total += w[i];
+        v[i] = sm->cand[i].logit;
+        vmax = v[i] > vmax ? v[i] : vmax;
     }
-    double target = u * total, acc = 0;
-    for (int i = 0; i < m; i++) {
-        acc += w[i];
-        if (acc > target)
-            return sm->cand[i].id;
-    }
-    return sm->cand[m - 1].id; // rounding left target at the very end
+    int i = draw_index(sm, v, m, vmax, u);
+    return i < 0 ? 0 : sm->cand[i].id;
 }
 
 // ---- logprobs ----

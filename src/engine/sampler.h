@@ -14,6 +14,9 @@
 
 // Temperatures below this are greedy (vLLM's _SAMPLING_EPS).
 #define SAMPLER_GREEDY_EPS 1e-5f
+// Tokens per block of the draw's weight sums (a partial sum per block lets
+// the inverse-CDF search skip whole blocks).
+#define SAMPLER_BLOCK 64
 
 struct sampler_cand {
     float logit; // after temperature
@@ -28,6 +31,7 @@ struct sampler {
     float *logits;             // owned scratch [n_vocab]: the processed row
     struct sampler_cand *cand; // owned scratch [n_vocab]: tokens still in the running
     float *tmp;                // owned scratch [n_vocab]
+    double *block_sum;         // owned scratch [n_vocab / SAMPLER_BLOCK + 1]: weight sums
     int32_t *counts;           // owned scratch [n_vocab]: output token counts, zero between rows
     uint8_t *seen;             // owned scratch [n_vocab]: in prompt or output, zero between rows
 };

@@ -1,7 +1,8 @@
 // `vllmc bench throughput`: offline throughput through the public engine API,
 // as `vllm bench throughput` measures it: random token-id prompts all
 // submitted at once, ignore_eos so each request generates exactly its output
-// length, temperature 1. Prints vLLM's lines (requests/s, total and output
+// length, temperature 1 unless --temperature says otherwise (0 is greedy, as
+// llama-batched-bench's decode). Prints vLLM's lines (requests/s, total and output
 // tokens/s) plus the aggregate decode speed: output tokens per second over the
 // window in which every request had finished its prefill and none had yet
 // finished, i.e. the steady state of max-num-seqs sequences decoding together.
@@ -11,7 +12,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "core/alloc.h"
 #include "core/clock.h"
@@ -32,6 +35,7 @@ struct tput_opts {
     long threads;
     long long kv_cache_memory_bytes;
     long seed;
+    double temperature;
     const char *output_json;
 };
 
@@ -74,13 +78,14 @@ static void tput_usage(FILE *f)
             "  -t, --threads N                CPU threads (default: all cores)\n"
             "      --device cpu|cuda          (default cpu)\n"
             "      --seed S                   dataset seed (default 0)\n"
+            "      --temperature T            sampling temperature (default 1, as vLLM; 0 greedy)\n"
             "      --output-json FILE         write the figures as JSON\n");
 }
 
 static int tput_parse(struct tput_opts *o, int argc, char **argv)
 {
     *o = (struct tput_opts){.device = "cpu", .num_prompts = 1000, .input_len = 1024,
-                            .output_len = 128, .max_num_seqs = 256};
+                            .output_len = 128, .max_num_seqs = 256, .temperature = 1.0};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = NULL;
         bool ok = true;
@@ -116,6 +121,8 @@ static int tput_parse(struct tput_opts *o, int argc, char **argv)
             ok = v && cli_parse_int(a, v, 0, 1024, &o->threads);
         } else if (cli_opt(argc, argv, &i, "--seed", NULL, &v)) {
             ok = v && cli_parse_int(a, v, 0, 0x7fffffffL, &o->seed);
+        } else if (cli_opt(argc, argv, &i, "--temperature", NULL, &v)) {
+            ok = v && cli_parse_float(a, v, &o->temperature) && o->temperature >= 0;
         } else if (cli_opt(argc, argv, &i, "--output-json", NULL, &v)) {
             o->output_json = v;
         } else {
@@ -235,14 +242,47 @@ static int tput_drain(struct tput *t)
     return n_done;
 }
 
+static double tput_cpu_s(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)ru.ru_utime.tv_sec + (double)ru.ru_stime.tv_sec +
+           1e-6 * (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
+}
+
+// Where a decode-only step's time went on the engine thread, and how loaded
+// the machine was: on a shared machine the figures mean little without it.
+static void tput_print_load(const struct tput *t, const struct vllmc_engine_stats *st,
+                            double cpu_s, double elapsed)
+{
+    if (st->n_decode_steps > 0) {
+        double n = (double)st->n_decode_steps;
+        double host = st->decode_schedule_s + st->decode_prepare_s + st->decode_output_s;
+        double step = host + st->decode_forward_s;
+        printf("Decode step (mean of %lld decode-only steps): %.3f ms = forward %.3f ms + host "
+               "%.3f ms (schedule %.3f, batch %.3f, sample+output %.3f); host %.1f%% of the "
+               "step\n",
+               (long long)st->n_decode_steps, 1e3 * step / n, 1e3 * st->decode_forward_s / n,
+               1e3 * host / n, 1e3 * st->decode_schedule_s / n, 1e3 * st->decode_prepare_s / n,
+               1e3 * st->decode_output_s / n, step > 0 ? 100.0 * host / step : 0);
+    }
+    double load[3];
+    long n_threads = t->o.threads > 0 ? t->o.threads : sysconf(_SC_NPROCESSORS_ONLN);
+    if (getloadavg(load, 3) == 3)
+        printf("load average: %.2f %.2f %.2f (%ld CPUs online); CPU time / (wall time x %ld "
+               "threads): %.2f\n",
+               load[0], load[1], load[2], sysconf(_SC_NPROCESSORS_ONLN), n_threads,
+               elapsed > 0 && n_threads > 0 ? cpu_s / (elapsed * (double)n_threads) : 0);
+}
+
 static int tput_run(struct tput *t)
 {
     struct vllmc_request_params rp;
     vllmc_request_params_default(&rp);
-    rp.sampling.temperature = 1.0f;
+    rp.sampling.temperature = (float)t->o.temperature;
     rp.sampling.ignore_eos = true;
     rp.on_output = tput_on_output;
-    double t0 = time_now_s();
+    double t0 = time_now_s(), cpu0 = tput_cpu_s();
     for (int i = 0; i < t->n; i++) {
         struct tput_req *r = &t->reqs[i];
         rp.prompt = NULL;
@@ -273,7 +313,7 @@ static int tput_run(struct tput *t)
         seen = atomic_load(&t->n_signals);
         pthread_mutex_unlock(&t->mu);
     }
-    double elapsed = time_now_s() - t0;
+    double elapsed = time_now_s() - t0, cpu_s = tput_cpu_s() - cpu0;
 
     long total_in = 0, total_out = 0;
     int n_failed = 0;
@@ -316,6 +356,7 @@ static int tput_run(struct tput *t)
     else
         printf("Decode: no window where every request was decoding (more prompts than "
                "--max-num-seqs, or output length 1)\n");
+    tput_print_load(t, &st, cpu_s, elapsed);
     fflush(stdout);
     if (t->o.output_json) {
         FILE *f = fopen(t->o.output_json, "w");

@@ -247,6 +247,50 @@ static void test_sampling_frequencies(void)
     sampler_free(sm);
 }
 
+static void test_full_vocab_frequencies(void)
+{
+    // Unfiltered draws over a vocabulary of several weight blocks plus a
+    // partial one, masked tokens included: 100000 draws, each frequency
+    // within 0.005 of the softmax computed here in double, masked ones never.
+    enum { N = 3 * SAMPLER_BLOCK + 8 };
+    float l[N];
+    double want[N], total = 0;
+    for (int i = 0; i < N; i++) {
+        l[i] = i % 37 == 0 ? 2.0f : -0.5f * (float)(i % 11);
+        if (i % 50 == 7)
+            l[i] = -INFINITY;
+    }
+    l[N - 1] = 3.0f; // the largest logit in the partial block
+    for (int i = 0; i < N; i++)
+        total += want[i] = exp((double)l[i] - 3.0);
+    struct sampler *sm = make_sampler(N, -1);
+    struct vllmc_sampling_params sp;
+    vllmc_sampling_params_default(&sp);
+    struct rng r;
+    rng_seed(&r, 3);
+    static int counts[N];
+    struct sample_input in = {.sp = &sp, .rng = &r};
+    for (int i = 0; i < 100000; i++)
+        counts[sampler_sample(sm, &in, l)]++;
+    for (int i = 0; i < N; i++) {
+        CHECK_NEAR(counts[i] / 100000.0, want[i] / total, 0.005, 0);
+        if (i % 50 == 7)
+            CHECK_EQ_INT(counts[i], 0);
+    }
+    // Temperature 2 halves every logit: the same check against that softmax.
+    sp.temperature = 2.0f;
+    total = 0;
+    for (int i = 0; i < N; i++) {
+        total += want[i] = exp(((double)l[i] - 3.0) / 2.0);
+        counts[i] = 0;
+    }
+    for (int i = 0; i < 100000; i++)
+        counts[sampler_sample(sm, &in, l)]++;
+    for (int i = 0; i < N; i++)
+        CHECK_NEAR(counts[i] / 100000.0, want[i] / total, 0.005, 0);
+    sampler_free(sm);
+}
+
 static void test_logprobs(void)
 {
     struct vllmc_logprob lp;
@@ -298,6 +342,7 @@ int main(int argc, char **argv)
 {
     static const struct check_case cases[] = {
         {"distributions", test_distributions},
+        {"full_vocab_frequencies", test_full_vocab_frequencies},
         {"penalties", test_penalties},
         {"logit_bias_and_min_tokens", test_logit_bias_and_min_tokens},
         {"seed_batch_invariance", test_seed_batch_invariance},
