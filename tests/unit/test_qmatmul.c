@@ -156,12 +156,13 @@ static void check_isa(const struct op_provider *p, const struct qmm_isa *isa)
     CHECK_EQ_INT(backend_create("cpu", &o, &be, &err), VLLMC_OK);
     int n_types = 0;
     for (size_t i = 0; i < sizeof all_types / sizeof all_types[0]; i++) {
-        if (!qmm_find_kernel(isa, all_types[i]))
+        if (!qmm_has_type(isa, all_types[i]))
             continue;
         n_types++;
         check_against_exact(be, p, all_types[i], 7, 37, 512);
         check_against_exact(be, p, all_types[i], 1, 64, 1024);
         check_against_exact(be, p, all_types[i], 3, 20, 256); // sections of the act row unaligned
+        check_against_exact(be, p, all_types[i], 13, 21, 768); // full and short tiles of tokens
     }
     printf("  %s: %d types\n", p->name, n_types);
     backend_free(be);

@@ -1,11 +1,13 @@
 // `cpu-q-avx512`: quantized-weight matmul with AVX-512 VNNI int8 dot products
 // (vpdpbusd: unsigned weight bytes x signed activation bytes, 64 per
 // instruction). Each kernel unpacks a 64-weight chunk of up to four weight
-// rows once and reuses it for up to four tokens. Listed only on CPUs with
+// rows once and reuses it for up to four tokens. Q4_0, Q8_0 and Q4_K run on
+// the token-quad kernels (qmatmul_quad_avx512.c). Listed only on CPUs with
 // AVX-512 F/BW/VL/VNNI (cpu_backend.c).
 #include <immintrin.h>
 #include <string.h>
 
+#include "backend/cpu/avx512/kquant_avx512.h"
 #include "backend/cpu/cpu_ops.h"
 #include "backend/cpu/quant/blocks.h"
 #include "backend/cpu/quant/qmatmul.h"
@@ -92,11 +94,6 @@ ALWAYS_INLINE __m512 dot_chunk(__m512 acc, __m512i wq, __m512 wd, struct act_chu
     return _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(wd, ac.d), acc);
 }
 
-ALWAYS_INLINE float fp16(uint16_t h)
-{
-    return _cvtsh_ss(h);
-}
-
 // [a x 8 lanes, b x 8 lanes]
 ALWAYS_INLINE __m512 two_scales(float a, float b)
 {
@@ -135,168 +132,6 @@ ALWAYS_INLINE __m512 two_scales(float a, float b)
     case 14: f(4, 3, w, a, k, out); break;                                                         \
     default: f(4, 4, w, a, k, out); break;                                                         \
     }
-
-// ---- Q4_0: two 32-blocks per chunk, zp 8 ----
-
-ALWAYS_INLINE void q4_0_tile(const int R, const int C, const uint8_t *const *w,
-                             const uint8_t *const *a, int64_t k, float *out)
-{
-    const __m512i m4 = _mm512_set1_epi8(0x0F);
-    const int64_t s4 = 0x0004000400040004;
-    const __m512i hi_shift = _mm512_set_epi64(s4, s4, 0, 0, s4, s4, 0, 0);
-    __m512 acc[4][4];
-    UNROLL
-    for (int r = 0; r < R; r++)
-        UNROLL
-        for (int c = 0; c < C; c++)
-            acc[r][c] = _mm512_setzero_ps();
-    for (int64_t j = 0; j < k / 64; j++) {
-        __m512i wq[4];
-        __m512 wd[4];
-        UNROLL
-        for (int r = 0; r < R; r++) {
-            const struct block_q4_0 *b = (const struct block_q4_0 *)w[r] + 2 * j;
-            prefetch_row(b);
-            // [qs0, qs0, qs1, qs1], then low nibbles of lanes 0, 2 and high of 1, 3.
-            __m512i x = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)b[0].qs));
-            x = _mm512_mask_broadcast_i32x4(x, 0xFF00, _mm_loadu_si128((const __m128i *)b[1].qs));
-            wq[r] = _mm512_and_si512(_mm512_srlv_epi16(x, hi_shift), m4);
-            wd[r] = two_scales(fp16(b[0].d), fp16(b[1].d));
-        }
-        UNROLL
-        for (int c = 0; c < C; c++) {
-            struct act_chunk ac = act_load(a[c], k, j);
-            UNROLL
-            for (int r = 0; r < R; r++)
-                acc[r][c] = dot_chunk(acc[r][c], wq[r], wd[r], ac);
-        }
-    }
-    TILE_STORE(acc, R, C, out)
-}
-
-static void q4_0_tile_any(int R, int C, const uint8_t *const *w, const uint8_t *const *a,
-                          int64_t k, float *out)
-{
-    TILE_DISPATCH(q4_0_tile, R, C, w, a, k, out)
-}
-
-// ---- Q8_0: two 32-blocks per chunk; bytes flipped to unsigned, zp 128 ----
-
-ALWAYS_INLINE void q8_0_tile(const int R, const int C, const uint8_t *const *w,
-                             const uint8_t *const *a, int64_t k, float *out)
-{
-    const __m512i flip = _mm512_set1_epi8((char)0x80);
-    __m512 acc[4][4];
-    UNROLL
-    for (int r = 0; r < R; r++)
-        UNROLL
-        for (int c = 0; c < C; c++)
-            acc[r][c] = _mm512_setzero_ps();
-    for (int64_t j = 0; j < k / 64; j++) {
-        __m512i wq[4];
-        __m512 wd[4];
-        UNROLL
-        for (int r = 0; r < R; r++) {
-            const struct block_q8_0 *b = (const struct block_q8_0 *)w[r] + 2 * j;
-            prefetch_row(b);
-            prefetch_row(b + 1);
-            __m512i x = _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)b[0].qs));
-            x = _mm512_inserti64x4(x, _mm256_loadu_si256((const __m256i *)b[1].qs), 1);
-            wq[r] = _mm512_xor_si512(x, flip);
-            wd[r] = two_scales(fp16(b[0].d), fp16(b[1].d));
-        }
-        UNROLL
-        for (int c = 0; c < C; c++) {
-            struct act_chunk ac = act_load(a[c], k, j);
-            UNROLL
-            for (int r = 0; r < R; r++)
-                acc[r][c] = dot_chunk(acc[r][c], wq[r], wd[r], ac);
-        }
-    }
-    TILE_STORE(acc, R, C, out)
-}
-
-static void q8_0_tile_any(int R, int C, const uint8_t *const *w, const uint8_t *const *a,
-                          int64_t k, float *out)
-{
-    TILE_DISPATCH(q8_0_tile, R, C, w, a, k, out)
-}
-
-// ---- Q4_K: super-blocks of 256, four chunks each; mins added per super-block ----
-
-// d * scale of the 8 sub-blocks and dmin * min, from the 12 packed bytes.
-ALWAYS_INLINE void q4k_scales(const struct block_q4_k *b, __m256 *sc, __m256 *mn)
-{
-    uint32_t u[3];
-    memcpy(u, b->scales, 12);
-    uint32_t sc03 = u[0] & 0x3f3f3f3fu, mn03 = u[1] & 0x3f3f3f3fu;
-    uint32_t sc47 = (u[2] & 0x0f0f0f0fu) | ((u[0] >> 6) & 0x03030303u) << 4;
-    uint32_t mn47 = ((u[2] >> 4) & 0x0f0f0f0fu) | ((u[1] >> 6) & 0x03030303u) << 4;
-    __m256 s = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_set_epi32(0, 0, (int)sc47, (int)sc03)));
-    __m256 m = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_set_epi32(0, 0, (int)mn47, (int)mn03)));
-    *sc = _mm256_mul_ps(s, _mm256_set1_ps(fp16(b->d)));
-    *mn = _mm256_mul_ps(m, _mm256_set1_ps(-fp16(b->dmin)));
-}
-
-ALWAYS_INLINE void q4_k_tile(const int R, const int C, const uint8_t *const *w,
-                             const uint8_t *const *a, int64_t k, float *out)
-{
-    const __m512i m4 = _mm512_set1_epi8(0x0F);
-    const __m512i hi_shift = _mm512_set_epi64(0x0004000400040004, 0x0004000400040004,
-                                              0x0004000400040004, 0x0004000400040004, 0, 0, 0, 0);
-    __m512 acc[4][4];
-    UNROLL
-    for (int r = 0; r < R; r++)
-        UNROLL
-        for (int c = 0; c < C; c++)
-            acc[r][c] = _mm512_setzero_ps();
-    for (int64_t s = 0; s < k / QK_K; s++) {
-        __m256 sc[4], mn[4];
-        UNROLL
-        for (int r = 0; r < R; r++) {
-            const struct block_q4_k *b = (const struct block_q4_k *)w[r] + s;
-            q4k_scales(b, &sc[r], &mn[r]);
-        }
-        UNROLL
-        for (int p = 0; p < 4; p++) {
-            // Lanes 0-7 take sub-block 2p's scale, lanes 8-15 sub-block 2p+1's.
-            const __m512i idx = _mm512_mask_mov_epi32(_mm512_set1_epi32(2 * p), 0xFF00,
-                                                      _mm512_set1_epi32(2 * p + 1));
-            __m512i wq[4];
-            __m512 wd[4];
-            UNROLL
-            for (int r = 0; r < R; r++) {
-                const struct block_q4_k *b = (const struct block_q4_k *)w[r] + s;
-                prefetch_row(b->qs + 32 * p);
-                __m512i x = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(b->qs + 32 * p)));
-                wq[r] = _mm512_and_si512(_mm512_srlv_epi16(x, hi_shift), m4);
-                wd[r] = _mm512_permutexvar_ps(idx, _mm512_castps256_ps512(sc[r]));
-            }
-            UNROLL
-            for (int c = 0; c < C; c++) {
-                struct act_chunk ac = act_load(a[c], k, 4 * s + p);
-                UNROLL
-                for (int r = 0; r < R; r++)
-                    acc[r][c] = dot_chunk(acc[r][c], wq[r], wd[r], ac);
-            }
-        }
-        UNROLL
-        for (int c = 0; c < C; c++) {
-            const float *asum = (const float *)(a[c] + qmm_act_asum_off(k)) + 8 * s;
-            __m512 as = _mm512_zextps256_ps512(_mm256_loadu_ps(asum));
-            UNROLL
-            for (int r = 0; r < R; r++)
-                acc[r][c] = _mm512_fmadd_ps(_mm512_zextps256_ps512(mn[r]), as, acc[r][c]);
-        }
-    }
-    TILE_STORE(acc, R, C, out)
-}
-
-static void q4_k_tile_any(int R, int C, const uint8_t *const *w, const uint8_t *const *a,
-                          int64_t k, float *out)
-{
-    TILE_DISPATCH(q4_k_tile, R, C, w, a, k, out)
-}
 
 // ---- Q6_K: super-blocks of 256, 16 sub-blocks of 16; zp 32 ----
 
@@ -776,9 +611,6 @@ static void q2_k_tile_any(int R, int C, const uint8_t *const *w, const uint8_t *
 // ---- the provider ----
 
 static const struct qmm_type_kernel avx512_kernels[] = {
-    {DTYPE_Q4_0, 8, 64, q4_0_tile_any},
-    {DTYPE_Q8_0, 128, 64, q8_0_tile_any},
-    {DTYPE_Q4_K, 0, QK_K, q4_k_tile_any},
     {DTYPE_Q6_K, 32, QK_K, q6_k_tile_any},
     {DTYPE_Q5_0, 16, 64, q5_0_tile_any},
     {DTYPE_Q4_1, 0, 64, q4_1_tile_any},
@@ -795,6 +627,7 @@ const struct qmm_isa qmm_isa_avx512 = {
     .quantize = quantize_act,
     .kernels = avx512_kernels,
     .n_kernels = (int)(sizeof avx512_kernels / sizeof avx512_kernels[0]),
+    .quad = &qmm_quad_isa_avx512,
 };
 
 static bool q_avx512_supports(const struct op_call *c)

@@ -55,15 +55,68 @@ struct qmm_type_kernel {
     qmm_tile_fn tile;
 };
 
+// ---- token-quad layout: the activations of 4 tokens interleaved ----
+// One quad (tokens 4i..4i+3 of the call; missing ones zero) keeps the same 16
+// positions of its 4 tokens in one 64-byte vector, so 16 weight bytes
+// broadcast to the four 128-bit lanes meet all 4 tokens in one vpdpbusd.
+// Lane i (< 4) of token t covers values 16v + 4i..16v + 4i + 3 of 16-group v.
+// 64-byte aligned sections of a quad of k values (k % 64 == 0):
+//   q      int8  [k / 16][4 tokens][16]
+//   corr32 int32 [k / 32][4][4 lanes]  -zp * (sum of the lane's 8 q: 4 in each
+//                                      16-group of the 32-block)
+//   d      float [k / 32][4][4]   the token's d of the 32-block in its 4 lanes
+//   asum   float [k / 256][2][4][4]  [h][t][i]: d * sum(q) of 32-block 4h + i of
+//                                    the super-block (k % 256 == 0 only)
+#define QMM_QUAD_G 3 // largest tile: 4 weight rows x QMM_QUAD_G quads
+static inline size_t qmm_quad_corr32_off(int64_t k) { return 4 * (size_t)k; }
+static inline size_t qmm_quad_d_off(int64_t k) { return 6 * (size_t)k; }
+static inline size_t qmm_quad_asum_off(int64_t k) { return 8 * (size_t)k; }
+static inline size_t qmm_quad_bytes(int64_t k)
+{
+    return (8 * (size_t)k + (size_t)k / 2 + 63) / 64 * 64;
+}
+
+// Quantizes x [k] into token slot t (< 4) of the quad at dst.
+typedef void (*qmm_quad_quantize_fn)(const float *x, int t, int64_t k, int zp, uint8_t *dst);
+
+// out[r * 4 * QMM_QUAD_G + 4 g + t] = dot(weight row w[r], token t of quad a[g])
+// for r < 4, g < G (1 <= G <= QMM_QUAD_G), t < 4.
+typedef void (*qmm_quad_tile_fn)(int G, const uint8_t *const *w, const uint8_t *const *a,
+                                 int64_t k, float *out);
+
+// Decode: out[r] = dot(weight row w[r], token 0 of quad a) for r < 4, with the
+// same per-lane arithmetic as the tile, so the bits match it. Prefetches as
+// many bytes at pf as the 4 rows hold (the rows of the tiles that follow).
+typedef void (*qmm_quad_gemv_fn)(const uint8_t *const *w, const uint8_t *a, int64_t k,
+                                 const uint8_t *pf, float *out);
+
+struct qmm_quad_kernel {
+    enum dtype dtype;
+    int zp;
+    int k_multiple;
+    qmm_quad_tile_fn tile;
+    qmm_quad_gemv_fn gemv;
+};
+
+struct qmm_quad_isa {
+    qmm_quad_quantize_fn quantize;
+    const struct qmm_quad_kernel *kernels; // [n_kernels]
+    int n_kernels;
+};
+
 struct qmm_isa {
     const char *name;                      // provider name
     qmm_quantize_fn quantize;
     const struct qmm_type_kernel *kernels; // [n_kernels]
     int n_kernels;
+    const struct qmm_quad_isa *quad;       // optional; its types take precedence
 };
 
 // The kernel of isa for weight dtype t, or NULL.
 const struct qmm_type_kernel *qmm_find_kernel(const struct qmm_isa *isa, enum dtype t);
+
+// Whether isa computes on weight dtype t (with either kind of kernel).
+bool qmm_has_type(const struct qmm_isa *isa, enum dtype t);
 
 // The gate: f32 x and dst rows, a weight dtype isa has a kernel for, k a
 // multiple of its block, optional plain-float bias.
@@ -75,6 +128,7 @@ enum vllmc_status qmm_run(const struct qmm_isa *isa, const struct op_call *c);
 // The providers built on this driver (src/backend/cpu/avx2/, avx512/).
 extern const struct qmm_isa qmm_isa_avx2;
 extern const struct qmm_isa qmm_isa_avx512;
+extern const struct qmm_quad_isa qmm_quad_isa_avx512;
 extern const struct op_provider cpu_q_avx2_matmul;   // needs AVX2, FMA, F16C
 extern const struct op_provider cpu_q_avx512_matmul; // also AVX-512 F/BW/VL/VNNI
 
