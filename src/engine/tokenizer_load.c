@@ -32,7 +32,15 @@ enum vllmc_status tokenizer_load_gguf(const struct gguf_file *g, struct tokenize
     *out = NULL;
     struct tokenizer_vocab v;
     tokenizer_vocab_init(&v);
-    struct gguf_str s;
+    struct gguf_str s, cfg = {0};
+    // Files written from a Hugging Face folder (vllmc quantize) carry the
+    // tokenizer.json itself (the GGUF spec's key) and its tokenizer_config.json.
+    if (!gguf_find_kv(g, "tokenizer.ggml.model") &&
+        gguf_get_str(g, "tokenizer.huggingface.json", &s)) {
+        bool has_cfg = gguf_get_str(g, "tokenizer.huggingface.config_json", &cfg);
+        return tokenizer_create_from_json(s.ptr, (size_t)s.len, has_cfg ? cfg.ptr : NULL,
+                                          has_cfg ? (size_t)cfg.len : 0, out, err);
+    }
     if (!gguf_get_str(g, "tokenizer.ggml.model", &s))
         return err_set(err, VLLMC_ERR_NOT_FOUND, "gguf: no tokenizer.ggml.model");
     v.model = gstr(s);

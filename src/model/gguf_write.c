@@ -208,6 +208,14 @@ enum vllmc_status gguf_writer_set_u32(struct gguf_writer *w, const char *key, ui
     return kv_put(w, key, &b);
 }
 
+enum vllmc_status gguf_writer_set_f32(struct gguf_writer *w, const char *key, float v)
+{
+    struct gw_buf b = {0};
+    buf_u32(&b, GGUF_TYPE_FLOAT32);
+    buf_put(&b, &v, 4);
+    return kv_put(w, key, &b);
+}
+
 enum vllmc_status gguf_writer_set_str(struct gguf_writer *w, const char *key, const char *v)
 {
     struct gw_buf b = {0};

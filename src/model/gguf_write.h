@@ -23,6 +23,7 @@ enum vllmc_status gguf_writer_copy_kv(struct gguf_writer *w, const struct gguf_f
                                       const struct gguf_kv *kv);
 enum vllmc_status gguf_writer_set_u32(struct gguf_writer *w, const char *key, uint32_t v);
 enum vllmc_status gguf_writer_set_str(struct gguf_writer *w, const char *key, const char *v);
+enum vllmc_status gguf_writer_set_f32(struct gguf_writer *w, const char *key, float v);
 
 // Declares the next tensor: ne innermost first (unused = 1); its bytes are
 // dtype_row_bytes(dtype, ne[0]) * rows. Fails if ne[0] is not a block multiple.

@@ -464,7 +464,9 @@ static void info_from_gguf(struct model *m)
         snprintf(in->tokenizer_kind, sizeof(in->tokenizer_kind), "%.*s%s",
                  (int)(s.len > 32 ? 32 : s.len), s.ptr, what);
     } else {
-        snprintf(in->tokenizer_kind, sizeof(in->tokenizer_kind), "none");
+        snprintf(in->tokenizer_kind, sizeof(in->tokenizer_kind), "%s",
+                 gguf_find_kv(m->gguf, "tokenizer.huggingface.json") ? "tokenizer.json (in GGUF)"
+                                                                      : "none");
     }
     in->has_chat_template = gguf_find_kv(m->gguf, "tokenizer.chat_template") != NULL;
 }

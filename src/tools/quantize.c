@@ -1,11 +1,14 @@
 // `vllmc quantize IN OUT --type T`: writes a GGUF v3 file whose weight
 // matrices are quantized to T (a GGUF type or one of llama.cpp's mixtures,
 // see model/quant_mix.c) from a GGUF file of F32/F16/BF16 (or quantized)
-// tensors. Metadata, the tokenizer included, is copied; each tensor's error
-// against the source (RMSE, max abs) is printed.
+// tensors, or from a Hugging Face folder of F32/F16/BF16 safetensors
+// (model/hf_gguf.c: llama.cpp's names and keys, the tokenizer.json kept
+// whole). GGUF metadata, the tokenizer included, is copied; each tensor's
+// error against the source (RMSE, max abs) is printed.
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "backend/cpu/quant.h"
 #include "backend/cpu/quant/quantize.h"
@@ -14,7 +17,9 @@
 #include "core/threadpool.h"
 #include "model/gguf.h"
 #include "model/gguf_write.h"
+#include "model/hf_gguf.h"
 #include "model/quant_mix.h"
+#include "model/safetensors.h"
 #include "tools/cli.h"
 #include "tools/commands.h"
 
@@ -24,7 +29,8 @@
 static void quantize_usage(FILE *f)
 {
     fprintf(f,
-            "usage: vllmc quantize IN.gguf OUT.gguf --type TYPE [--pure] [--threads N] [--quiet]\n"
+            "usage: vllmc quantize IN OUT.gguf --type TYPE [--pure] [--threads N] [--quiet]\n"
+            "  IN: a GGUF file, or a Hugging Face folder of F32/F16/BF16 safetensors\n"
             "  TYPE: %s\n"
             "  --pure      every weight matrix in TYPE (no mixture, no Q6_K output)\n"
             "  --threads   worker threads (default: all cores)\n"
@@ -40,6 +46,7 @@ struct qz_stats {
 
 struct qz_job {
     const uint8_t *src;   // borrowed: source rows
+    const int32_t *row_map; // borrowed: output row r is source row row_map[r]; NULL = r
     size_t src_row_bytes;
     dequant_row_fn src_to_f32;
     uint8_t *dst;         // [n_rows, dst_row_bytes]
@@ -72,7 +79,8 @@ static void qz_task(void *p, int task, int thread)
     int64_t r0 = (int64_t)task * QZ_ROWS_PER_TASK;
     int64_t r1 = r0 + QZ_ROWS_PER_TASK < job->n_rows ? r0 + QZ_ROWS_PER_TASK : job->n_rows;
     for (int64_t r = r0; r < r1; r++) {
-        job->src_to_f32(job->src + (size_t)r * job->src_row_bytes, x, job->ne0);
+        int64_t sr = job->row_map ? job->row_map[r] : r;
+        job->src_to_f32(job->src + (size_t)sr * job->src_row_bytes, x, job->ne0);
         bool finite = true;
         for (int64_t i = 0; i < job->ne0; i++)
             finite = finite && isfinite(x[i]);
@@ -97,23 +105,79 @@ static void qz_task(void *p, int task, int thread)
     }
 }
 
-static char *str_dup_n(struct gguf_str s)
-{
-    return mem_strndup(s.ptr, (size_t)s.len);
-}
+// One input tensor, from either kind of source.
+struct qz_src {
+    char *name;             // owned: the GGUF name
+    enum dtype dtype;
+    int n_dims;
+    int64_t ne[4];
+    const void *data;       // borrowed from the mapping
+    size_t n_bytes;
+    const int32_t *row_map; // borrowed (hf_gguf): see struct qz_job
+};
 
 // The number of blocks: the largest N with a tensor named blk.N.*, plus one.
-static int count_layers(const struct gguf_file *g)
+static int count_layers(const struct qz_src *src, size_t n_src)
 {
     int n = 0;
-    for (size_t i = 0; i < gguf_n_tensors(g); i++) {
-        const struct gguf_tensor_info *t = gguf_tensor_at(g, i);
-        if (t->name.len > 4 && !memcmp(t->name.ptr, "blk.", 4)) {
-            int layer = atoi(t->name.ptr + 4);
+    for (size_t i = 0; i < n_src; i++) {
+        if (!strncmp(src[i].name, "blk.", 4)) {
+            int layer = atoi(src[i].name + 4);
             n = layer + 1 > n ? layer + 1 : n;
         }
     }
     return n;
+}
+
+static bool is_hf_input(const char *path)
+{
+    struct stat st;
+    size_t n = strlen(path);
+    return (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) ||
+           (n > 12 && !strcmp(path + n - 12, ".safetensors"));
+}
+
+// The tensors of the input, in file order (GGUF) or load order (HF).
+static struct qz_src *sources_open(struct gguf_file *g, const struct hf_gguf *h, size_t *n_out)
+{
+    size_t n = g ? gguf_n_tensors(g) : (size_t)h->n_tensors;
+    struct qz_src *src = mem_calloc(n ? n : 1, sizeof *src);
+    *n_out = n;
+    for (size_t i = 0; src && i < n; i++) {
+        struct qz_src *s = &src[i];
+        if (g) {
+            const struct gguf_tensor_info *t = gguf_tensor_at(g, i);
+            s->name = mem_strndup(t->name.ptr, (size_t)t->name.len);
+            s->dtype = t->dtype;
+            s->n_dims = t->n_dims;
+            memcpy(s->ne, t->ne, sizeof s->ne);
+            s->data = t->data;
+            s->n_bytes = t->n_bytes;
+        } else {
+            const struct hf_gguf_tensor *t = &h->tensors[i];
+            s->name = mem_strdup(t->name);
+            s->dtype = t->src->dtype;
+            s->n_dims = t->n_dims;
+            memcpy(s->ne, t->ne, sizeof s->ne);
+            s->data = t->src->data;
+            s->n_bytes = t->src->n_bytes;
+            s->row_map = t->row_map;
+        }
+        if (!s->name) {
+            for (size_t j = 0; j < i; j++)
+                mem_free(src[j].name);
+            mem_free(src);
+            return NULL;
+        }
+    }
+    return src;
+}
+
+static void sources_free(struct qz_src *src, size_t n)
+{
+    for (size_t i = 0; src && i < n; i++)
+        mem_free(src[i].name);
+    mem_free(src);
 }
 
 int quantize_main(int argc, char **argv)
@@ -162,14 +226,22 @@ int quantize_main(int argc, char **argv)
 
     struct err err = {0};
     struct gguf_file *g = NULL;
+    struct hf_gguf *h = NULL;
+    struct qz_src *src = NULL;
+    size_t n_tensors = 0;
     struct gguf_writer *w = NULL;
     struct threadpool *pool = NULL;
     uint8_t *dst = NULL;
     float *scratch = NULL;
     enum dtype *types = NULL;
     int rc = 1;
-    if (gguf_open(in, &g, &err)) {
+    if (is_hf_input(in) ? hf_gguf_open(in, &h, &err) != VLLMC_OK
+                        : gguf_open(in, &g, &err) != VLLMC_OK) {
         fprintf(stderr, "quantize: %s\n", err.msg);
+        goto done;
+    }
+    if (!(src = sources_open(g, h, &n_tensors))) {
+        fprintf(stderr, "quantize: out of memory\n");
         goto done;
     }
     if (threadpool_create((int)threads, &pool, &err) || gguf_writer_create(&w, &err)) {
@@ -182,21 +254,24 @@ int quantize_main(int argc, char **argv)
 
     // Metadata: everything but the alignment (ours is the default 32) and
     // the file type, which now names the target.
-    for (size_t i = 0; i < gguf_n_kv(g); i++) {
+    for (size_t i = 0; g && i < gguf_n_kv(g); i++) {
         const struct gguf_kv *kv = gguf_kv_at(g, i);
         if (gguf_str_eq(kv->key, "general.alignment"))
             continue;
         if (gguf_writer_copy_kv(w, g, kv))
             goto write_fail;
     }
+    if (h && hf_gguf_set_metadata(h, w))
+        goto write_fail;
     if (gguf_writer_set_u32(w, "general.file_type", mix.file_type) ||
         gguf_writer_set_u32(w, "general.quantization_version", 2))
         goto write_fail;
 
     // Plan: a type per tensor.
-    size_t n_tensors = gguf_n_tensors(g);
-    int n_layers = count_layers(g);
-    bool tied = !gguf_find_tensor(g, "output.weight");
+    int n_layers = count_layers(src, n_tensors);
+    bool tied = true;
+    for (size_t i = 0; i < n_tensors; i++)
+        tied = tied && strcmp(src[i].name, "output.weight");
     types = mem_calloc(n_tensors ? n_tensors : 1, sizeof *types);
     if (!types) {
         fprintf(stderr, "quantize: out of memory\n");
@@ -205,16 +280,11 @@ int quantize_main(int argc, char **argv)
     int64_t max_ne0 = 1;
     size_t max_bytes = 1;
     for (size_t i = 0; i < n_tensors; i++) {
-        const struct gguf_tensor_info *t = gguf_tensor_at(g, i);
-        char *name = str_dup_n(t->name);
-        if (!name) {
-            fprintf(stderr, "quantize: out of memory\n");
-            goto done;
-        }
+        const struct qz_src *t = &src[i];
+        const char *name = t->name;
         if (!cpu_dequant_row(t->dtype)) {
             fprintf(stderr, "quantize: tensor %s has type %s, which cannot be read\n", name,
                     dtype_name(t->dtype));
-            mem_free(name);
             goto done;
         }
         bool is_output = !strcmp(name, "output.weight") ||
@@ -227,7 +297,6 @@ int quantize_main(int argc, char **argv)
                    name, (long long)t->ne[0], dtype_name(wanted), dtype_info(wanted)->block_size,
                    dtype_name(types[i]));
         enum vllmc_status s = gguf_writer_add_tensor(w, name, types[i], t->n_dims, t->ne);
-        mem_free(name);
         if (s)
             goto write_fail;
         max_ne0 = t->ne[0] > max_ne0 ? t->ne[0] : max_ne0;
@@ -249,13 +318,14 @@ int quantize_main(int argc, char **argv)
     double t_start = time_now_s(), total_sq_err = 0, total_sq_src = 0, total_max = 0;
     size_t in_bytes = 0, out_bytes = 0;
     for (size_t i = 0; i < n_tensors; i++) {
-        const struct gguf_tensor_info *t = gguf_tensor_at(g, i);
+        const struct qz_src *t = &src[i];
         struct qz_job *job = mem_calloc(1, sizeof *job);
         if (!job) {
             fprintf(stderr, "quantize: out of memory\n");
             goto done;
         }
         job->src = t->data;
+        job->row_map = t->row_map;
         job->src_row_bytes = dtype_row_bytes(t->dtype, t->ne[0]);
         job->src_to_f32 = cpu_dequant_row(t->dtype);
         job->dst = dst;
@@ -281,8 +351,8 @@ int quantize_main(int argc, char **argv)
         }
         mem_free(job);
         if (sum.bad_row >= 0) {
-            fprintf(stderr, "quantize: tensor %.*s has a NaN or infinite value in row %lld\n",
-                    (int)t->name.len, t->name.ptr, (long long)sum.bad_row);
+            fprintf(stderr, "quantize: tensor %s has a NaN or infinite value in row %lld\n",
+                    t->name, (long long)sum.bad_row);
             goto done;
         }
         size_t nb = gguf_writer_tensor_bytes(w, i);
@@ -298,8 +368,8 @@ int quantize_main(int argc, char **argv)
             for (int d = 0; d < t->n_dims; d++)
                 n_el_d *= (double)t->ne[d];
             double rmse = sqrt(sum.sum_sq_err / n_el_d), rms = sqrt(sum.sum_sq_src / n_el_d);
-            printf("%-32.*s %-6s -> %-6s rmse %.3e (%.2f%% of rms) max_abs %.3e\n",
-                   (int)t->name.len, t->name.ptr, dtype_name(t->dtype), dtype_name(types[i]),
+            printf("%-32s %-6s -> %-6s rmse %.3e (%.2f%% of rms) max_abs %.3e\n", t->name,
+                   dtype_name(t->dtype), dtype_name(types[i]),
                    rmse, rms > 0 ? 100.0 * rmse / rms : 0.0, sum.max_abs);
         }
     }
@@ -321,6 +391,8 @@ done:
     mem_free(scratch);
     gguf_writer_free(w);
     threadpool_free(pool);
+    sources_free(src, n_tensors);
+    hf_gguf_free(h);
     gguf_free(g);
     return rc;
 }
