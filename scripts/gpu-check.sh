@@ -235,6 +235,12 @@ if want hf; then
         parity_runs $m cuda:1 cuda:8 cpu:8
     done
     parity_runs stories260K-hf cuda:1 cuda:8 cpu:1 cpu:8
+    # AWQ/GPTQ INT4 checkpoints against transformers on their dequantized weights.
+    stage "hf: make int4 AWQ/GPTQ checkpoints + references" "$OUT/hf-parity.log" 400 \
+        python3 "$ROOT/tools/reference/int4_reference.py" "$DATA"
+    for m in int4-awq-g128 int4-awq-g64 int4-gptq-g128-act int4-gptq-gall; do
+        [ -d "$DATA/$m" ] && parity_runs $m cuda:1 cuda:8 cpu:1 cpu:8
+    done
 fi
 
 # ---- the engine's own benchmarks on the Qwen3-0.6B-shaped checkpoint ----

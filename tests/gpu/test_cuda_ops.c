@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "backend/backend.h"
+#include "backend/cpu/quant/quantize.h"
 #include "check.h"
 #include "core/alloc.h"
 #include "core/dtype.h"
@@ -274,6 +275,69 @@ static void test_matmul(void)
                 test_matmul_one(ms[a], nk[b][0], nk[b][1], float_types[t], (a + b + t) % 2, "");
 }
 
+// AWQ/GPTQ int4g weights (random rows through the test quantizer), with and
+// without an act-order permutation of the inputs.
+static void test_int4g_one(int64_t m, int64_t n, int64_t k, bool with_perm, bool bias)
+{
+    struct pair x, w, b, dst, perm;
+    int64_t ne_x[2] = {k, m}, ne_w[2] = {k, n}, ne_b[1] = {n}, ne_d[2] = {n, m}, ne_p[1] = {k};
+    pair_init(&x, DTYPE_F32, 2, ne_x);
+    pair_init(&w, DTYPE_INT4G, 2, ne_w);
+    pair_init(&b, DTYPE_F32, 1, ne_b);
+    pair_init(&dst, DTYPE_F32, 2, ne_d);
+    pair_init(&perm, DTYPE_I32, 1, ne_p);
+    pair_random(&x, 1.0f);
+    pair_random(&b, 1.0f);
+    pair_poison(&dst);
+    float *row = mem_alloc((size_t)k * sizeof(float));
+    for (int64_t r = 0; r < n; r++) {
+        for (int64_t i = 0; i < k; i++)
+            row[i] = rng_uniform() * 0.5f;
+        quantize_row_int4g(row, (char *)w.h.data + (size_t)r * w.h.nb[1], k);
+    }
+    mem_free(row);
+    pair_upload(&w);
+    int32_t *pv = perm.h.data;
+    for (int64_t i = 0; i < k; i++)
+        pv[i] = (int32_t)i;
+    for (int64_t i = k - 1; i > 0; i--) {
+        int64_t j = (int64_t)(rng_next() % (uint64_t)(i + 1));
+        int32_t t = pv[i];
+        pv[i] = pv[j];
+        pv[j] = t;
+    }
+    pair_upload(&perm);
+    struct pair *slots[] = {&dst, &x, &w, bias ? &b : NULL, with_perm ? &perm : NULL};
+    struct op_call probe = {.op = OP_MATMUL,
+                            .dst = &dst.d,
+                            .src = {&x.d, &w.d, bias ? &b.d : NULL, with_perm ? &perm.d : NULL}};
+    const struct op_provider *p = backend_select_provider(gpu, &probe);
+    run_both(OP_MATMUL, (struct op_params){0}, slots, 5);
+    char what[160];
+    snprintf(what, sizeof what, "matmul m=%lld n=%lld k=%lld w=int4g%s%s %s", (long long)m,
+             (long long)n, (long long)k, with_perm ? " perm" : "", bias ? " bias" : "",
+             p ? p->name : "none");
+    // The GEMV sums in f32; the prefill path runs cuBLASLt on bf16 weights.
+    double bar = p && !strcmp(p->name, "cuda-int4g-gemv") ? 1e-6 : 5e-4;
+    CHECK(p && !strncmp(p->name, "cuda-int4g-", 11));
+    report(what, pair_nmse(&dst), bar);
+    pair_free(&x);
+    pair_free(&w);
+    pair_free(&b);
+    pair_free(&dst);
+    pair_free(&perm);
+}
+
+static void test_int4g(void)
+{
+    const int64_t ms[] = {1, 2, 8, 9, 64};
+    const int64_t nk[][2] = {{1024, 4096}, {96, 256}, {40, 160}};
+    for (size_t a = 0; a < sizeof ms / sizeof ms[0]; a++)
+        for (size_t b = 0; b < 3; b++)
+            for (int perm = 0; perm < 2; perm++)
+                test_int4g_one(ms[a], nk[b][0], nk[b][1], perm, (a + b + (size_t)perm) % 2);
+}
+
 static void rope_inv_freq(struct pair *f, int rope_dim)
 {
     for (int i = 0; i < rope_dim / 2; i++)
@@ -465,6 +529,7 @@ int main(int argc, char **argv)
         {"embedding", test_embedding}, {"norms", test_norms},         {"matmul", test_matmul},
         {"rope", test_rope},           {"elementwise", test_elementwise},
         {"kv_store", test_kv_store},   {"attention", test_attention},
+        {"int4g", test_int4g},
         {NULL, NULL},
     };
     int code = check_run(cases, argc, argv);

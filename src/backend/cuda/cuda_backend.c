@@ -19,6 +19,7 @@
 #include "backend/cuda/kv_store.cuh"
 #include "backend/cuda/matmul.cuh"
 #include "backend/cuda/norm.cuh"
+#include "backend/cuda/int4g.cuh"
 #include "backend/cuda/quant.cuh"
 #include "backend/cuda/rope.cuh"
 #include "core/alloc.h"
@@ -57,12 +58,16 @@ CUDA_PROVIDER(cuda_p_attention, "cuda-paged", OP_ATTENTION, 100, cuda_attention)
 CUDA_PROVIDER(cuda_p_qembedding, "cuda-q", OP_EMBEDDING, 100, cuda_qembedding);
 CUDA_PROVIDER(cuda_p_qgemv, "cuda-qgemv", OP_MATMUL, 100, cuda_qgemv);
 CUDA_PROVIDER(cuda_p_qgemm, "cuda-qgemm", OP_MATMUL, 90, cuda_qgemm);
+// AWQ/GPTQ int4g weights, the same split as the GGUF types (int4g.cu).
+CUDA_PROVIDER(cuda_p_int4g_gemv, "cuda-int4g-gemv", OP_MATMUL, 100, cuda_int4g_gemv);
+CUDA_PROVIDER(cuda_p_int4g_gemm, "cuda-int4g-gemm", OP_MATMUL, 90, cuda_int4g_gemm);
 
 static const struct op_provider *const cuda_provider_table[] = {
     &cuda_p_embedding, &cuda_p_rmsnorm,      &cuda_p_add_rmsnorm, &cuda_p_gemv,
     &cuda_p_cublaslt,  &cuda_p_matmul_tiled, &cuda_p_rope,        &cuda_p_qk_norm_rope,
     &cuda_p_silu_mul,  &cuda_p_add,          &cuda_p_kv_store,    &cuda_p_attention,
-    &cuda_p_qembedding, &cuda_p_qgemv,       &cuda_p_qgemm,
+    &cuda_p_qembedding, &cuda_p_qgemv,       &cuda_p_qgemm,       &cuda_p_int4g_gemv,
+    &cuda_p_int4g_gemm,
 };
 
 #define CUDA_N_PROVIDERS (sizeof cuda_provider_table / sizeof cuda_provider_table[0])
