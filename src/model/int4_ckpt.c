@@ -72,15 +72,14 @@ enum vllmc_status int4_config_parse(const char *json, const char *doc, struct in
         rc = err_set(err, VLLMC_ERR_UNSUPPORTED,
                      "%s: %s group_size must be -1 or a positive multiple of 32", doc, method);
     } else if (!strcmp(method, "awq") && version && strcasecmp(version, "gemm")) {
-        rc = err_set(err, VLLMC_ERR_UNSUPPORTED,
-                     "%s: AWQ version '%.32s' is not supported (gemm)", doc, version);
+        rc = err_set(err, VLLMC_ERR_UNSUPPORTED, "%s: AWQ version '%.32s' is not supported (gemm)",
+                     doc, version);
     } else if (!strcmp(method, "awq") && zp && !json_is_true(zp)) {
         rc = err_set(err, VLLMC_ERR_UNSUPPORTED, "%s: AWQ without zero points is not supported",
                      doc);
     } else if (format && strcmp(format, "gptq") && strcmp(format, "gptq_v2")) {
         rc = err_set(err, VLLMC_ERR_UNSUPPORTED,
-                     "%s: checkpoint_format '%.32s' is not supported (gptq, gptq_v2)", doc,
-                     format);
+                     "%s: checkpoint_format '%.32s' is not supported (gptq, gptq_v2)", doc, format);
     } else {
         cfg->method = strcmp(method, "awq") ? INT4_METHOD_GPTQ : INT4_METHOD_AWQ;
         cfg->bits = 4;
@@ -119,16 +118,15 @@ static enum vllmc_status want_2d(const struct st_tensor *t, const char *name, co
 {
     if (!t)
         return err_set(err, VLLMC_ERR_FORMAT, "%s.%s is missing", name, what);
-    bool dtype_ok = t->dtype == dtype || (dtype == DTYPE_F16 && (t->dtype == DTYPE_BF16 ||
-                                                                   t->dtype == DTYPE_F32));
+    bool dtype_ok = t->dtype == dtype ||
+                    (dtype == DTYPE_F16 && (t->dtype == DTYPE_BF16 || t->dtype == DTYPE_F32));
     if (!dtype_ok)
         return err_set(err, VLLMC_ERR_FORMAT, "%s.%s has dtype %s, expected %s", name, what,
                        dtype_name(t->dtype), dtype_name(dtype));
     if (t->n_dims != 2 || t->ne[0] != cols || t->ne[1] != rows)
         return err_set(err, VLLMC_ERR_FORMAT,
                        "%s.%s has shape [%lld, %lld], the layer needs [%lld, %lld]", name, what,
-                       (long long)t->ne[1], (long long)t->ne[0], (long long)rows,
-                       (long long)cols);
+                       (long long)t->ne[1], (long long)t->ne[0], (long long)rows, (long long)cols);
     return VLLMC_OK;
 }
 

@@ -38,10 +38,10 @@ static float rnd(void) // [-1, 1)
 struct qlayer {
     int k, n, gs, n_groups;
     bool gptq;
-    uint8_t *q;      // [k][n] 0..15
-    uint8_t *z;      // [n_groups][n] true zero points 1..15
-    uint16_t *s;     // [n_groups][n] f16
-    int32_t *g_idx;  // [k]
+    uint8_t *q;                // [k][n] 0..15
+    uint8_t *z;                // [n_groups][n] true zero points 1..15
+    uint16_t *s;               // [n_groups][n] f16
+    int32_t *g_idx;            // [k]
     int32_t *qweight, *qzeros; // packed as the format writes them
 };
 
@@ -98,7 +98,8 @@ static void qlayer_make(struct qlayer *L, int k, int n, int gs, bool gptq, bool 
         for (int p = 0; p < k / 8; p++)
             for (int j = 0; j < n; j++)
                 for (int i = 0; i < 8; i++)
-                    L->qweight[p * n + j] |= (int32_t)((uint32_t)L->q[(8 * p + i) * n + j] << (4 * i));
+                    L->qweight[p * n + j] |=
+                        (int32_t)((uint32_t)L->q[(8 * p + i) * n + j] << (4 * i));
         for (int g = 0; g < L->n_groups; g++)
             for (int c = 0; c < n / 8; c++)
                 for (int i = 0; i < 8; i++)
@@ -134,19 +135,34 @@ struct qviews {
 static void qlayer_views(const struct qlayer *L, struct qviews *v, bool with_g_idx)
 {
     int k = L->k, n = L->n;
-    v->qweight = (struct st_tensor){.name = "qweight", .dtype = DTYPE_I32, .n_dims = 2,
+    v->qweight = (struct st_tensor){.name = "qweight",
+                                    .dtype = DTYPE_I32,
+                                    .n_dims = 2,
                                     .ne = {L->gptq ? n : n / 8, L->gptq ? k / 8 : k, 1, 1},
-                                    .data = L->qweight, .n_bytes = (size_t)k * (size_t)n / 2};
-    v->qzeros = (struct st_tensor){.name = "qzeros", .dtype = DTYPE_I32, .n_dims = 2,
-                                   .ne = {n / 8, L->n_groups, 1, 1}, .data = L->qzeros,
+                                    .data = L->qweight,
+                                    .n_bytes = (size_t)k * (size_t)n / 2};
+    v->qzeros = (struct st_tensor){.name = "qzeros",
+                                   .dtype = DTYPE_I32,
+                                   .n_dims = 2,
+                                   .ne = {n / 8, L->n_groups, 1, 1},
+                                   .data = L->qzeros,
                                    .n_bytes = (size_t)L->n_groups * (size_t)n / 2};
-    v->scales = (struct st_tensor){.name = "scales", .dtype = DTYPE_F16, .n_dims = 2,
-                                   .ne = {n, L->n_groups, 1, 1}, .data = L->s,
+    v->scales = (struct st_tensor){.name = "scales",
+                                   .dtype = DTYPE_F16,
+                                   .n_dims = 2,
+                                   .ne = {n, L->n_groups, 1, 1},
+                                   .data = L->s,
                                    .n_bytes = (size_t)L->n_groups * (size_t)n * 2};
-    v->g_idx = (struct st_tensor){.name = "g_idx", .dtype = DTYPE_I32, .n_dims = 1,
-                                  .ne = {k, 1, 1, 1}, .data = L->g_idx, .n_bytes = (size_t)k * 4};
-    v->ly = (struct int4_layer){.qweight = &v->qweight, .qzeros = &v->qzeros,
-                                .scales = &v->scales, .g_idx = with_g_idx ? &v->g_idx : NULL};
+    v->g_idx = (struct st_tensor){.name = "g_idx",
+                                  .dtype = DTYPE_I32,
+                                  .n_dims = 1,
+                                  .ne = {k, 1, 1, 1},
+                                  .data = L->g_idx,
+                                  .n_bytes = (size_t)k * 4};
+    v->ly = (struct int4_layer){.qweight = &v->qweight,
+                                .qzeros = &v->qzeros,
+                                .scales = &v->scales,
+                                .g_idx = with_g_idx ? &v->g_idx : NULL};
 }
 
 static struct backend *test_backend_without(int n_threads, const char *disable)
@@ -170,7 +186,8 @@ static struct backend *test_backend(int n_threads)
 // compares with the float sum over the dequantized weights.
 static void check_layer(const struct qlayer *L, bool with_g_idx, bool expect_perm, int m)
 {
-    struct int4_config cfg = {.method = L->gptq ? INT4_METHOD_GPTQ : INT4_METHOD_AWQ, .bits = 4,
+    struct int4_config cfg = {.method = L->gptq ? INT4_METHOD_GPTQ : INT4_METHOD_AWQ,
+                              .bits = 4,
                               .group_size = L->gs == L->k ? -1 : L->gs,
                               .desc_act = expect_perm};
     struct qviews v;
@@ -195,7 +212,8 @@ static void check_layer(const struct qlayer *L, bool with_g_idx, bool expect_per
         mem_free(seen);
     }
 
-    float *x = mem_alloc((size_t)m * (size_t)L->k * 4), *want = mem_alloc((size_t)m * (size_t)L->n * 4);
+    float *x = mem_alloc((size_t)m * (size_t)L->k * 4),
+          *want = mem_alloc((size_t)m * (size_t)L->n * 4);
     float *got = mem_alloc((size_t)m * (size_t)L->n * 4);
     for (int i = 0; i < m * L->k; i++)
         x[i] = rnd();
@@ -216,8 +234,8 @@ static void check_layer(const struct qlayer *L, bool with_g_idx, bool expect_per
     if (perm)
         tensor_init_1d(&tp, DTYPE_I32, perm, L->k);
     struct backend *be = test_backend(2);
-    struct op_call c = {.op = OP_MATMUL, .dst = &ty, .src = {&tx, &tw, NULL, perm ? &tp : NULL},
-                        .backend = be};
+    struct op_call c = {
+        .op = OP_MATMUL, .dst = &ty, .src = {&tx, &tw, NULL, perm ? &tp : NULL}, .backend = be};
     size_t n_prov;
     const struct op_provider *const *all = backend_providers(be, &n_prov);
     int n_ran = 0;
@@ -234,8 +252,8 @@ static void check_layer(const struct qlayer *L, bool with_g_idx, bool expect_per
         for (int i = 0; i < m * L->n; i++)
             bad += !(fabs((double)got[i] - want[i]) <= tol);
         if (bad)
-            fprintf(stderr, "  provider %s: %d of %d outputs off (k=%d n=%d gs=%d)\n",
-                    all[p]->name, bad, m * L->n, L->k, L->n, L->gs);
+            fprintf(stderr, "  provider %s: %d of %d outputs off (k=%d n=%d gs=%d)\n", all[p]->name,
+                    bad, m * L->n, L->k, L->n, L->gs);
         CHECK_EQ_INT(bad, 0);
     }
     CHECK(n_ran >= 1); // cpu-ref at least
@@ -430,8 +448,8 @@ static void stw_save(struct st_writer *w, const char *dir, const char *quant_jso
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
     FILE *f = fopen(path, "wb");
     VLLMC_ASSERT(f);
-    w->header_len += (size_t)snprintf(w->header + w->header_len,
-                                      sizeof w->header - w->header_len, "}");
+    w->header_len +=
+        (size_t)snprintf(w->header + w->header_len, sizeof w->header - w->header_len, "}");
     uint64_t hl = w->header_len;
     fwrite(&hl, 8, 1, f);
     fwrite(w->header, 1, w->header_len, f);
@@ -488,9 +506,9 @@ static void write_pair(const char *fdir, const char *qdir, bool gptq, int gs, bo
     static const struct {
         const char *name;
         int k, n;
-    } mats[] = {{"self_attn.q_proj", T_DIM, T_DIM},  {"self_attn.k_proj", T_DIM, T_DIM / 2},
+    } mats[] = {{"self_attn.q_proj", T_DIM, T_DIM},     {"self_attn.k_proj", T_DIM, T_DIM / 2},
                 {"self_attn.v_proj", T_DIM, T_DIM / 2}, {"self_attn.o_proj", T_DIM, T_DIM},
-                {"mlp.gate_proj", T_DIM, T_FF},        {"mlp.up_proj", T_DIM, T_FF},
+                {"mlp.gate_proj", T_DIM, T_FF},         {"mlp.up_proj", T_DIM, T_FF},
                 {"mlp.down_proj", T_FF, T_DIM}};
     for (int l = 0; l < T_LAYERS; l++)
         for (size_t i = 0; i < sizeof mats / sizeof mats[0]; i++) {
@@ -648,7 +666,8 @@ static void test_bad_checkpoints(void)
     CHECK_EQ_INT(model_load(qdir, be, NULL, &m, &err), VLLMC_ERR_FORMAT);
     CHECK(strstr(err.msg, "q_proj.qzeros has shape") != NULL);
     CHECK(m == NULL);
-    write_pair(fdir, qdir, false, 128, false, "{\"quant_method\":\"awq\",\"bits\":3,\"group_size\":128}");
+    write_pair(fdir, qdir, false, 128, false,
+               "{\"quant_method\":\"awq\",\"bits\":3,\"group_size\":128}");
     CHECK_EQ_INT(model_load(qdir, be, NULL, &m, &err), VLLMC_ERR_UNSUPPORTED);
     CHECK(strstr(err.msg, "bits") != NULL);
     write_pair(fdir, qdir, false, 128, false, "{\"quant_method\":\"fp8\"}");
@@ -662,18 +681,12 @@ static void test_bad_checkpoints(void)
 int main(int argc, char **argv)
 {
     static const struct check_case cases[] = {
-        {"repacked_blocks", test_repacked_blocks},
-        {"awq_group128", test_awq_group128},
-        {"awq_group64", test_awq_group64},
-        {"gptq_group128", test_gptq_group128},
-        {"gptq_act_order", test_gptq_act_order},
-        {"gptq_whole_row", test_gptq_whole_row},
-        {"bad_layers", test_bad_layers},
-        {"configs", test_configs},
-        {"awq_checkpoint", test_awq_checkpoint},
-        {"gptq_checkpoint", test_gptq_checkpoint},
-        {"bad_checkpoints", test_bad_checkpoints},
-        {NULL, NULL},
+        {"repacked_blocks", test_repacked_blocks}, {"awq_group128", test_awq_group128},
+        {"awq_group64", test_awq_group64},         {"gptq_group128", test_gptq_group128},
+        {"gptq_act_order", test_gptq_act_order},   {"gptq_whole_row", test_gptq_whole_row},
+        {"bad_layers", test_bad_layers},           {"configs", test_configs},
+        {"awq_checkpoint", test_awq_checkpoint},   {"gptq_checkpoint", test_gptq_checkpoint},
+        {"bad_checkpoints", test_bad_checkpoints}, {NULL, NULL},
     };
     return check_run(cases, argc, argv);
 }

@@ -58,8 +58,8 @@ ALWAYS_INLINE void int4g_tile(const int R, const int C, const uint8_t *const *w,
             UNROLL
             for (int r = 0; r < R; r++) {
                 __m256i s = _mm256_madd_epi16(_mm256_maddubs_epi16(wq[r], aq), ones16);
-                acc[r][c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(wd[r], ad),
-                                            acc[r][c]);
+                acc[r][c] =
+                    _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(wd[r], ad), acc[r][c]);
                 acc[r][c] = _mm256_fmadd_ps(wm[r], as, acc[r][c]);
             }
         }
@@ -73,22 +73,54 @@ static void int4g_tile_any(int R, int C, const uint8_t *const *w, const uint8_t 
                            int64_t k, float *out)
 {
     switch ((R - 1) * 4 + C - 1) {
-    case 0: int4g_tile(1, 1, w, a, k, out); break;
-    case 1: int4g_tile(1, 2, w, a, k, out); break;
-    case 2: int4g_tile(1, 3, w, a, k, out); break;
-    case 3: int4g_tile(1, 4, w, a, k, out); break;
-    case 4: int4g_tile(2, 1, w, a, k, out); break;
-    case 5: int4g_tile(2, 2, w, a, k, out); break;
-    case 6: int4g_tile(2, 3, w, a, k, out); break;
-    case 7: int4g_tile(2, 4, w, a, k, out); break;
-    case 8: int4g_tile(3, 1, w, a, k, out); break;
-    case 9: int4g_tile(3, 2, w, a, k, out); break;
-    case 10: int4g_tile(3, 3, w, a, k, out); break;
-    case 11: int4g_tile(3, 4, w, a, k, out); break;
-    case 12: int4g_tile(4, 1, w, a, k, out); break;
-    case 13: int4g_tile(4, 2, w, a, k, out); break;
-    case 14: int4g_tile(4, 3, w, a, k, out); break;
-    default: int4g_tile(4, 4, w, a, k, out); break;
+    case 0:
+        int4g_tile(1, 1, w, a, k, out);
+        break;
+    case 1:
+        int4g_tile(1, 2, w, a, k, out);
+        break;
+    case 2:
+        int4g_tile(1, 3, w, a, k, out);
+        break;
+    case 3:
+        int4g_tile(1, 4, w, a, k, out);
+        break;
+    case 4:
+        int4g_tile(2, 1, w, a, k, out);
+        break;
+    case 5:
+        int4g_tile(2, 2, w, a, k, out);
+        break;
+    case 6:
+        int4g_tile(2, 3, w, a, k, out);
+        break;
+    case 7:
+        int4g_tile(2, 4, w, a, k, out);
+        break;
+    case 8:
+        int4g_tile(3, 1, w, a, k, out);
+        break;
+    case 9:
+        int4g_tile(3, 2, w, a, k, out);
+        break;
+    case 10:
+        int4g_tile(3, 3, w, a, k, out);
+        break;
+    case 11:
+        int4g_tile(3, 4, w, a, k, out);
+        break;
+    case 12:
+        int4g_tile(4, 1, w, a, k, out);
+        break;
+    case 13:
+        int4g_tile(4, 2, w, a, k, out);
+        break;
+    case 14:
+        int4g_tile(4, 3, w, a, k, out);
+        break;
+    default:
+        int4g_tile(4, 4, w, a, k, out);
+        break;
     }
 }
 
