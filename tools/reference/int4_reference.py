@@ -13,7 +13,7 @@ to 4 bits in four variants and writes each as a Hugging Face folder with a
 
 and beside each folder NAME.refs.json: transformers' greedy tokens and top-5
 log-probabilities (the refs format of hf_reference.py, `vllmc parity --pass
-default`), computed in float32 by LlamaForCausalLM over the *dequantized*
+default`), computed (float64 by default, --ref-dtype) by LlamaForCausalLM over the *dequantized*
 weights, w = (q - z) * s with the f16 scales, and the other tensors rounded
 to f16 exactly as saved.
 
@@ -248,7 +248,7 @@ def build_variant(cfg, base, variant, args):
 
 def main():
     import torch
-    from hf_reference import add_ref_args, write_refs
+    from hf_reference import add_ref_args, ref_dtype, write_refs
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("out")
@@ -266,7 +266,8 @@ def main():
         if args.only and v[0] != args.only:
             continue
         model, name = build_variant(cfg, base, v, args)
-        model = model.to(dev).float().eval()
+        # float64 by default (hf_reference.py --ref-dtype); f32 -> f64 loses nothing.
+        model = model.to(dev).to(ref_dtype(args)).eval()
         write_refs(model, dev, name, os.path.join(args.out, name + ".refs.json"), args)
     return 0
 
