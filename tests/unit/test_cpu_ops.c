@@ -453,7 +453,7 @@ static void test_matmul_batch_invariance(void)
     check_matmul_batch_invariance(256, "cpu-avx512,cpu-avx512bf16");
 }
 
-// The decode of sequence 1 alone equals its row inside the 3-sequence batch.
+// A query alone gives the same row as inside a 3-sequence batch.
 static void check_attention_batch_invariance(const char *disable)
 {
     static struct attn_case ac;
@@ -480,6 +480,7 @@ static void check_attention_batch_invariance(const char *disable)
     CHECK_EQ_INT(backend_run_op(be, &c), VLLMC_OK);
     printf("attention provider=%s\n", backend_select_provider(be, &c)->name);
 
+    // The decode of sequence 1 alone equals its row inside the batch.
     int32_t one_len[1] = {13}, one_qsl[2] = {0, 1};
     struct tensor tq1, to1, tbt1, tsl1, tqsl1;
     tensor_init_3d(&tq1, DTYPE_F32, q + 6 * A_H * A_D, A_D, A_H, 1);
@@ -493,6 +494,14 @@ static void check_attention_batch_invariance(const char *disable)
                          .p.scale = 0.35f};
     CHECK_EQ_INT(backend_run_op(be, &c1), VLLMC_OK);
     CHECK(!memcmp(out1, out + 6 * A_H * A_D, sizeof out1));
+
+    // The last prompt token of sequence 0 (position 8) alone equals its row
+    // of the batch's 6-token prefill.
+    one_len[0] = 9;
+    tensor_init_3d(&tq1, DTYPE_F32, q + 5 * A_H * A_D, A_D, A_H, 1);
+    tensor_init_2d(&tbt1, DTYPE_I32, ac.tables[0], A_MAXB, 1);
+    CHECK_EQ_INT(backend_run_op(be, &c1), VLLMC_OK);
+    CHECK(!memcmp(out1, out + 5 * A_H * A_D, sizeof out1));
     backend_free(be);
 }
 

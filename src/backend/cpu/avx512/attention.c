@@ -1,9 +1,14 @@
-// cpu-avx512 paged attention: the cpu-avx2 scheme (one task per query token
-// and kv head, keys in chunks of at most 16 inside each cache block, online
-// softmax) on 16-lane vectors. A chunk's scores for one head come out of one
-// transposed sum, and each 16-lane slice of the output takes all the chunk's
-// values in a register. Chunks depend only on key positions, so a query's
-// result does not depend on the rest of the batch.
+// cpu-avx512 paged attention: the cpu-avx2 scheme (keys in chunks of at most
+// 16 inside each cache block, online softmax per query head) on 16-lane
+// vectors. A task takes up to 16 query rows (consecutive tokens of one
+// sequence times the query heads of one kv head) and copies each key chunk
+// once into a contiguous f32 buffer that all its rows read from L1: cache
+// rows of one head lie n_kv_heads * head_dim apart and would otherwise fall
+// into the same few L1 sets. A chunk's scores come out of one transposed sum
+// of 16-lane dot products and each value slice accumulates in a register.
+// Every row runs the same operations whatever rows share its task, and chunks
+// depend only on key positions, so a query's result does not depend on the
+// rest of the batch.
 #include <math.h>
 
 #include "backend/cpu/avx2/avx2.h"
@@ -13,120 +18,174 @@
 #define ATTN_MAX_HEAD_DIM 256
 #define ATTN_MAX_GROUP 16
 #define ATTN_CHUNK 16
+#define ATTN_MAX_ROWS 16 // query rows per task: tokens x group
 
 struct attn_ctx {
     const struct op_call *c;
-    int64_t n_seqs, group, head_dim, block_size, max_blocks;
+    int64_t n_seqs, n_tokens, group, head_dim, block_size, max_blocks;
+    int64_t tokens_per_task, n_tok_tasks;
     int dtype; // cache dtype
 };
 
-// Query token tok (position pos of sequence s) against the keys [0, pos] of
-// kv head kvh, for the group of query heads that share it.
+// Query tokens tok0 .. tok0 + nq - 1 of sequence s (positions pos0 ..) against
+// their keys of kv head kvh, for the group of query heads that share it.
 // nd = head_dim / 16 slices: a constant, so the slices of a value row and
 // the chunk's 16 key dot products stay in registers as independent chains.
-static inline __attribute__((always_inline)) void attend_one(const int dtype, const int nd,
-                                                             const struct attn_ctx *ctx, int64_t s,
-                                                             int64_t tok, int32_t pos, int64_t kvh)
+// copy: read the chunk from kf/vf rather than from the cache; the values, and
+// so the results, are the same.
+static inline __attribute__((always_inline)) void
+attend_block(const int dtype, const int nd, const bool copy, const struct attn_ctx *ctx, int64_t s,
+             int64_t tok0, int nq, int32_t pos0, int64_t kvh)
 {
     const struct op_call *c = ctx->c;
     const struct tensor *kc = c->src[1], *vc = c->src[2];
     const int32_t *table = (const int32_t *)c->src[3]->data + s * ctx->max_blocks;
-    int64_t G = ctx->group, D = nd * 16, bs = ctx->block_size;
-    size_t esz = dtype == DTYPE_F32 ? 4 : 2;
-    float acc[ATTN_MAX_GROUP * ATTN_MAX_HEAD_DIM]; // [G, D]
-    float m[ATTN_MAX_GROUP], l[ATTN_MAX_GROUP];
-    float sc[ATTN_MAX_GROUP][ATTN_CHUNK]; // [G, chunk] scores, then probabilities
-    const float *q[ATTN_MAX_GROUP];
+    int G = (int)ctx->group, D = nd * 16, rows = nq * G;
+    int64_t bs = ctx->block_size;
+    _Alignas(64) float acc[ATTN_MAX_ROWS * ATTN_MAX_HEAD_DIM]; // [rows, D]
+    _Alignas(64) float kf[ATTN_CHUNK][ATTN_MAX_HEAD_DIM];      // the chunk's keys
+    _Alignas(64) float vf[ATTN_CHUNK][ATTN_MAX_HEAD_DIM];      // and values as f32
+    float m[ATTN_MAX_ROWS], l[ATTN_MAX_ROWS];
+    float sc[ATTN_MAX_ROWS][ATTN_CHUNK]; // [rows, chunk] scores, then probabilities
+    const float *q[ATTN_MAX_ROWS];       // row r = token r / G, head r % G
     const char *kp[ATTN_CHUNK], *vp[ATTN_CHUNK];
-    for (int64_t g = 0; g < G; g++) {
-        q[g] = cpu_at(c->src[0], 0, tok, kvh * G + g);
-        m[g] = -INFINITY;
-        l[g] = 0.0f;
+    size_t esz = dtype == DTYPE_F32 ? 4 : 2;
+    for (int r = 0; r < rows; r++) {
+        q[r] = cpu_at(c->src[0], 0, tok0 + r / G, kvh * G + r % G);
+        m[r] = -INFINITY;
+        l[r] = 0.0f;
     }
-    for (int64_t i = 0; i < G * D; i++)
+    for (int i = 0; i < rows * D; i++)
         acc[i] = 0.0f;
     int64_t chunk = ATTN_CHUNK < bs ? ATTN_CHUNK : bs;
-    for (int64_t t0 = 0; t0 <= pos; t0 += chunk) {
+    int64_t pos_last = pos0 + nq - 1;
+    for (int64_t t0 = 0; t0 <= pos_last; t0 += chunk) {
         // Keys [t0, t1) lie in one cache block.
         int64_t block_end = (t0 / bs + 1) * bs;
         int64_t t1 = t0 + chunk;
         if (t1 > block_end)
             t1 = block_end;
-        if (t1 > pos + 1)
-            t1 = pos + 1;
-        int n = (int)(t1 - t0);
+        if (t1 > pos_last + 1)
+            t1 = pos_last + 1;
         int64_t block = table[t0 / bs], off = t0 % bs;
-        for (int j = 0; j < n; j++) {
+        for (int j = 0; j < (int)(t1 - t0); j++) {
             kp[j] = cpu_at(kc, block, off + j, kvh);
             vp[j] = cpu_at(vc, block, off + j, kvh);
+            if (!copy)
+                continue;
+#pragma GCC unroll 16
+            for (int i = 0; i < nd; i++) {
+                _mm512_store_ps(kf[j] + i * 16,
+                                avx512_load16(dtype, kp[j] + (size_t)i * 16 * esz, 0xffff));
+                _mm512_store_ps(vf[j] + i * 16,
+                                avx512_load16(dtype, vp[j] + (size_t)i * 16 * esz, 0xffff));
+            }
         }
-        for (int64_t g = 0; g < G; g++) {
-            // dots[j] = q . k_j, 16 slices in order, then one fixed sum.
+        for (int r = 0; r < rows; r++) {
+            // The keys this row sees in the chunk: up to its own position.
+            int64_t pos = pos0 + r / G;
+            int n = (int)((t1 < pos + 1 ? t1 : pos + 1) - t0);
+            if (n <= 0)
+                continue;
+            // sc[r][j] = scale * (q . k_j): 16 slices in order, one fixed sum.
             __m512 dots[ATTN_CHUNK];
 #pragma GCC unroll 16
             for (int j = 0; j < ATTN_CHUNK; j++)
                 dots[j] = _mm512_setzero_ps();
             for (int i = 0; i < nd; i++) {
-                __m512 qv = _mm512_loadu_ps(q[g] + i * 16);
+                __m512 qv = _mm512_loadu_ps(q[r] + i * 16);
 #pragma GCC unroll 16
                 for (int j = 0; j < ATTN_CHUNK; j++)
                     if (j < n)
                         dots[j] = _mm512_fmadd_ps(
-                            qv, avx512_load16(dtype, kp[j] + (size_t)i * 16 * esz, 0xffff),
+                            qv,
+                            copy ? _mm512_load_ps(kf[j] + i * 16)
+                                 : avx512_load16(dtype, kp[j] + (size_t)i * 16 * esz, 0xffff),
                             dots[j]);
             }
-            avx512_sums16(dots, n, sc[g]);
+            avx512_sums16(dots, n, sc[r]);
             for (int j = 0; j < n; j++)
-                sc[g][j] *= c->p.scale;
-        }
-        for (int64_t g = 0; g < G; g++) {
-            float mc = m[g];
+                sc[r][j] *= c->p.scale;
+            // Online softmax.
+            float mc = m[r];
             for (int j = 0; j < n; j++)
-                mc = sc[g][j] > mc ? sc[g][j] : mc;
+                mc = sc[r][j] > mc ? sc[r][j] : mc;
             for (int j = n; j % 8; j++)
-                sc[g][j] = mc;            // padding lanes of the vector exp below
-            float corr = expf(m[g] - mc); // 0 on the first chunk (m = -inf)
-            m[g] = mc;
+                sc[r][j] = mc;            // padding lanes of the vector exp below
+            float corr = expf(m[r] - mc); // 0 on the first chunk (m = -inf)
+            m[r] = mc;
             __m256 mv = _mm256_set1_ps(mc);
             for (int j = 0; j < n; j += 8)
-                _mm256_storeu_ps(&sc[g][j],
-                                 avx2_exp(_mm256_sub_ps(_mm256_loadu_ps(&sc[g][j]), mv)));
+                _mm256_storeu_ps(&sc[r][j],
+                                 avx2_exp(_mm256_sub_ps(_mm256_loadu_ps(&sc[r][j]), mv)));
             float sum = 0.0f;
             for (int j = 0; j < n; j++)
-                sum += sc[g][j];
-            l[g] = l[g] * corr + sum;
+                sum += sc[r][j];
+            l[r] = l[r] * corr + sum;
             // acc = acc * corr + sum_j p_j v_j, the nd slices side by side.
             __m512 cv = _mm512_set1_ps(corr), a[16];
 #pragma GCC unroll 16
             for (int i = 0; i < nd; i++)
-                a[i] = _mm512_mul_ps(_mm512_loadu_ps(acc + g * D + i * 16), cv);
+                a[i] = _mm512_mul_ps(_mm512_load_ps(acc + r * D + i * 16), cv);
             for (int j = 0; j < n; j++) {
-                __m512 pv = _mm512_set1_ps(sc[g][j]);
+                __m512 pv = _mm512_set1_ps(sc[r][j]);
 #pragma GCC unroll 16
                 for (int i = 0; i < nd; i++)
                     a[i] = _mm512_fmadd_ps(
-                        pv, avx512_load16(dtype, vp[j] + (size_t)i * 16 * esz, 0xffff), a[i]);
+                        pv,
+                        copy ? _mm512_load_ps(vf[j] + i * 16)
+                             : avx512_load16(dtype, vp[j] + (size_t)i * 16 * esz, 0xffff),
+                        a[i]);
             }
 #pragma GCC unroll 16
             for (int i = 0; i < nd; i++)
-                _mm512_storeu_ps(acc + g * D + i * 16, a[i]);
+                _mm512_store_ps(acc + r * D + i * 16, a[i]);
         }
     }
-    for (int64_t g = 0; g < G; g++) {
-        float *out = cpu_at(c->dst, 0, tok, kvh * G + g);
-        __m512 inv = _mm512_set1_ps(1.0f / l[g]);
-        for (int64_t i = 0; i < D; i += 16)
-            _mm512_storeu_ps(out + i, _mm512_mul_ps(_mm512_loadu_ps(acc + g * D + i), inv));
+    for (int r = 0; r < rows; r++) {
+        float *out = cpu_at(c->dst, 0, tok0 + r / G, kvh * G + r % G);
+        __m512 inv = _mm512_set1_ps(1.0f / l[r]);
+        for (int i = 0; i < D; i += 16)
+            _mm512_storeu_ps(out + i, _mm512_mul_ps(_mm512_load_ps(acc + r * D + i), inv));
     }
 }
 
+static inline __attribute__((always_inline)) void attend(const int dtype,
+                                                         const struct attn_ctx *ctx, int64_t s,
+                                                         int64_t tok0, int nq, int32_t pos0,
+                                                         int64_t kvh)
+{
+    // The head sizes of current models; others take cpu-avx2 (see the gate).
+    // f32 rows are copied even for one token: read in place, a chunk's rows
+    // (n_kv_heads * head_dim * 4 bytes apart) share a few L1 sets.
+    bool copy = nq > 1 || dtype == DTYPE_F32;
+    if (ctx->head_dim == 64 && copy)
+        attend_block(dtype, 4, true, ctx, s, tok0, nq, pos0, kvh);
+    else if (ctx->head_dim == 64)
+        attend_block(dtype, 4, false, ctx, s, tok0, nq, pos0, kvh);
+    else if (ctx->head_dim == 128 && copy)
+        attend_block(dtype, 8, true, ctx, s, tok0, nq, pos0, kvh);
+    else if (ctx->head_dim == 128)
+        attend_block(dtype, 8, false, ctx, s, tok0, nq, pos0, kvh);
+    else if (copy)
+        attend_block(dtype, 16, true, ctx, s, tok0, nq, pos0, kvh);
+    else
+        attend_block(dtype, 16, false, ctx, s, tok0, nq, pos0, kvh);
+}
+
+// Task = (kv head, run of tokens_per_task tokens); the run is split where a
+// sequence ends. Tasks of one kv head are consecutive, so the threads walk one
+// head's cache together while it is in L2.
 static void attn_task(void *p, int task, int thread)
 {
     (void)thread;
     const struct attn_ctx *ctx = p;
     const int32_t *qsl = ctx->c->src[5]->data, *seq_lens = ctx->c->src[4]->data;
-    int64_t n_kv = ctx->c->src[1]->ne[1];
-    int64_t tok = task / n_kv, kvh = task % n_kv;
+    int64_t kvh = task / ctx->n_tok_tasks;
+    int64_t tok = task % ctx->n_tok_tasks * ctx->tokens_per_task;
+    int64_t tok_end = tok + ctx->tokens_per_task;
+    if (tok_end > ctx->n_tokens)
+        tok_end = ctx->n_tokens;
     // The sequence whose query range holds tok: the last s with qsl[s] <= tok.
     int64_t lo = 0, hi = ctx->n_seqs - 1;
     while (lo < hi) {
@@ -137,32 +196,27 @@ static void attn_task(void *p, int task, int thread)
             hi = mid - 1;
     }
     int64_t s = lo;
-    if (tok < qsl[s])
-        return;
-    int32_t n_q = qsl[s + 1] - qsl[s];
-    int32_t pos = seq_lens[s] - n_q + (int32_t)(tok - qsl[s]);
-    // The head sizes of current models; others take cpu-avx2 (see the gate).
-#define ATTEND(dt)                                                                                 \
-    do {                                                                                           \
-        if (ctx->head_dim == 64)                                                                   \
-            attend_one(dt, 4, ctx, s, tok, pos, kvh);                                              \
-        else if (ctx->head_dim == 128)                                                             \
-            attend_one(dt, 8, ctx, s, tok, pos, kvh);                                              \
-        else                                                                                       \
-            attend_one(dt, 16, ctx, s, tok, pos, kvh);                                             \
-    } while (0)
-    switch (ctx->dtype) {
-    case DTYPE_F16:
-        ATTEND(DTYPE_F16);
-        break;
-    case DTYPE_BF16:
-        ATTEND(DTYPE_BF16);
-        break;
-    default:
-        ATTEND(DTYPE_F32);
-        break;
+    if (tok < qsl[s]) // tokens before qsl[0] belong to no sequence
+        tok = qsl[s];
+    for (; tok < tok_end && s < ctx->n_seqs; s++) {
+        int64_t end = qsl[s + 1] < tok_end ? qsl[s + 1] : tok_end;
+        if (tok >= end)
+            continue;
+        int32_t n_q = qsl[s + 1] - qsl[s];
+        int32_t pos0 = seq_lens[s] - n_q + (int32_t)(tok - qsl[s]);
+        switch (ctx->dtype) {
+        case DTYPE_F16:
+            attend(DTYPE_F16, ctx, s, tok, (int)(end - tok), pos0, kvh);
+            break;
+        case DTYPE_BF16:
+            attend(DTYPE_BF16, ctx, s, tok, (int)(end - tok), pos0, kvh);
+            break;
+        default:
+            attend(DTYPE_F32, ctx, s, tok, (int)(end - tok), pos0, kvh);
+            break;
+        }
+        tok = end;
     }
-#undef ATTEND
 }
 
 static bool attention_supports(const struct op_call *c)
@@ -187,21 +241,23 @@ static enum vllmc_status attention_run(const struct op_call *c)
     struct attn_ctx ctx = {
         .c = c,
         .n_seqs = n_seqs,
+        .n_tokens = qsl[n_seqs],
         .group = c->src[0]->ne[1] / c->src[1]->ne[1],
         .head_dim = c->src[0]->ne[0],
         .block_size = c->src[1]->ne[2],
         .max_blocks = c->src[3]->ne[0],
         .dtype = c->src[1]->dtype,
     };
+    ctx.tokens_per_task = ATTN_MAX_ROWS / ctx.group;
+    ctx.n_tok_tasks = (ctx.n_tokens + ctx.tokens_per_task - 1) / ctx.tokens_per_task;
     // Small calls (a tiny model, a short context) run inline: waking the
-    // workers would cost more than the work. Tokens before qsl[0] belong to
-    // no sequence; attn_task skips them.
+    // workers would cost more than the work.
     int64_t n_kv = c->src[1]->ne[1], work = 0;
     for (int64_t s = 0; s < n_seqs; s++)
         work += (int64_t)(qsl[s + 1] - qsl[s]) * seq_lens[s];
     work *= c->src[0]->ne[1] * ctx.head_dim;
     struct threadpool *pool = work < (1 << 17) ? NULL : op_call_pool(c);
-    threadpool_run(pool, attn_task, &ctx, (int)(qsl[n_seqs] * n_kv));
+    threadpool_run(pool, attn_task, &ctx, (int)(ctx.n_tok_tasks * n_kv));
     return VLLMC_OK;
 }
 
