@@ -29,7 +29,8 @@ pid=$!
 # Waits until the server in $1 (its stderr) prints its address; sets base.
 wait_ready() {
     for _ in $(seq 1 600); do
-        base=$(sed -n 's|.*serving .* on \(http://127.0.0.1:[0-9]*\).*|\1|p' "$1")
+        # The server's shell opens $1 after this one may first look at it.
+        base=$(sed -n 's|.*serving .* on \(http://127.0.0.1:[0-9]*\).*|\1|p' "$1" 2>/dev/null || true)
         [ -n "$base" ] && curl -sf "$base/health" >/dev/null 2>&1 && return 0
         sleep 0.1
     done
