@@ -82,6 +82,19 @@ ALWAYS_INLINE __m512i gather4x16(const void *p0, const void *p1, const void *p2,
     return _mm512_inserti32x4(x, _mm_loadu_si128((const __m128i *)p3), 3);
 }
 
+// The first 16 of the 32 bytes at each of p0..p3 in *lo, the second 16 in
+// *hi, one row per 128-bit lane: two 32-byte loads per vector, one shuffle.
+ALWAYS_INLINE void gather4x32(const void *p0, const void *p1, const void *p2, const void *p3,
+                              __m512i *lo, __m512i *hi)
+{
+    __m512i x01 = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)p0)),
+                                     _mm256_loadu_si256((const __m256i *)p1), 1);
+    __m512i x23 = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)p2)),
+                                     _mm256_loadu_si256((const __m256i *)p3), 1);
+    *lo = _mm512_shuffle_i64x2(x01, x23, 0x88);
+    *hi = _mm512_shuffle_i64x2(x01, x23, 0xDD);
+}
+
 // [f0 x 4, f1 x 4, f2 x 4, f3 x 4]
 ALWAYS_INLINE __m512 spread4(__m128 f)
 {
@@ -212,8 +225,9 @@ ALWAYS_INLINE void q8_0_unpack4(const struct block_q8_0 *b0, const struct block_
                                 __m512i *lo, __m512i *hi)
 {
     const __m512i flip = _mm512_set1_epi8((char)0x80);
-    *lo = _mm512_xor_si512(gather4x16(b0->qs, b1->qs, b2->qs, b3->qs), flip);
-    *hi = _mm512_xor_si512(gather4x16(b0->qs + 16, b1->qs + 16, b2->qs + 16, b3->qs + 16), flip);
+    gather4x32(b0->qs, b1->qs, b2->qs, b3->qs, lo, hi);
+    *lo = _mm512_xor_si512(*lo, flip);
+    *hi = _mm512_xor_si512(*hi, flip);
 }
 
 LEGACY_TILE(q4_0, block_q4_0, q4_0_unpack)
@@ -317,10 +331,9 @@ static void q4_k_gemv(const uint8_t *const *w, const uint8_t *a, int64_t k, cons
         __m512 sc23 = _mm512_insertf32x8(_mm512_castps256_ps512(scv[2]), scv[3], 1);
         for (int p = 0; p < 4; p++) {
             prefetch_span(pf, (size_t)(4 * s + p) * sizeof(struct block_q4_k), sizeof(struct block_q4_k));
-            __m512i x0 = gather4x16(b[0]->qs + 32 * p, b[1]->qs + 32 * p, b[2]->qs + 32 * p,
-                                    b[3]->qs + 32 * p);
-            __m512i x1 = gather4x16(b[0]->qs + 32 * p + 16, b[1]->qs + 32 * p + 16,
-                                    b[2]->qs + 32 * p + 16, b[3]->qs + 32 * p + 16);
+            __m512i x0, x1;
+            gather4x32(b[0]->qs + 32 * p, b[1]->qs + 32 * p, b[2]->qs + 32 * p, b[3]->qs + 32 * p,
+                       &x0, &x1);
             const int64_t grp = 16 * s + 4 * p, blk = 8 * s + 2 * p;
             UNROLL
             for (int hi = 0; hi < 2; hi++) {

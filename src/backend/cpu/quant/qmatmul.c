@@ -5,6 +5,7 @@
 
 #include <string.h>
 
+#include "backend/backend_impl.h"
 #include "backend/cpu/cpu_ops.h"
 #include "core/alloc.h"
 
@@ -12,7 +13,7 @@
 // large enough that a task's activations are read once per 16 weight rows.
 #define QMM_ROW_BLOCK 16
 #define QMM_TOKEN_BLOCK 8 // tokens quantized per task
-#define QMM_PREFETCH_TILES 8 // decode: how many 4-row tiles ahead to prefetch
+#define QMM_PREFETCH_TILES 2 // decode: how many 4-row tiles ahead to prefetch
 #define QMM_R_DECODE 1     // weight rows per tile when there is one token
 
 const struct qmm_type_kernel *qmm_find_kernel(const struct qmm_isa *isa, enum dtype t)
@@ -54,7 +55,7 @@ struct qmm_ctx {
     const struct qmm_type_kernel *kern;
     const struct op_call *c;
     int64_t m, n, k;
-    uint8_t *act;     // owned by qmm_run: [m, qmm_act_row_bytes(k)]
+    uint8_t *act;     // scratch: [m, qmm_act_row_bytes(k)]
     size_t act_row_bytes;
 };
 
@@ -100,6 +101,17 @@ static void qmm_matmul_task(void *p, int task, int thread)
     }
 }
 
+// Scratch for the quantized activations: the backend's, reused from call to
+// call, or for a call without a backend an allocation the caller frees (*owned).
+static uint8_t *qmm_scratch(const struct op_call *c, size_t n_bytes, uint8_t **owned)
+{
+    *owned = NULL;
+    if (c->backend)
+        return op_scratch(c, n_bytes);
+    *owned = mem_alloc_aligned(64, n_bytes);
+    return *owned;
+}
+
 // ---- the token-quad path ----
 
 struct qmm_quad_ctx {
@@ -107,7 +119,7 @@ struct qmm_quad_ctx {
     const struct qmm_quad_kernel *kern;
     const struct op_call *c;
     int64_t m, n, k;
-    uint8_t *act; // owned by qmm_run_quad: [ceil(m / 4), qmm_quad_bytes(k)]
+    uint8_t *act; // scratch: [ceil(m / 4), qmm_quad_bytes(k)]
     size_t quad_bytes;
 };
 
@@ -190,8 +202,9 @@ static enum vllmc_status qmm_run_quad(const struct qmm_isa *isa,
         return VLLMC_OK;
     ctx.quad_bytes = qmm_quad_bytes(ctx.k);
     const int64_t n_quads = (ctx.m + 3) / 4;
-    // Scratch for the quantized activations; about k * 2.1 bytes per token.
-    ctx.act = mem_alloc_aligned(64, (size_t)n_quads * ctx.quad_bytes);
+    // About k * 2.1 bytes per token.
+    uint8_t *owned;
+    ctx.act = qmm_scratch(c, (size_t)n_quads * ctx.quad_bytes, &owned);
     if (!ctx.act)
         return op_fail(c, VLLMC_ERR_NOMEM, "%s: out of memory for %lld activation rows",
                        isa->name, (long long)ctx.m);
@@ -204,7 +217,7 @@ static enum vllmc_status qmm_run_quad(const struct qmm_isa *isa,
                    (int)((ctx.m + QMM_TOKEN_BLOCK - 1) / QMM_TOKEN_BLOCK));
     threadpool_run(pool, qmm_quad_matmul_task, &ctx,
                    (int)((ctx.n + QMM_ROW_BLOCK - 1) / QMM_ROW_BLOCK));
-    mem_free(ctx.act);
+    mem_free(owned);
     return VLLMC_OK;
 }
 
@@ -227,8 +240,9 @@ enum vllmc_status qmm_run(const struct qmm_isa *isa, const struct op_call *c)
     if (ctx.m == 0 || ctx.n == 0)
         return VLLMC_OK;
     ctx.act_row_bytes = qmm_act_row_bytes(ctx.k);
-    // Scratch for the quantized activations; about k * 3.1 bytes per token.
-    ctx.act = mem_alloc_aligned(64, (size_t)ctx.m * ctx.act_row_bytes);
+    // About k * 3.1 bytes per token.
+    uint8_t *owned;
+    ctx.act = qmm_scratch(c, (size_t)ctx.m * ctx.act_row_bytes, &owned);
     if (!ctx.act)
         return op_fail(c, VLLMC_ERR_NOMEM, "%s: out of memory for %lld activation rows",
                        isa->name, (long long)ctx.m);
@@ -236,6 +250,6 @@ enum vllmc_status qmm_run(const struct qmm_isa *isa, const struct op_call *c)
     threadpool_run(pool, qmm_quantize_task, &ctx,
                    (int)((ctx.m + QMM_TOKEN_BLOCK - 1) / QMM_TOKEN_BLOCK));
     threadpool_run(pool, qmm_matmul_task, &ctx, (int)((ctx.n + QMM_ROW_BLOCK - 1) / QMM_ROW_BLOCK));
-    mem_free(ctx.act);
+    mem_free(owned);
     return VLLMC_OK;
 }
