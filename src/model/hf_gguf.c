@@ -168,7 +168,7 @@ enum vllmc_status hf_gguf_open(const char *dir, struct hf_gguf **out, struct err
     while (n > 1 && trimmed[n - 1] == '/')
         trimmed[--n] = '\0';
     const char *base = strrchr(trimmed, '/');
-    snprintf(h->name, sizeof h->name, "%s", base ? base + 1 : trimmed);
+    snprintf(h->name, sizeof h->name, "%.127s", base ? base + 1 : trimmed);
     if ((rc = safetensors_open(dir, &h->st, err)) || (rc = plan_tensors(h, dir, err)) ||
         (rc = read_text(dir, "tokenizer.json", &h->tokenizer_json, err)) ||
         (rc = read_text(dir, "tokenizer_config.json", &h->tokenizer_config, err)) ||
