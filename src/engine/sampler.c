@@ -275,59 +275,17 @@ void sampler_distribution(struct sampler *sm, const struct vllmc_sampling_params
         probs[sm->cand[i].id] = exp((double)sm->cand[i].logit - vmax) / total;
 }
 
-// exp(x) for x <= 0 in float to about 1 ulp, 0 below -87 (and for -inf):
-// x = n ln2 + r with |r| <= ln2 / 2, exp(r) by its Taylor polynomial of
-// degree 6, 2^n put in the exponent bits. Plain float arithmetic in a fixed
-// order, so the compiler vectorizes the loops that call it and the result does
-// not depend on which lanes a value lands in.
-static inline float exp_nonpos(float x)
-{
-    const float shifter = 12582912.0f; // 1.5 * 2^23: adding it rounds to an integer
-    float xc = x < -87.0f ? -87.0f : x;
-    float t = xc * 1.44269504f + shifter;
-    float n = t - shifter;
-    int32_t ni;
-    memcpy(&ni, &t, sizeof ni);
-    ni -= 0x4B400000; // the bits of shifter: what is left is round(x / ln2)
-    float r = (xc - n * 0.693145752f) - n * 1.42860677e-6f;
-    float p = 1.0f + r * (1.0f + r * (0.5f + r * (0.166666672f + r * (0.0416666716f +
-                                                                    r * (0.00833333377f +
-                                                                         r * 0.00138888892f)))));
-    int32_t bits = (ni + 127) << 23; // n >= -126: a normal power of two
-    float scale;
-    memcpy(&scale, &bits, sizeof scale);
-    return x < -87.0f ? 0.0f : p * scale;
-}
-
-// Draws index i < m with probability exp(v[i] - vmax) / sum, for a uniform u
-// in [0, 1); v[i] <= vmax, -inf entries never drawn. The weights are summed
-// per block of SAMPLER_BLOCK (eight lanes, a fixed order), the inverse CDF
-// first finds the block and then walks its tokens; -1 when every weight is 0.
-static int draw_index(struct sampler *sm, const float *v, int m, float vmax, double u)
+// Draws index i < m with probability exp(v[i] * scale - vmax) / sum, for a
+// uniform u in [0, 1); vmax is the largest v[i] * scale, -inf entries are
+// never drawn. The inverse CDF first finds the block of SAMPLER_BLOCK tokens
+// by the block sums, then walks its tokens; -1 when every weight is 0.
+static int draw_index(struct sampler *sm, const float *v, int m, float scale, float vmax,
+                      double u)
 {
     float *w = sm->tmp;
     double *bsum = sm->block_sum;
     int n_blocks = (m + SAMPLER_BLOCK - 1) / SAMPLER_BLOCK;
-    double total = 0;
-    for (int b = 0; b < n_blocks; b++) {
-        int i0 = b * SAMPLER_BLOCK;
-        double lane[8] = {0};
-        if (m - i0 >= SAMPLER_BLOCK) {
-            for (int i = i0; i < i0 + SAMPLER_BLOCK; i++)
-                w[i] = exp_nonpos(v[i] - vmax);
-            for (int i = i0; i < i0 + SAMPLER_BLOCK; i += 8)
-                for (int j = 0; j < 8; j++)
-                    lane[j] += (double)w[i + j];
-        } else {
-            for (int i = i0; i < m; i++) {
-                w[i] = exp_nonpos(v[i] - vmax);
-                lane[(i - i0) % 8] += (double)w[i];
-            }
-        }
-        bsum[b] = ((lane[0] + lane[1]) + (lane[2] + lane[3])) +
-                  ((lane[4] + lane[5]) + (lane[6] + lane[7]));
-        total += bsum[b];
-    }
+    double total = sampler_row_weights(v, m, scale, vmax, w, bsum);
     if (!(total > 0))
         return -1;
     double target = u * total, acc = 0;
@@ -359,19 +317,6 @@ static int draw_index(struct sampler *sm, const float *v, int m, float vmax, dou
     return last;
 }
 
-// Greedy: the first index of the largest logit.
-static int32_t argmax(const float *l, int n)
-{
-    int32_t best = 0;
-    float vbest = l[0];
-    for (int32_t i = 1; i < n; i++)
-        if (l[i] > vbest) {
-            vbest = l[i];
-            best = i;
-        }
-    return best;
-}
-
 int32_t sampler_sample(struct sampler *sm, const struct sample_input *in, const float *logits)
 {
     const struct vllmc_sampling_params *sp = in->sp;
@@ -383,34 +328,29 @@ int32_t sampler_sample(struct sampler *sm, const struct sample_input *in, const 
         l = sm->logits;
     }
     if (sp->temperature < SAMPLER_GREEDY_EPS)
-        return argmax(l, sm->n_vocab);
+        return sampler_row_argmax(l, sm->n_vocab);
     // One uniform draw per sampled token, inverse CDF over the candidates.
     double u = rng_uniform(in->rng);
     bool filtered = sp->min_p > 0.0f || (sp->top_k > 0 && sp->top_k < sm->n_vocab) ||
                     sp->top_p < 1.0f;
     if (!filtered) {
-        // The whole vocabulary: scale in place of building candidates.
-        float inv_t = 1.0f / sp->temperature, vmax = -INFINITY;
-        float *v = sm->logits;
-        for (int i = 0; i < sm->n_vocab; i++) {
-            v[i] = l[i] * inv_t;
-            vmax = v[i] > vmax ? v[i] : vmax;
-        }
-        int i = vmax == -INFINITY ? -1 : draw_index(sm, v, sm->n_vocab, vmax, u);
+        // The whole vocabulary, scaled on the fly: no candidates to build.
+        // Scaling by a positive number keeps the order, so the largest scaled
+        // logit is the largest logit scaled.
+        float inv_t = 1.0f / sp->temperature;
+        float vmax = sampler_row_max(l, sm->n_vocab) * inv_t;
+        int i = vmax == -INFINITY ? -1 : draw_index(sm, l, sm->n_vocab, inv_t, vmax, u);
         return i < 0 ? 0 : i; // every logit masked: nothing sensible to draw
     }
     int m = sampler_filter(sm, sp, l);
     if (m == 0)
         return 0;
-    float vmax = -INFINITY;
-    // The candidates' logits, in candidate order (the row in sm->logits, if
-    // it was there, is no longer needed).
+    // The candidates' logits (already scaled), in candidate order; the row in
+    // sm->logits, if it was there, is no longer needed.
     float *v = sm->logits;
-    for (int i = 0; i < m; i++) {
+    for (int i = 0; i < m; i++)
         v[i] = sm->cand[i].logit;
-        vmax = v[i] > vmax ? v[i] : vmax;
-    }
-    int i = draw_index(sm, v, m, vmax, u);
+    int i = draw_index(sm, v, m, 1.0f, sampler_row_max(v, m), u);
     return i < 0 ? 0 : sm->cand[i].id;
 }
 

@@ -10,13 +10,11 @@
 #include <stdint.h>
 
 #include "engine/rng.h"
+#include "engine/sampler_row.h"
 #include "vllmc.h"
 
 // Temperatures below this are greedy (vLLM's _SAMPLING_EPS).
 #define SAMPLER_GREEDY_EPS 1e-5f
-// Tokens per block of the draw's weight sums (a partial sum per block lets
-// the inverse-CDF search skip whole blocks).
-#define SAMPLER_BLOCK 64
 
 struct sampler_cand {
     float logit; // after temperature

@@ -34,6 +34,7 @@ struct tput_opts {
     long max_model_len;           // 0 = engine default
     long threads;
     long long kv_cache_memory_bytes;
+    const char *kv_cache_dtype; // NULL = engine default
     long seed;
     double temperature;
     const char *output_json;
@@ -75,6 +76,7 @@ static void tput_usage(FILE *f)
             "      --max-num-batched-tokens N token budget per step (default: engine's)\n"
             "      --max-model-len N          (default: the model's context)\n"
             "      --kv-cache-memory-bytes N  KV cache size (default: engine's)\n"
+            "      --kv-cache-dtype auto|f32|f16|bf16  (default auto)\n"
             "  -t, --threads N                CPU threads (default: all cores)\n"
             "      --device cpu|cuda          (default cpu)\n"
             "      --seed S                   dataset seed (default 0)\n"
@@ -117,6 +119,8 @@ static int tput_parse(struct tput_opts *o, int argc, char **argv)
             kv = v ? strtoll(v, &end, 10) : 0;
             ok = v && end && !*end && kv > 0;
             o->kv_cache_memory_bytes = kv;
+        } else if (cli_opt(argc, argv, &i, "--kv-cache-dtype", NULL, &v)) {
+            o->kv_cache_dtype = v;
         } else if (cli_opt(argc, argv, &i, "--threads", "-t", &v)) {
             ok = v && cli_parse_int(a, v, 0, 1024, &o->threads);
         } else if (cli_opt(argc, argv, &i, "--seed", NULL, &v)) {
@@ -395,6 +399,8 @@ int bench_throughput_main(int argc, char **argv)
         ep.max_model_len = (int)t.o.max_model_len;
     if (t.o.kv_cache_memory_bytes)
         ep.kv_cache_memory_bytes = t.o.kv_cache_memory_bytes;
+    if (t.o.kv_cache_dtype)
+        ep.kv_cache_dtype = t.o.kv_cache_dtype;
     enum vllmc_status st = vllmc_engine_create(&ep, &t.engine);
     if (st) {
         fprintf(stderr, "vllmc bench throughput: %s: %s\n", vllmc_status_str(st),
