@@ -10,8 +10,9 @@
 #include <stdbool.h>
 #include <string.h>
 
-// The eight-lane helpers are static and inlined: no call passes a vector, so
-// the ABI note about 32-byte vectors without AVX does not apply.
+// The eight-lane helpers are always inlined, so no call passes a vector
+// (at any optimization level) and the ABI note about 32-byte vectors without
+// AVX does not apply.
 #pragma GCC diagnostic ignored "-Wpsabi"
 
 typedef float vf8 __attribute__((vector_size(32)));
@@ -33,7 +34,7 @@ typedef int32_t vi8 __attribute__((vector_size(32)));
 
 // exp(x) for x <= 0 to about 1 ulp, 0 below EXP_MIN (and for -inf):
 // x = n ln2 + r, 2^n put in the exponent bits (n >= -126: a normal float).
-static inline float exp_nonpos(float x)
+static inline __attribute__((always_inline)) float exp_nonpos(float x)
 {
     float xc = x < EXP_MIN ? EXP_MIN : x;
     float t = xc * LOG2E + EXP_SHIFTER;
@@ -47,12 +48,12 @@ static inline float exp_nonpos(float x)
     return x < EXP_MIN ? 0.0f : p * scale;
 }
 
-static inline vf8 vf8_set1(float x)
+static inline __attribute__((always_inline)) vf8 vf8_set1(float x)
 {
     return (vf8){x, x, x, x, x, x, x, x};
 }
 
-static inline vf8 vf8_load(const float *p)
+static inline __attribute__((always_inline)) vf8 vf8_load(const float *p)
 {
     vf8 v;
     memcpy(&v, p, sizeof v);
@@ -60,13 +61,13 @@ static inline vf8 vf8_load(const float *p)
 }
 
 // a where mask, else b (mask lanes all ones or all zeros).
-static inline vf8 vf8_select(vi8 mask, vf8 a, vf8 b)
+static inline __attribute__((always_inline)) vf8 vf8_select(vi8 mask, vf8 a, vf8 b)
 {
     return (vf8)((mask & (vi8)a) | (~mask & (vi8)b));
 }
 
 // exp_nonpos() on eight lanes, the same operations in the same order.
-static inline vf8 vf8_exp_nonpos(vf8 x)
+static inline __attribute__((always_inline)) vf8 vf8_exp_nonpos(vf8 x)
 {
     vi8 low = x < vf8_set1(EXP_MIN);
     vf8 xc = vf8_select(low, vf8_set1(EXP_MIN), x);
