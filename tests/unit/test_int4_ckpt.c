@@ -587,7 +587,8 @@ static void check_checkpoint(bool gptq, int gs, bool act_order, const char *quan
     write_pair(fdir, qdir, gptq, gs, act_order, quant_json);
     // Every provider, then only the f32 ones (cpu-ref for int4g).
     for (int pass = 0; pass < 2; pass++)
-        check_checkpoint_on(fdir, qdir, act_order, gs, pass ? "cpu-int4g-avx2" : "");
+        check_checkpoint_on(fdir, qdir, act_order, gs,
+                            pass ? "cpu-int4g-avx2,cpu-int4g-avx512" : "");
     rm_dir(fdir);
     rm_dir(qdir);
 }

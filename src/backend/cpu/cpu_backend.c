@@ -70,6 +70,7 @@ static const struct cpu_provider_entry cpu_provider_table[] = {
     {&cpu_q_avx512_matmul, CPU_NEED_AVX512_VNNI},
     // AWQ/GPTQ int4g weights, the same 8-bit activation driver.
     {&cpu_int4g_avx2_matmul, CPU_NEED_AVX2},
+    {&cpu_int4g_avx512_matmul, CPU_NEED_AVX512_VNNI},
 };
 
 #define CPU_N_TABLE (sizeof cpu_provider_table / sizeof cpu_provider_table[0])

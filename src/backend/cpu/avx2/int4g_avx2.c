@@ -2,8 +2,8 @@
 // the quantized-matmul driver. A block is w = d * (q - z) = d * q + m with
 // m = -d * z, so its arithmetic is Q4_1's: unsigned nibbles times the int8
 // activations (vpmaddubsw + vpmaddwd, exact in int32), scaled by d * d_x, plus
-// m times the activation block's d_x * sum(q). Act-order layers first gather x
-// through their permutation into scratch, one row at a time.
+// m times the activation block's d_x * sum(q). The act-order permutation is
+// the shared driver's (quant/int4g_matmul.c).
 #include <immintrin.h>
 #include <string.h>
 
@@ -11,7 +11,6 @@
 #include "backend/cpu/quant/blocks.h"
 #include "backend/cpu/quant/int4g.h"
 #include "backend/cpu/quant/qmatmul.h"
-#include "core/alloc.h"
 
 #define ALWAYS_INLINE static inline __attribute__((always_inline))
 #define UNROLL _Pragma("GCC unroll 4")
@@ -139,41 +138,13 @@ static struct qmm_isa int4g_isa(void)
 static bool int4g_supports(const struct op_call *c)
 {
     struct qmm_isa isa = int4g_isa();
-    const struct tensor *p = c->src[3];
-    return qmm_supports(&isa, c) && (!p || (p->dtype == DTYPE_I32 && tensor_is_contiguous(p) &&
-                                            tensor_n_elements(p) == c->src[0]->ne[0]));
+    return int4g_qmm_supports(&isa, c);
 }
 
 static enum vllmc_status int4g_run(const struct op_call *c)
 {
     struct qmm_isa isa = int4g_isa();
-    const struct tensor *x = c->src[0], *perm = c->src[3];
-    if (!perm)
-        return qmm_run(&isa, c);
-    int64_t m = tensor_n_rows(x), k = x->ne[0];
-    const int32_t *p = perm->data; // [k]
-    for (int64_t l = 0; l < k; l++)
-        if (p[l] < 0 || p[l] >= k)
-            return op_fail(c, VLLMC_ERR_INVALID_ARG, "matmul: permutation entry %lld is %d",
-                           (long long)l, (int)p[l]);
-    float *xp = mem_alloc_aligned(64, (size_t)(m ? m : 1) * (size_t)k * sizeof(float)); // [m, k]
-    if (!xp)
-        return op_fail(c, VLLMC_ERR_NOMEM, "cpu-int4g-avx2: out of memory for %lld rows",
-                       (long long)m);
-    for (int64_t i = 0; i < m; i++) {
-        const float *xr = cpu_row(x, i);
-        float *yr = xp + i * k;
-        for (int64_t l = 0; l < k; l++)
-            yr[l] = xr[p[l]];
-    }
-    struct tensor xt;
-    tensor_init_2d(&xt, DTYPE_F32, xp, k, m);
-    struct op_call cp = *c;
-    cp.src[0] = &xt;
-    cp.src[3] = NULL;
-    enum vllmc_status rc = qmm_run(&isa, &cp);
-    mem_free(xp);
-    return rc;
+    return int4g_qmm_run(&isa, c);
 }
 
 const struct op_provider cpu_int4g_avx2_matmul = {
