@@ -1,0 +1,95 @@
+#!/bin/bash
+# The CPU benchmark suite behind bench/RESULTS.md, in one command: builds the
+# random-weight models it needs (once, into MODELS), then runs `vllmc bench`
+# (pp512 / tg128 with the same-run read bandwidth) on every weight type of the
+# Qwen3-0.6B layer shape and `vllmc bench throughput` at several sequence
+# counts, and prints one table against the llama.cpp figures of the project's
+# goals (llama.cpp v0.5.0, 2 threads, same shapes, same machine kind).
+#
+#   bench/cpu-suite.sh [VLLMC] [MODELS]     (defaults: build/vllmc, build/models)
+#
+# Run it on an otherwise idle machine: every line says the load average and the
+# share of its threads' wall time the process got.
+set -u
+VLLMC=${1:-build/vllmc}
+MODELS=${2:-build/models}
+THREADS=${THREADS:-2}
+REPS=${REPS:-3}
+PP=${PP:-512}
+TG=${TG:-128}
+LEN=${LEN:-128}  # prompt and output tokens of each throughput request
+LOG=${LOG:-$MODELS/cpu-suite.log}
+mkdir -p "$MODELS"
+: >"$LOG"
+
+model() { # NAME GEN-MODEL-ARGS... : generates MODELS/NAME.gguf unless present
+    local name=$1
+    shift
+    [ -f "$MODELS/$name.gguf" ] || "$VLLMC" gen-model -o "$MODELS/$name.gguf" "$@" >>"$LOG" 2>&1
+}
+quantized() { # TYPE: MODELS/q06-TYPE.gguf from the f32 model
+    [ -f "$MODELS/q06-$1.gguf" ] ||
+        "$VLLMC" quantize "$MODELS/q06-f32.gguf" "$MODELS/q06-$1.gguf" --type "$1" --quiet >>"$LOG" 2>&1
+}
+
+model q06-f32 --dtype f32
+model q06-f16 --dtype f16
+model q06-bf16 --dtype bf16
+for t in Q8_0 Q4_K_M Q4_0; do quantized $t; done
+model s15m-f16 --dtype f16 --layers 6 --dim 288 --ffn 768 --heads 6 --kv-heads 6 --head-dim 48 \
+    --vocab 32000 --tie-embeddings
+
+# llama.cpp's figures (pp512, tg128) for each weight type; - where none was given.
+declare -A LLAMA_PP=([bf16]=471 [Q8_0]=269 [Q4_K_M]=362 [Q4_0]=460)
+declare -A LLAMA_TG=([bf16]=41.7 [f16]=38.5 [f32]=27 [Q8_0]=61 [Q4_K_M]=100 [Q4_0]=101)
+
+ratio() { [ -n "$2" ] && awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2fx", a / b }' || echo "-"; }
+
+ROWS=()
+for t in f32 f16 bf16 Q8_0 Q4_K_M Q4_0; do
+    out=$("$VLLMC" bench -m "$MODELS/q06-$t.gguf" -p "$PP" -n "$TG" -r "$REPS" -t "$THREADS" 2>&1)
+    echo "$out" >>"$LOG"
+    pp=$(echo "$out" | awk -F'|' '$7 ~ / pp'"$PP"' *$/ { gsub(/ /, "", $9); print $9 }')
+    tg=$(echo "$out" | awk -F'|' '$7 ~ / tg'"$TG"' *$/ { gsub(/ /, "", $9); print $9 }')
+    frac=$(echo "$out" | sed -n 's/^decode: .* = \([0-9.]* GB\/s\) = \([0-9.]*%\) of the read bandwidth.*/\1, \2/p')
+    bw=$(echo "$out" | sed -n 's/^read bandwidth: \([0-9.]* GB\/s\).*/\1/p')
+    share=$(echo "$out" | sed -n 's/.*CPU time \/ (wall time x [0-9]* threads): //p')
+    ROWS+=("| $t | $pp | $(ratio "$pp" "${LLAMA_PP[$t]:-}") | $tg | $(ratio "$tg" "${LLAMA_TG[$t]:-}") | $frac of $bw | $share |")
+    echo "${ROWS[-1]}"
+done
+
+# throughput NAME LLAMA_FIGURES SEQS...: aggregate decode tok/s at each sequence count.
+TROWS=()
+throughput() {
+    local name=$1 bars=$2 n
+    shift 2
+    local line="| $name |" ratios=""
+    local i=0
+    for n in "$@"; do
+        out=$("$VLLMC" bench throughput -m "$MODELS/$name.gguf" --num-prompts "$n" --input-len "$LEN" \
+            --output-len "$LEN" --max-num-seqs "$n" -t "$THREADS" --temperature 0 2>&1)
+        echo "$out" >>"$LOG"
+        tok=$(echo "$out" | sed -n 's/^Decode (all .*): \([0-9.]*\) output tokens\/s aggregate.*/\1/p')
+        line="$line $n: $tok"
+        bar=$(echo "$bars" | cut -d, -f$((i + 1)))
+        [ -n "$bar" ] && ratios="$ratios $n: $(ratio "$tok" "$bar")"
+        i=$((i + 1))
+    done
+    TROWS+=("$line |$ratios |")
+    echo "${TROWS[-1]}"
+}
+throughput s15m-f16 618,1516,1879 1 4 16
+throughput q06-Q8_0 54,53,131 1 4 16
+throughput q06-bf16 "" 1 8 32
+
+echo
+echo "commit $(git -C "$(dirname "$0")" log --oneline -1 2>/dev/null | cut -c1-60)"
+echo "load average: $(cut -d' ' -f1-3 /proc/loadavg); log: $LOG"
+echo
+echo "| weights | pp$PP tok/s | vs llama.cpp | tg$TG tok/s | vs llama.cpp | decode: bytes/s of the read bandwidth | CPU share |"
+echo "| --- | ---: | ---: | ---: | ---: | --- | --- |"
+printf '%s\n' "${ROWS[@]}"
+echo
+echo "| model | aggregate decode tok/s at N sequences ($LEN in / $LEN out, greedy) | vs llama.cpp |"
+echo "| --- | --- | --- |"
+printf '%s\n' "${TROWS[@]}"
