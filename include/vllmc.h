@@ -276,8 +276,15 @@ struct vllmc_engine_stats {
     int64_t n_decode_steps;
     double decode_schedule_s; // scheduler: which requests, KV blocks
     double decode_prepare_s;  // runner: the flat batch (ids, positions, slots, tables)
-    double decode_forward_s;  // model forward and logits to the host
-    double decode_output_s;   // sampling, stop checks, detokenization, output queues
+    double decode_forward_s;  // model forward (on a GPU its launch: the wait is in device_wait_s)
+    double decode_output_s;   // sampling (with the device wait), stop checks, detokenization,
+                              // output queues
+    int64_t n_graph_steps;           // of which replayed from a captured graph (decode on a GPU)
+    double step_host_s;    // engine thread time of all steps, less the waits for the device
+    double device_wait_s;  // engine thread time waiting for the device's results
+    double device_idle_s;  // from one step's results to the next step's launch, summed over
+                           // back-to-back steps: the device has nothing queued then
+    int64_t n_device_idle; // back-to-back step pairs in device_idle_s
 };
 
 // Fills *out with a snapshot of the counters. Any thread.

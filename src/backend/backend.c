@@ -137,6 +137,44 @@ enum vllmc_status backend_download(struct backend *be, void *host_dst, const voi
     return be->vt->download(be, host_dst, src, n);
 }
 
+bool backend_has_graphs(const struct backend *be)
+{
+    return be->vt->graph_begin != NULL;
+}
+
+enum vllmc_status backend_graph_begin(struct backend *be)
+{
+    if (!be->vt->graph_begin)
+        return err_set(&be->err, VLLMC_ERR_UNSUPPORTED, "backend %s: no graphs", be->vt->name);
+    return be->vt->graph_begin(be);
+}
+
+enum vllmc_status backend_graph_end(struct backend *be, bool keep, struct backend_graph **out)
+{
+    *out = NULL;
+    if (!be->vt->graph_end)
+        return err_set(&be->err, VLLMC_ERR_UNSUPPORTED, "backend %s: no graphs", be->vt->name);
+    return be->vt->graph_end(be, keep, out);
+}
+
+bool backend_graph_valid(struct backend *be, const struct backend_graph *g)
+{
+    return g && be->vt->graph_valid && be->vt->graph_valid(be, g);
+}
+
+enum vllmc_status backend_graph_launch(struct backend *be, struct backend_graph *g)
+{
+    if (!be->vt->graph_launch)
+        return err_set(&be->err, VLLMC_ERR_UNSUPPORTED, "backend %s: no graphs", be->vt->name);
+    return be->vt->graph_launch(be, g);
+}
+
+void backend_graph_free(struct backend *be, struct backend_graph *g)
+{
+    if (g && be->vt->graph_free)
+        be->vt->graph_free(be, g);
+}
+
 enum vllmc_status backend_sync(struct backend *be)
 {
     return be->vt->sync ? be->vt->sync(be) : VLLMC_OK;

@@ -40,6 +40,22 @@ enum vllmc_status backend_sync(struct backend *be);
 // Free and total memory available to the backend, for KV cache sizing.
 enum vllmc_status backend_memory_info(struct backend *be, size_t *free_bytes, size_t *total_bytes);
 
+// Graphs: the work queued on the backend between backend_graph_begin() and
+// backend_graph_end() is recorded, not run, and backend_graph_launch() replays
+// it with the same pointers and shapes (the data behind them may change).
+// Backends without graphs say so with backend_has_graphs(); a capture that
+// fails (an op that cannot be recorded) returns an error from graph_end and
+// leaves the backend usable. keep = false ends a capture and drops it. A
+// graph turns stale (backend_graph_valid false) when memory it captured was
+// replaced (a grown scratch buffer): free it and capture again.
+struct backend_graph;
+bool backend_has_graphs(const struct backend *be);
+enum vllmc_status backend_graph_begin(struct backend *be);
+enum vllmc_status backend_graph_end(struct backend *be, bool keep, struct backend_graph **out);
+bool backend_graph_valid(struct backend *be, const struct backend_graph *g);
+enum vllmc_status backend_graph_launch(struct backend *be, struct backend_graph *g);
+void backend_graph_free(struct backend *be, struct backend_graph *g); // NULL is a no-op
+
 // Dispatches c to the highest-priority enabled provider whose gate accepts it.
 // VLLMC_ERR_UNSUPPORTED (with detail in backend_err) when none does.
 enum vllmc_status backend_run_op(struct backend *be, struct op_call *c);

@@ -27,6 +27,12 @@ struct backend_vtable {
     enum vllmc_status (*sync)(struct backend *be); // optional: NULL means synchronous
     // optional: NULL reports the host's physical and available memory
     enum vllmc_status (*memory_info)(struct backend *be, size_t *free_bytes, size_t *total_bytes);
+    // optional, all four or none: work graphs (see backend_graph_begin)
+    enum vllmc_status (*graph_begin)(struct backend *be);
+    enum vllmc_status (*graph_end)(struct backend *be, bool keep, struct backend_graph **out);
+    bool (*graph_valid)(struct backend *be, const struct backend_graph *g);
+    enum vllmc_status (*graph_launch)(struct backend *be, struct backend_graph *g);
+    void (*graph_free)(struct backend *be, struct backend_graph *g);
 };
 
 // Distinct (op, shapes, dtypes, provider) selections already logged. Fixed

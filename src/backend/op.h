@@ -49,8 +49,11 @@ struct backend;
     /* step); src5 query_start_loc i32 [n_seqs + 1]. Query j of sequence s sits at position */     \
     /* seq_lens[s] - n_q(s) + j and sees keys at positions <= its own. Scale in params. */        \
     X(ATTENTION, "attention")                                                                      \
-    /* dst i32 [n_seqs] = sampled ids from src0 logits f32 [n_seqs, n_vocab] with per-row */       \
-    /* params in src1 (struct sample_row, see engine/sampler.h); optional. */                     \
+    /* dst i32 [n_rows] = ids sampled from src0 logits f32 [n_logits, n_vocab] (unchanged on */   \
+    /* return) for src1 rows (struct sample_row as i32 [n_rows, words]) after src2 adjustments */  \
+    /* (struct sample_adj as i32 [n_adj, 5], or NULL); src3 (optional) i32 [n_rows, words] gets */ \
+    /* struct sample_logprob for rows that ask. See backend/sample.h. No cpu-ref provider: */      \
+    /* the engine samples host logits itself. */                                                  \
     X(SAMPLE, "sample")
 
 enum op_kind {

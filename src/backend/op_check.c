@@ -181,8 +181,10 @@ enum vllmc_status op_check(const struct op_call *c, struct err *err)
     case OP_SAMPLE:
         TRY(need(c, d, "dst", err));
         TRY(need(c, s0, "logits", err));
-        if (d->dtype != DTYPE_I32 || tensor_n_elements(d) != tensor_n_rows(s0))
-            FAIL("op=sample: dst must be i32 [n_seqs = %lld]", (long long)tensor_n_rows(s0));
+        TRY(need(c, c->src[1], "rows", err));
+        if (d->dtype != DTYPE_I32 || c->src[1]->dtype != DTYPE_I32 ||
+            tensor_n_elements(d) != tensor_n_rows(c->src[1]))
+            FAIL("op=sample: dst must be i32 [n_rows = %lld]", (long long)tensor_n_rows(c->src[1]));
         return VLLMC_OK;
     default:
         FAIL("op kind %d unknown", (int)c->op);

@@ -52,6 +52,8 @@ static enum vllmc_status fail(enum vllmc_status rc, const char *fmt, ...)
 static void engine_destroy(struct vllmc_engine *eng)
 {
     runner_free(eng->runner);
+    device_sampler_free(eng->dsampler);
+    mem_free(eng->dsampler_row);
     sampler_free(eng->sampler);
     scheduler_free(eng->sched);
     kv_manager_free(eng->km);
@@ -380,6 +382,15 @@ static enum vllmc_status engine_build(struct vllmc_engine *eng)
     eng->lp_scratch = mem_alloc(ENGINE_MAX_LOGPROBS * sizeof *eng->lp_scratch);
     if (!eng->lp_scratch)
         return fail(VLLMC_ERR_NOMEM, "engine: out of memory");
+    // Sampling where the logits are, when the backend can: only ids come back.
+    rc = device_sampler_create(eng->be, eng->n_vocab, p->max_num_seqs, &eng->dsampler, &err);
+    if (rc)
+        return fail(rc, "engine: %s", err.msg);
+    eng->dsampler_row = mem_alloc((size_t)p->max_num_seqs * sizeof *eng->dsampler_row);
+    if (!eng->dsampler_row)
+        return fail(VLLMC_ERR_NOMEM, "engine: out of memory");
+    if (eng->dsampler)
+        log_info("engine: sampling on %s", backend_name(eng->be));
     p->max_num_batched_tokens = n_tokens_step;
     p->max_model_len = eng->max_model_len;
     return VLLMC_OK;

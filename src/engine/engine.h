@@ -13,6 +13,7 @@
 #include <stdatomic.h>
 
 #include "backend/backend.h"
+#include "engine/device_sampler.h"
 #include "engine/kv_manager.h"
 #include "engine/output.h"
 #include "engine/request.h"
@@ -93,6 +94,8 @@ struct vllmc_engine {
     struct scheduler *sched;           // owned
     struct sampler *sampler;           // owned
     struct runner *runner;             // owned
+    struct device_sampler *dsampler;   // owned; NULL when sampling runs on the host
+    int *dsampler_row;                 // owned [max_num_seqs]: a step's device row per request, or -1
     int max_model_len;
     int block_size;
     int n_vocab;
@@ -123,6 +126,11 @@ struct vllmc_engine {
         int64_t n_steps;
         int64_t n_decode_steps;
         double decode_schedule_s, decode_prepare_s, decode_forward_s, decode_output_s;
+        int64_t host_us;     // step time on the engine thread, less device waits
+        int64_t wait_us;     // waiting for the device's results
+        int64_t idle_us;     // results of one step to the launch of the next, back to back
+        int64_t n_idle;
+        int64_t results_us;  // when the last step's results were in; 0 after a pause
     } counters;
 };
 

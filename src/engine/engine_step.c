@@ -289,23 +289,24 @@ static enum vllmc_finish_reason check_stop_token(const struct vllmc_engine *eng,
     return VLLMC_FINISH_NONE;
 }
 
-// Appends the token sampled for one sample, decides whether it finished,
-// detokenizes and queues the output.
+static struct sample_input sample_input_of(struct request *req)
+{
+    return (struct sample_input){.sp = &req->sp,
+                                 .prompt_ids = req->token_ids,
+                                 .n_prompt = req->n_prompt_tokens,
+                                 .output_ids = req->token_ids + req->n_prompt_tokens,
+                                 .n_output = request_n_output_tokens(req),
+                                 .rng = &req->rng};
+}
+
+// Appends the token sampled for one sample (with its logprobs when the
+// request asked, else lp is NULL), decides whether it finished, detokenizes
+// and queues the output.
 static void seq_advance(struct vllmc_engine *eng, struct vllmc_request *h, struct engine_seq *s,
-                        const float *row)
+                        int32_t tok, const struct vllmc_logprob *lp)
 {
     struct request *req = s->req;
     const struct vllmc_sampling_params *sp = &req->sp;
-    struct sample_input in = {.sp = sp,
-                              .prompt_ids = req->token_ids,
-                              .n_prompt = req->n_prompt_tokens,
-                              .output_ids = req->token_ids + req->n_prompt_tokens,
-                              .n_output = request_n_output_tokens(req),
-                              .rng = &req->rng};
-    int32_t tok = sampler_sample(eng->sampler, &in, row);
-    struct vllmc_logprob lp;
-    if (h->logprobs >= 0)
-        sampler_logprobs(row, eng->n_vocab, tok, h->logprobs, &lp, eng->lp_scratch);
     request_append_token(req, tok);
     h->n_completion_tokens++;
     eng->counters.n_generation_tokens++;
@@ -350,7 +351,7 @@ static void seq_advance(struct vllmc_engine *eng, struct vllmc_request *h, struc
                              .n_token_ids = 1,
                              .text = delta,
                              .text_len = n_delta,
-                             .logprobs = h->logprobs >= 0 ? &lp : NULL,
+                             .logprobs = lp,
                              .finish_reason = reason,
                              .stop_str = stop_str,
                              .stop_token_id = stop_token_id,
@@ -362,6 +363,57 @@ static void seq_advance(struct vllmc_engine *eng, struct vllmc_request *h, struc
         h->plp_sent = true;
     }
     channel_push(h, &o);
+}
+
+// Samples on the device every request of step so that samples one row and
+// whose parameters the device sampler covers; eng->dsampler_row[i] gets each
+// request's row, or -1 for the host path. Runs while the forward pass may
+// still be in flight: building the rows overlaps it.
+static enum vllmc_status sample_on_device(struct vllmc_engine *eng,
+                                          const struct scheduler_output *so)
+{
+    struct device_sampler *ds = eng->dsampler;
+    struct runner *r = eng->runner;
+    device_sampler_clear(ds);
+    for (int i = 0; i < so->n_reqs; i++) {
+        struct request *req = so->reqs[i];
+        struct vllmc_request *h = req->engine_data;
+        eng->dsampler_row[i] = -1;
+        if (!scheduler_samples(req) || h->seqs[req->sample_index].finished ||
+            r->n_rows[i] != 1 || runner_wants_all_logits(req, so->n_new_tokens[i]) ||
+            !device_sampler_covers(&req->sp))
+            continue;
+        struct sample_input in = sample_input_of(req);
+        if (device_sampler_add(ds, eng->sampler, &in, r->row_first[i], h->logprobs,
+                               &eng->dsampler_row[i]))
+            continue; // out of memory for its adjustments: the host samples it
+    }
+    enum vllmc_status rc = device_sampler_run(ds, r->logits_dev, r->n_logits);
+    if (rc)
+        err_set(&r->err, rc, "%s", ds->err.msg);
+    return rc;
+}
+
+// seq_advance with the token (and logprobs) the device sampled in row `row`.
+static void seq_advance_device(struct vllmc_engine *eng, struct vllmc_request *h,
+                               struct engine_seq *s, int row)
+{
+    const struct device_sampler *ds = eng->dsampler;
+    int32_t tok = ds->ids[row];
+    if (h->logprobs < 0) {
+        seq_advance(eng, h, s, tok, NULL);
+        return;
+    }
+    const struct sample_logprob *d = &ds->lps[row];
+    int n_top = d->n_top < ENGINE_MAX_LOGPROBS ? d->n_top : ENGINE_MAX_LOGPROBS;
+    for (int j = 0; j < n_top; j++)
+        eng->lp_scratch[j] = (struct vllmc_top_logprob){d->top_id[j], d->top_logprob[j]};
+    struct vllmc_logprob lp = {.token_id = tok,
+                               .logprob = d->logprob,
+                               .rank = d->rank,
+                               .n_top = n_top,
+                               .top = eng->lp_scratch};
+    seq_advance(eng, h, s, tok, &lp);
 }
 
 static void engine_step(struct vllmc_engine *eng)
@@ -377,45 +429,83 @@ static void engine_step(struct vllmc_engine *eng)
         if (!h->first_scheduled_us)
             h->first_scheduled_us = now_us;
     }
-    const float *logits = NULL;
-    enum vllmc_status rc = runner_execute(eng->runner, so, &logits);
+    struct runner *r = eng->runner;
+    struct engine_counters *ct = &eng->counters;
+    enum vllmc_status rc = runner_execute(r, so);
     double t_forwarded = time_now_s();
-    eng->counters.n_steps++;
+    ct->n_steps++;
+    if (ct->results_us) {
+        ct->idle_us += r->launch_us - ct->results_us;
+        ct->n_idle++;
+    }
+    // Device waits: the sampler's results, and host logits rows.
+    int64_t wait_us = 0, t_wait = time_now_us(), results_us = r->launch_us;
+    if (!rc && eng->dsampler) {
+        rc = sample_on_device(eng, so);
+        results_us = time_now_us();
+        wait_us += results_us - t_wait;
+    }
+    for (int i = 0; i < so->n_reqs && !rc; i++) {
+        struct request *req = so->reqs[i];
+        struct vllmc_request *h = req->engine_data;
+        struct engine_seq *s = &h->seqs[req->sample_index];
+        int n_new = so->n_new_tokens[i];
+        bool plp = h->prompt_logprobs >= 0 && r->n_rows[i] == n_new &&
+                   runner_wants_all_logits(req, n_new);
+        bool sample = scheduler_samples(req) && !s->finished;
+        int dev_row = eng->dsampler ? eng->dsampler_row[i] : -1;
+        if (!plp && (!sample || dev_row >= 0)) {
+            if (sample)
+                seq_advance_device(eng, h, s, dev_row);
+            continue;
+        }
+        // Host logits: prompt logprobs, or a row the device sampler leaves to us.
+        const float *rows;
+        t_wait = time_now_us();
+        rc = runner_host_rows(r, r->row_first[i], r->n_rows[i], &rows);
+        results_us = time_now_us();
+        wait_us += results_us - t_wait;
+        if (rc)
+            break;
+        if (plp)
+            fill_prompt_logprobs(eng, h, req, n_new, rows);
+        if (!sample)
+            continue;
+        if (dev_row >= 0) {
+            seq_advance_device(eng, h, s, dev_row);
+            continue;
+        }
+        const float *row = rows + (size_t)(r->n_rows[i] - 1) * (size_t)eng->n_vocab;
+        struct sample_input in = sample_input_of(req);
+        int32_t tok = sampler_sample(eng->sampler, &in, row);
+        struct vllmc_logprob lp;
+        if (h->logprobs >= 0)
+            sampler_logprobs(row, eng->n_vocab, tok, h->logprobs, &lp, eng->lp_scratch);
+        seq_advance(eng, h, s, tok, h->logprobs >= 0 ? &lp : NULL);
+    }
     if (rc) {
-        // A failing forward pass is a device or model error: end the requests
-        // of this step rather than retry them forever.
-        log_error("engine: model step failed: %s", eng->runner->err.msg);
+        // A failing forward pass or sampler is a device or model error: end
+        // the requests of this step rather than retry them forever.
+        log_error("engine: model step failed: %s", r->err.msg);
         for (int i = 0; i < so->n_reqs; i++) {
             struct vllmc_request *h = so->reqs[i]->engine_data;
             if (h->n_unfinished > 0)
                 request_abort_all(eng, h);
         }
-        live_remove_finished(eng);
-        return;
-    }
-    struct runner *r = eng->runner;
-    bool decode_only = true;
-    for (int i = 0; i < so->n_reqs; i++) {
-        struct request *req = so->reqs[i];
-        struct vllmc_request *h = req->engine_data;
-        struct engine_seq *s = &h->seqs[req->sample_index];
-        const float *rows = logits + (size_t)r->row_first[i] * (size_t)eng->n_vocab;
-        decode_only &= so->n_new_tokens[i] == 1;
-        if (h->prompt_logprobs >= 0 && r->n_rows[i] == so->n_new_tokens[i] &&
-            runner_wants_all_logits(req, so->n_new_tokens[i]))
-            fill_prompt_logprobs(eng, h, req, so->n_new_tokens[i], rows);
-        if (!scheduler_samples(req) || s->finished)
-            continue;
-        seq_advance(eng, h, s, rows + (size_t)(r->n_rows[i] - 1) * (size_t)eng->n_vocab);
     }
     live_remove_finished(eng);
+    ct->results_us = results_us;
+    ct->wait_us += wait_us;
+    ct->host_us += (int64_t)((time_now_s() - t_start) * 1e6) - wait_us;
+    bool decode_only = !rc;
+    for (int i = 0; i < so->n_reqs; i++)
+        decode_only &= so->n_new_tokens[i] == 1;
     if (decode_only) {
-        struct engine_counters *c = &eng->counters;
-        c->n_decode_steps++;
-        c->decode_schedule_s += t_scheduled - t_start;
-        c->decode_prepare_s += r->t_prepare_s;
-        c->decode_forward_s += t_forwarded - t_scheduled - r->t_prepare_s;
-        c->decode_output_s += time_now_s() - t_forwarded;
+        ct->n_decode_steps++;
+        ct->decode_schedule_s += t_scheduled - t_start;
+        ct->decode_prepare_s += r->t_prepare_s;
+        ct->decode_forward_s += t_forwarded - t_scheduled - r->t_prepare_s;
+        ct->decode_output_s += time_now_s() - t_forwarded;
     }
 }
 
@@ -442,6 +532,11 @@ static void publish_stats(struct vllmc_engine *eng)
         .decode_prepare_s = eng->counters.decode_prepare_s,
         .decode_forward_s = eng->counters.decode_forward_s,
         .decode_output_s = eng->counters.decode_output_s,
+        .n_graph_steps = eng->runner->n_graph_steps,
+        .step_host_s = (double)eng->counters.host_us * 1e-6,
+        .device_wait_s = (double)eng->counters.wait_us * 1e-6,
+        .device_idle_s = (double)eng->counters.idle_us * 1e-6,
+        .n_device_idle = eng->counters.n_idle,
     };
     pthread_mutex_lock(&eng->mu);
     eng->stats = st;
@@ -455,8 +550,10 @@ void *engine_thread_main(void *arg)
     for (;;) {
         pthread_mutex_lock(&eng->mu);
         while (!eng->stop && !eng->inbox_head && !eng->abort_pending &&
-               eng->sched->n_running + eng->sched->n_waiting == 0)
+               eng->sched->n_running + eng->sched->n_waiting == 0) {
+            eng->counters.results_us = 0; // a pause is not idle time between steps
             pthread_cond_wait(&eng->cv, &eng->mu);
+        }
         struct vllmc_request *inbox = eng->inbox_head;
         eng->inbox_head = eng->inbox_tail = NULL;
         eng->abort_pending = false;

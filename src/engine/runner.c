@@ -1,6 +1,7 @@
 // Model runner: batch building from scheduled requests and the forward call.
 #include "engine/runner.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "backend/backend.h"
@@ -56,6 +57,9 @@ enum vllmc_status runner_create(struct model *m, struct kv_cache *kv, int n_toke
         err_set(err, rc, "runner: out of memory");
         goto fail;
     }
+    r->pad_decode = backend_has_graphs(be);
+    const char *env = getenv("VLLMC_CUDA_GRAPHS");
+    r->use_graphs = r->pad_decode && !(env && !strcmp(env, "0"));
     *out = r;
     return VLLMC_OK;
 fail:
@@ -67,6 +71,7 @@ void runner_free(struct runner *r)
 {
     if (!r)
         return;
+    runner_graphs_free(r);
     arena_deinit(&r->arena);
     if (r->logits_host && r->logits_host != r->logits_dev)
         mem_free(r->logits_host);
@@ -84,8 +89,8 @@ bool runner_wants_all_logits(const struct request *req, int n_new_tokens)
     return req->sp.prompt_logprobs >= 0 && pos0 < req->n_prompt_tokens - 1;
 }
 
-// Runs the batch in r->bb; copies n_logits rows to the host when on a device.
-static enum vllmc_status runner_forward(struct runner *r, const float **logits)
+// Launches the batch in r->bb; the logits stay where the backend has them.
+static enum vllmc_status runner_forward(struct runner *r)
 {
     struct model_batch b;
     double t0 = time_now_s();
@@ -98,25 +103,29 @@ static enum vllmc_status runner_forward(struct runner *r, const float **logits)
     if (n_logits > 0)
         tensor_init_2d(&lt, DTYPE_F32, r->logits_dev, r->n_vocab, n_logits);
     lt.location = backend_location(r->model->backend);
-    rc = model_forward(r->model, &b, r->kv, n_logits ? &lt : NULL, &r->err);
-    if (rc)
-        return rc;
+    r->n_logits = n_logits;
+    r->launch_us = time_now_us();
+    return model_forward(r->model, &b, r->kv, n_logits ? &lt : NULL, &r->err);
+}
+
+enum vllmc_status runner_host_rows(struct runner *r, int first, int n, const float **rows)
+{
+    VLLMC_ASSERT(first >= 0 && n >= 0 && first + n <= r->n_logits);
     struct backend *be = r->model->backend;
-    if (r->logits_host != r->logits_dev && n_logits > 0) {
-        size_t n = (size_t)n_logits * (size_t)r->n_vocab * sizeof(float);
-        rc = backend_download(be, r->logits_host, r->logits_dev, n);
-        if (rc)
-            return err_set(&r->err, rc, "runner: logits download: %s", backend_err(be)->msg);
-    }
-    rc = backend_sync(be);
+    size_t off = (size_t)first * (size_t)r->n_vocab;
+    enum vllmc_status rc = VLLMC_OK;
+    if (r->logits_host != r->logits_dev && n > 0)
+        rc = backend_download(be, r->logits_host + off, (const float *)r->logits_dev + off,
+                              (size_t)n * (size_t)r->n_vocab * sizeof(float));
+    if (!rc)
+        rc = backend_sync(be);
     if (rc)
-        return err_set(&r->err, rc, "runner: %s", backend_err(be)->msg);
-    *logits = r->logits_host;
+        return err_set(&r->err, rc, "runner: logits download: %s", backend_err(be)->msg);
+    *rows = r->logits_host + off;
     return VLLMC_OK;
 }
 
-enum vllmc_status runner_execute(struct runner *r, const struct scheduler_output *o,
-                                 const float **logits)
+enum vllmc_status runner_execute(struct runner *r, const struct scheduler_output *o)
 {
     double t0 = time_now_s();
     arena_reset(&r->arena);
@@ -125,6 +134,7 @@ enum vllmc_status runner_execute(struct runner *r, const struct scheduler_output
     r->n_rows = arena_alloc(&r->arena, (size_t)o->n_reqs * sizeof(int), sizeof(int));
     VLLMC_ASSERT(r->row_first && r->n_rows);
     int n_rows_total = 0;
+    bool decode = r->pad_decode;
     for (int i = 0; i < o->n_reqs; i++) {
         const struct request *req = o->reqs[i];
         int n_new = o->n_new_tokens[i];
@@ -147,9 +157,10 @@ enum vllmc_status runner_execute(struct runner *r, const struct scheduler_output
         r->row_first[i] = n_rows_total;
         r->n_rows[i] = rows;
         n_rows_total += rows;
+        decode = decode && n_new == 1 && rows == 1;
     }
     r->t_prepare_s = time_now_s() - t0;
-    return runner_forward(r, logits);
+    return decode ? runner_forward_decode(r) : runner_forward(r);
 }
 
 enum vllmc_status runner_profile(struct runner *r, int n_tokens, int max_model_len)
@@ -180,9 +191,10 @@ enum vllmc_status runner_profile(struct runner *r, int n_tokens, int max_model_l
         n_logits += want == BATCH_LOGITS_ALL ? n : want == BATCH_LOGITS_LAST;
         done += n;
     }
-    const float *logits;
     if (!rc)
-        rc = runner_forward(r, &logits);
+        rc = runner_forward(r);
+    if (!rc && backend_sync(r->model->backend))
+        rc = err_set(&r->err, VLLMC_ERR_BACKEND, "runner: %s", backend_err(r->model->backend)->msg);
     mem_free(zeros);
     return rc;
 }

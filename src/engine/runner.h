@@ -12,6 +12,19 @@
 #include "model/kv_cache.h"
 #include "model/model.h"
 
+// Decode steps on a backend with graphs: padded to a bucket of sequences and
+// of context length, captured once per bucket, then replayed.
+#define RUNNER_GRAPH_SLOTS 96
+#define RUNNER_GRAPH_MIN_CTX 256 // smallest context bucket
+
+struct runner_graph {
+    int n_seqs;  // bucket: sequences = tokens = logits rows
+    int max_ctx; // bucket of the longest context (the attention's split bound)
+    bool warmed; // ran once eagerly at this shape: scratch and GEMM choices exist
+    bool failed; // capture failed: this bucket stays eager
+    struct backend_graph *g; // owned, NULL until captured
+};
+
 struct runner {
     struct model *model; // borrowed
     struct kv_cache *kv; // borrowed
@@ -30,6 +43,13 @@ struct runner {
     int *n_rows;    // [n_reqs]: its logits rows (0, 1, or its chunk with
                     // prompt logprobs)
     double t_prepare_s; // wall seconds of the last step's batch building and upload
+    int n_logits;   // logits rows of the last step
+    bool pad_decode;   // decode steps are padded to buckets (the backend has graphs)
+    bool use_graphs;   // ... and captured (VLLMC_CUDA_GRAPHS=0 keeps them eager)
+    struct runner_graph graphs[RUNNER_GRAPH_SLOTS];
+    int n_graphs;
+    int64_t n_graph_steps; // steps replayed from a graph
+    int64_t launch_us;     // clock when the last step's forward pass was queued
     struct err err;
 };
 
@@ -44,10 +64,21 @@ void runner_free(struct runner *r); // NULL is a no-op
 // token of the chunk: prompt logprobs while the prompt is being computed.
 bool runner_wants_all_logits(const struct request *req, int n_new_tokens);
 
-// Builds the batch of step o, runs the model and fills row_first / n_rows.
-// *logits (borrowed, valid until the next step) is f32 [rows, n_vocab].
-enum vllmc_status runner_execute(struct runner *r, const struct scheduler_output *o,
-                                 const float **logits);
+// Builds the batch of step o, launches the model and fills row_first /
+// n_rows. On a device the pass may still run when this returns: the logits
+// (logits_dev, f32 [n_logits, n_vocab]) are read in the backend's order.
+enum vllmc_status runner_execute(struct runner *r, const struct scheduler_output *o);
+
+// Logits rows [first, first + n) of the last step on the host, f32 [n, n_vocab]
+// (borrowed, valid until the next step); copied from the device when the
+// backend has memory of its own.
+enum vllmc_status runner_host_rows(struct runner *r, int first, int n, const float **rows);
+
+// runner_graph.c: pads the decode batch in r->bb (n_reqs sequences of one
+// token) to its bucket and runs it through the bucket's graph, capturing it
+// on the second use; eager when capture fails.
+enum vllmc_status runner_forward_decode(struct runner *r);
+void runner_graphs_free(struct runner *r);
 
 // Runs one forward pass of n_tokens dummy tokens over KV block 0 (the shape
 // of the largest step) so that every buffer the forward pass touches exists

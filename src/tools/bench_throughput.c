@@ -360,6 +360,14 @@ static int tput_run(struct tput *t)
     else
         printf("Decode: no window where every request was decoding (more prompts than "
                "--max-num-seqs, or output length 1)\n");
+    if (st.n_steps > 0)
+        printf("Engine step: %.3f ms on the engine thread, %.3f ms waiting for the device; "
+               "device idle between steps %.3f ms (host-measured, %lld step pairs); "
+               "%lld of %lld steps replayed from graphs\n",
+               1e3 * st.step_host_s / (double)st.n_steps,
+               1e3 * st.device_wait_s / (double)st.n_steps,
+               st.n_device_idle ? 1e3 * st.device_idle_s / (double)st.n_device_idle : 0.0,
+               (long long)st.n_device_idle, (long long)st.n_graph_steps, (long long)st.n_steps);
     tput_print_load(t, &st, cpu_s, elapsed);
     fflush(stdout);
     if (t->o.output_json) {

@@ -22,6 +22,7 @@
 #include "backend/cuda/int4g.cuh"
 #include "backend/cuda/quant.cuh"
 #include "backend/cuda/rope.cuh"
+#include "backend/cuda/sample.cuh"
 #include "core/alloc.h"
 #include "core/log.h"
 
@@ -61,13 +62,14 @@ CUDA_PROVIDER(cuda_p_qgemm, "cuda-qgemm", OP_MATMUL, 90, cuda_qgemm);
 // AWQ/GPTQ int4g weights, the same split as the GGUF types (int4g.cu).
 CUDA_PROVIDER(cuda_p_int4g_gemv, "cuda-int4g-gemv", OP_MATMUL, 100, cuda_int4g_gemv);
 CUDA_PROVIDER(cuda_p_int4g_gemm, "cuda-int4g-gemm", OP_MATMUL, 90, cuda_int4g_gemm);
+CUDA_PROVIDER(cuda_p_sample, "cuda-sample", OP_SAMPLE, 100, cuda_sample);
 
 static const struct op_provider *const cuda_provider_table[] = {
     &cuda_p_embedding, &cuda_p_rmsnorm,      &cuda_p_add_rmsnorm, &cuda_p_gemv,
     &cuda_p_cublaslt,  &cuda_p_matmul_tiled, &cuda_p_rope,        &cuda_p_qk_norm_rope,
     &cuda_p_silu_mul,  &cuda_p_add,          &cuda_p_kv_store,    &cuda_p_attention,
     &cuda_p_qembedding, &cuda_p_qgemv,       &cuda_p_qgemm,       &cuda_p_int4g_gemv,
-    &cuda_p_int4g_gemm,
+    &cuda_p_int4g_gemm, &cuda_p_sample,
 };
 
 #define CUDA_N_PROVIDERS (sizeof cuda_provider_table / sizeof cuda_provider_table[0])
@@ -129,6 +131,7 @@ enum vllmc_status cuda_scratch(struct cuda_device *dev, size_t n_bytes, void **o
         }
         CUDA_TRY(cudaMalloc(&dev->scratch, want));
         dev->scratch_bytes = want;
+        dev->scratch_gen++;
     }
     *out = dev->scratch;
     return VLLMC_OK;
@@ -307,6 +310,68 @@ static enum vllmc_status cuda_memory_info(struct backend *be, size_t *free_bytes
     return VLLMC_OK;
 }
 
+// ---- graphs ----
+
+// A captured stream, ready to launch, and the scratch it was captured over.
+struct backend_graph {
+    cudaGraphExec_t exec;
+    uint64_t scratch_gen;
+};
+
+static enum vllmc_status cuda_graph_begin(struct backend *be)
+{
+    struct err *err = &be->err;
+    // Thread-local: only this thread's unsafe calls (e.g. a cudaFree) break it.
+    CUDA_TRY(cudaStreamBeginCapture(dev_of(be)->stream, cudaStreamCaptureModeThreadLocal));
+    return VLLMC_OK;
+}
+
+static enum vllmc_status cuda_graph_end(struct backend *be, bool keep, struct backend_graph **out)
+{
+    struct cuda_device *dev = dev_of(be);
+    struct err *err = &be->err;
+    cudaGraph_t graph = NULL;
+    cudaError_t rc = cudaStreamEndCapture(dev->stream, &graph);
+    if (rc != cudaSuccess || !keep) {
+        if (graph)
+            cudaGraphDestroy(graph);
+        CUDA_TRY(rc);
+        return VLLMC_OK;
+    }
+    cudaGraphExec_t exec = NULL;
+    rc = cudaGraphInstantiate(&exec, graph, 0);
+    cudaGraphDestroy(graph);
+    CUDA_TRY(rc);
+    struct backend_graph *g = mem_calloc(1, sizeof *g);
+    if (!g) {
+        cudaGraphExecDestroy(exec);
+        return err_set(err, VLLMC_ERR_NOMEM, "cuda: out of memory");
+    }
+    g->exec = exec;
+    g->scratch_gen = dev->scratch_gen;
+    *out = g;
+    return VLLMC_OK;
+}
+
+static bool cuda_graph_valid(struct backend *be, const struct backend_graph *g)
+{
+    return g->scratch_gen == dev_of(be)->scratch_gen;
+}
+
+static enum vllmc_status cuda_graph_launch(struct backend *be, struct backend_graph *g)
+{
+    struct err *err = &be->err;
+    CUDA_TRY(cudaGraphLaunch(g->exec, dev_of(be)->stream));
+    return VLLMC_OK;
+}
+
+static void cuda_graph_free(struct backend *be, struct backend_graph *g)
+{
+    (void)be;
+    cudaGraphExecDestroy(g->exec);
+    mem_free(g);
+}
+
 static const struct backend_vtable cuda_vtable = {
     .name = "cuda",
     .api_version = BACKEND_API_VERSION,
@@ -319,6 +384,11 @@ static const struct backend_vtable cuda_vtable = {
     .download = cuda_download,
     .sync = cuda_sync,
     .memory_info = cuda_memory_info,
+    .graph_begin = cuda_graph_begin,
+    .graph_end = cuda_graph_end,
+    .graph_valid = cuda_graph_valid,
+    .graph_launch = cuda_graph_launch,
+    .graph_free = cuda_graph_free,
 };
 
 // ---- creation ----

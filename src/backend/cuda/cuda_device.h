@@ -39,6 +39,7 @@ struct cuda_device {
     size_t lt_workspace_bytes;
     void *scratch;                  // owned, device [scratch_bytes]: per-op temporaries
     size_t scratch_bytes;
+    uint64_t scratch_gen;           // bumped each time scratch moves (graphs holding it go stale)
     void *pinned;                   // owned, page-locked host staging [pinned_bytes]
     size_t pinned_bytes;
     struct cuda_lt_algo lt_algos[CUDA_LT_ALGO_SLOTS]; // heuristic results by shape

@@ -1,0 +1,557 @@
+// Sampling on the GPU, one block per row, in the host sampler's order
+// (engine/sampler.c): adjustments, then greedy argmax or temperature, min_p,
+// top_k, top_p and an inverse-CDF draw with the row's uniform u. Selections
+// walk float keys by radix descent (4 levels of 8 bits, weights summed in
+// double), so no row is ever sorted; logits are restored before returning.
+#include <climits>
+
+#include <cub/block/block_reduce.cuh>
+#include <cub/block/block_scan.cuh>
+
+#include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/sample.cuh"
+#include "backend/sample.h"
+
+#define SAMPLE_THREADS 1024
+#define SAMPLE_ADJ_THREADS 256
+
+static_assert(sizeof(struct sample_row) % 8 == 0, "sample_row is passed as i32 words");
+static_assert(sizeof(struct sample_adj) == 20, "sample_adj is i32 [5]");
+static_assert(sizeof(struct sample_logprob) % 4 == 0, "sample_logprob is passed as i32 words");
+
+// ---- keys and selections ----
+
+// Order-preserving map of floats to unsigned keys (larger float, larger key).
+static __device__ __forceinline__ uint32_t key_of(float f)
+{
+    const uint32_t b = __float_as_uint(f);
+    return (b & 0x80000000u) ? ~b : (b | 0x80000000u);
+}
+
+// The elements of a row in play: finite logits (scaled by inv_t when
+// `scaled`) whose key is >= lo_key and, with `cut`, above (cut_key, cut_id) in
+// descending order (key > cut_key, or key == cut_key and id <= cut_id).
+struct sel {
+    const float *x;
+    int n;
+    bool scaled;
+    float inv_t;
+    float vmax; // weights are expf(v - vmax), or 1 with `unit`
+    bool unit;
+    uint32_t lo_key;
+    bool cut;
+    uint32_t cut_key;
+    int cut_id;
+};
+
+static __device__ __forceinline__ bool sel_get(const sel &s, int i, uint32_t *key, double *w)
+{
+    const float l = s.x[i];
+    if (l == -INFINITY)
+        return false;
+    const float v = s.scaled ? l * s.inv_t : l;
+    const uint32_t k = key_of(v);
+    if (k < s.lo_key)
+        return false;
+    if (s.cut && (k < s.cut_key || (k == s.cut_key && i > s.cut_id)))
+        return false;
+    *key = k;
+    *w = s.unit ? 1.0 : (double)expf(v - s.vmax);
+    return true;
+}
+
+typedef cub::BlockReduce<double, SAMPLE_THREADS> reduce_d;
+typedef cub::BlockReduce<float, SAMPLE_THREADS> reduce_f;
+typedef cub::BlockReduce<int, SAMPLE_THREADS> reduce_i;
+typedef cub::BlockReduce<unsigned, SAMPLE_THREADS> reduce_u;
+typedef cub::BlockScan<double, SAMPLE_THREADS> scan_d;
+
+union sample_tmp {
+    reduce_d::TempStorage rd;
+    reduce_f::TempStorage rf;
+    reduce_i::TempStorage ri;
+    reduce_u::TempStorage ru;
+    typename scan_d::TempStorage sd;
+};
+
+// Sum of the weights of s over the block, returned to every thread.
+static __device__ double sel_total(const sel &s, sample_tmp &tmp)
+{
+    __shared__ double total;
+    double acc = 0;
+    for (int i = threadIdx.x; i < s.n; i += blockDim.x) {
+        uint32_t k;
+        double w;
+        if (sel_get(s, i, &k, &w))
+            acc += w;
+    }
+    const double t = reduce_d(tmp.rd).Sum(acc);
+    if (threadIdx.x == 0)
+        total = t;
+    __syncthreads();
+    const double r = total;
+    __syncthreads();
+    return r;
+}
+
+// Walks the elements of s (only those with key `key` when `by_key`) in id
+// order, ascending or not, summing weights, and returns the first id at
+// which the sum exceeds target; the last id with a positive weight when none
+// does; -1 when there is none. Each thread takes one contiguous chunk.
+static __device__ int sel_walk(const sel &s, bool ids_ascending, bool by_key, uint32_t key,
+                               double target, sample_tmp &tmp)
+{
+    __shared__ int found_pos, last_pos;
+    const int n_threads = blockDim.x;
+    const int chunk = (s.n + n_threads - 1) / n_threads;
+    const int c = ids_ascending ? (int)threadIdx.x : n_threads - 1 - (int)threadIdx.x;
+    const int lo = c * chunk, hi = min(s.n, lo + chunk);
+    // pos: the place of id i in walking order.
+    double sum = 0;
+    int my_last = -1;
+    for (int j = 0; j < hi - lo; j++) {
+        const int i = ids_ascending ? lo + j : hi - 1 - j;
+        uint32_t k;
+        double w;
+        if (sel_get(s, i, &k, &w) && (!by_key || k == key) && w > 0) {
+            sum += w;
+            my_last = ids_ascending ? i : s.n - 1 - i;
+        }
+    }
+    if (threadIdx.x == 0) {
+        found_pos = INT_MAX;
+        last_pos = -1;
+    }
+    double excl;
+    scan_d(tmp.sd).ExclusiveSum(sum, excl);
+    __syncthreads();
+    if (my_last >= 0)
+        atomicMax(&last_pos, my_last);
+    if (sum > 0 && excl <= target && target < excl + sum) {
+        double acc = excl;
+        int pick = my_last;
+        for (int j = 0; j < hi - lo; j++) {
+            const int i = ids_ascending ? lo + j : hi - 1 - j;
+            uint32_t k;
+            double w;
+            if (sel_get(s, i, &k, &w) && (!by_key || k == key) && w > 0) {
+                acc += w;
+                if (acc > target) {
+                    pick = ids_ascending ? i : s.n - 1 - i;
+                    break;
+                }
+            }
+        }
+        atomicMin(&found_pos, pick);
+    }
+    __syncthreads();
+    int pos = found_pos != INT_MAX ? found_pos : last_pos;
+    __syncthreads();
+    if (pos < 0)
+        return -1;
+    return ids_ascending ? pos : s.n - 1 - pos;
+}
+
+// Walks the elements of s in value order (descending: largest first, ties by
+// lower id; else smallest first, ties by higher id) and returns the id at
+// which the running weight first exceeds target (the last element when none
+// does; -1 when s is empty); its key goes to *key_out.
+static __device__ int sel_cross(const sel &s, bool descending, double target, uint32_t *key_out,
+                                sample_tmp &tmp)
+{
+    __shared__ double hist[256];
+    __shared__ uint32_t prefix, mask;
+    __shared__ double rem;
+    __shared__ bool empty;
+    if (threadIdx.x == 0) {
+        prefix = 0;
+        mask = 0;
+        rem = target;
+        empty = false;
+    }
+    for (int shift = 24; shift >= 0; shift -= 8) {
+        for (int d = threadIdx.x; d < 256; d += blockDim.x)
+            hist[d] = 0;
+        __syncthreads();
+        const uint32_t p = prefix, m = mask;
+        for (int i = threadIdx.x; i < s.n; i += blockDim.x) {
+            uint32_t k;
+            double w;
+            if (sel_get(s, i, &k, &w) && (k & m) == p && w > 0)
+                atomicAdd(&hist[(k >> shift) & 255u], w);
+        }
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            double acc = 0;
+            const double r = rem;
+            int pick = -1, last = -1;
+            for (int j = 0; j < 256; j++) {
+                const int d = descending ? 255 - j : j;
+                if (!(hist[d] > 0))
+                    continue;
+                last = d;
+                if (acc + hist[d] > r) {
+                    pick = d;
+                    break;
+                }
+                acc += hist[d];
+            }
+            if (pick < 0) {
+                // Rounding left the target past the end: take the last element.
+                pick = last;
+                rem = INFINITY;
+            } else {
+                rem = r - acc;
+            }
+            if (pick < 0)
+                empty = true;
+            else
+                prefix = p | ((uint32_t)pick << shift);
+            mask = m | (255u << shift);
+        }
+        __syncthreads();
+        if (empty)
+            return -1;
+    }
+    const uint32_t key = prefix;
+    const double r = rem;
+    __syncthreads();
+    *key_out = key;
+    return sel_walk(s, descending, true, key, r, tmp);
+}
+
+// ---- kernels ----
+
+// Applies (or, with restore, undoes) each row's adjustments; each entry's
+// `saved` keeps the logit it replaced. Ids are distinct within a row.
+static __global__ void sample_adjust_kernel(float *logits, int64_t pitch,
+                                            const struct sample_row *rows,
+                                            struct sample_adj *adj, bool restore)
+{
+    const struct sample_row rw = rows[blockIdx.x];
+    float *x = logits + (int64_t)rw.logits_row * pitch;
+    for (int j = threadIdx.x; j < rw.n_adj; j += blockDim.x) {
+        struct sample_adj *e = &adj[rw.adj_first + j];
+        const struct sample_adj a = *e;
+        if (restore) {
+            x[a.id] = a.saved;
+            continue;
+        }
+        float l = x[a.id];
+        e->saved = l;
+        l += a.bias;
+        if (a.flags & SAMPLE_ADJ_MASK)
+            l = -INFINITY;
+        if (a.flags & SAMPLE_ADJ_SEEN)
+            l = l > 0 ? l / rw.repetition_penalty : l * rw.repetition_penalty;
+        l -= rw.frequency_penalty * (float)a.count;
+        l -= rw.presence_penalty * (float)(a.count > 0);
+        x[a.id] = l;
+    }
+}
+
+struct max_op {
+    template <typename T> __device__ __forceinline__ T operator()(const T &a, const T &b) const
+    {
+        return a > b ? a : b;
+    }
+};
+
+struct min_op {
+    template <typename T> __device__ __forceinline__ T operator()(const T &a, const T &b) const
+    {
+        return a < b ? a : b;
+    }
+};
+
+struct argmax_pair {
+    float v;
+    int i;
+};
+
+struct argmax_op {
+    __device__ __forceinline__ argmax_pair operator()(const argmax_pair &a,
+                                                      const argmax_pair &b) const
+    {
+        if (a.v > b.v || (a.v == b.v && a.i < b.i))
+            return a;
+        return b;
+    }
+};
+
+static __global__ void __launch_bounds__(SAMPLE_THREADS)
+    sample_kernel(const float *logits, int64_t pitch, int n_vocab, const struct sample_row *rows,
+                  int32_t *ids)
+{
+    __shared__ sample_tmp tmp;
+    __shared__ float sh_f;
+    __shared__ int sh_i;
+    __shared__ uint32_t sh_u;
+    const struct sample_row rw = rows[blockIdx.x];
+    const float *x = logits + (int64_t)rw.logits_row * pitch;
+
+    if (rw.temperature < SAMPLE_GREEDY_EPS) {
+        // Lowest id among the largest logits, as the host's strict '>' scan.
+        argmax_pair best = {-INFINITY, INT_MAX};
+        for (int i = threadIdx.x; i < n_vocab; i += blockDim.x) {
+            const float v = x[i];
+            if (v > best.v || (v == best.v && i < best.i))
+                best = {v, i};
+        }
+        typedef cub::BlockReduce<argmax_pair, SAMPLE_THREADS> reduce_a;
+        __shared__ reduce_a::TempStorage ta;
+        const argmax_pair b = reduce_a(ta).Reduce(best, argmax_op());
+        if (threadIdx.x == 0)
+            ids[blockIdx.x] = b.i == INT_MAX ? 0 : b.i;
+        return;
+    }
+
+    const float inv_t = 1.0f / rw.temperature;
+    float vmax = -INFINITY;
+    int count = 0;
+    for (int i = threadIdx.x; i < n_vocab; i += blockDim.x) {
+        const float l = x[i];
+        if (l != -INFINITY) {
+            vmax = fmaxf(vmax, l * inv_t);
+            count++;
+        }
+    }
+    vmax = reduce_f(tmp.rf).Reduce(vmax, max_op());
+    if (threadIdx.x == 0)
+        sh_f = vmax;
+    __syncthreads();
+    count = reduce_i(tmp.ri).Sum(count);
+    if (threadIdx.x == 0)
+        sh_i = count;
+    __syncthreads();
+    vmax = sh_f;
+    int m = sh_i;
+    __syncthreads();
+    if (m == 0) {
+        if (threadIdx.x == 0)
+            ids[blockIdx.x] = 0; // every logit masked: nothing sensible to draw
+        return;
+    }
+    sel s = {x, n_vocab, true, inv_t, vmax, false, 0u, false, 0u, 0};
+
+    // min_p keeps an upper set of values: its smallest key bounds the rest.
+    if (rw.min_p > 0.0f) {
+        uint32_t lo = 0xffffffffu;
+        int kept = 0;
+        for (int i = threadIdx.x; i < n_vocab; i += blockDim.x) {
+            const float l = x[i];
+            if (l == -INFINITY)
+                continue;
+            const float v = l * inv_t;
+            if (!(exp((double)v - vmax) < (double)rw.min_p)) {
+                lo = min(lo, key_of(v));
+                kept++;
+            }
+        }
+        lo = reduce_u(tmp.ru).Reduce(lo, min_op());
+        if (threadIdx.x == 0)
+            sh_u = lo;
+        __syncthreads();
+        kept = reduce_i(tmp.ri).Sum(kept);
+        if (threadIdx.x == 0)
+            sh_i = kept;
+        __syncthreads();
+        s.lo_key = sh_u;
+        m = sh_i;
+        __syncthreads();
+    }
+
+    // top_k keeps every value reaching the k-th largest (ties stay).
+    if (rw.top_k > 0 && rw.top_k < m) {
+        uint32_t kth = 0;
+        s.unit = true;
+        sel_cross(s, true, (double)(rw.top_k - 1), &kth, tmp);
+        s.unit = false;
+        if (kth > s.lo_key)
+            s.lo_key = kth;
+    }
+
+    const double u = rw.u;
+    int tok;
+    if (rw.top_p < 1.0f) {
+        // The least likely tokens go while their mass stays within 1 - top_p:
+        // the first token (ascending) that passes it is the last one kept.
+        const double total = sel_total(s, tmp);
+        uint32_t cut_key = 0;
+        const int cut = sel_cross(s, false, (1.0 - (double)rw.top_p) * total, &cut_key, tmp);
+        if (cut >= 0) {
+            s.cut = true;
+            s.cut_key = cut_key;
+            s.cut_id = cut;
+        }
+        // The survivors in descending order, as the host draws after sorting.
+        const double kept = sel_total(s, tmp);
+        uint32_t k;
+        tok = sel_cross(s, true, u * kept, &k, tmp);
+    } else {
+        // Candidates in id order.
+        const double total = sel_total(s, tmp);
+        tok = sel_walk(s, true, false, 0u, u * total, tmp);
+    }
+    if (threadIdx.x == 0)
+        ids[blockIdx.x] = tok < 0 ? 0 : tok;
+}
+
+// Logprobs of the raw logits for rows with n_logprobs >= 0: the sampled
+// token's logprob and rank, and the top alternatives.
+static __global__ void __launch_bounds__(SAMPLE_THREADS)
+    sample_logprob_kernel(const float *logits, int64_t pitch, int n_vocab,
+                          const struct sample_row *rows, const int32_t *ids,
+                          struct sample_logprob *out)
+{
+    __shared__ sample_tmp tmp;
+    __shared__ float sh_f;
+    __shared__ double sh_d;
+    __shared__ int sh_i;
+    __shared__ int top_id[SAMPLE_MAX_LOGPROBS];
+    __shared__ float top_v[SAMPLE_MAX_LOGPROBS];
+    const struct sample_row rw = rows[blockIdx.x];
+    if (rw.n_logprobs < 0)
+        return;
+    const float *x = logits + (int64_t)rw.logits_row * pitch;
+    const int32_t tok = ids[blockIdx.x];
+
+    float vmax = -INFINITY;
+    for (int i = threadIdx.x; i < n_vocab; i += blockDim.x)
+        vmax = fmaxf(vmax, x[i]);
+    vmax = reduce_f(tmp.rf).Reduce(vmax, max_op());
+    if (threadIdx.x == 0)
+        sh_f = vmax;
+    __syncthreads();
+    vmax = sh_f;
+    const float lt = x[tok];
+    double sum = 0;
+    int rank = 0;
+    for (int i = threadIdx.x; i < n_vocab; i += blockDim.x) {
+        const float v = x[i];
+        sum += exp((double)v - vmax);
+        rank += v >= lt;
+    }
+    sum = reduce_d(tmp.rd).Sum(sum);
+    if (threadIdx.x == 0)
+        sh_d = sum;
+    __syncthreads();
+    rank = reduce_i(tmp.ri).Sum(rank);
+    if (threadIdx.x == 0)
+        sh_i = rank;
+    __syncthreads();
+    const double lse = (double)vmax + log(sh_d);
+    rank = sh_i;
+    __syncthreads();
+
+    int k = min(rw.n_logprobs, min(n_vocab, SAMPLE_MAX_LOGPROBS));
+    int n_top = 0;
+    if (k > 0) {
+        // The k-th entry in (value desc, id asc) order bounds the top set.
+        sel s = {x, n_vocab, false, 1.0f, vmax, true, 0u, false, 0u, 0};
+        uint32_t kkey = 0;
+        const int kid = sel_cross(s, true, (double)(k - 1), &kkey, tmp);
+        if (threadIdx.x == 0)
+            sh_i = 0;
+        __syncthreads();
+        if (kid >= 0) {
+            s.cut = true;
+            s.cut_key = kkey;
+            s.cut_id = kid;
+            for (int i = threadIdx.x; i < n_vocab; i += blockDim.x) {
+                uint32_t key;
+                double w;
+                if (sel_get(s, i, &key, &w)) {
+                    const int slot = atomicAdd(&sh_i, 1);
+                    if (slot < SAMPLE_MAX_LOGPROBS) {
+                        top_id[slot] = i;
+                        top_v[slot] = x[i];
+                    }
+                }
+            }
+        }
+        __syncthreads();
+        n_top = min(sh_i, k);
+    }
+    if (threadIdx.x != 0)
+        return;
+    // Insertion sort of at most SAMPLE_MAX_LOGPROBS entries.
+    for (int a = 1; a < n_top; a++) {
+        const int id = top_id[a];
+        const float v = top_v[a];
+        int b = a;
+        while (b > 0 && (top_v[b - 1] < v || (top_v[b - 1] == v && top_id[b - 1] > id))) {
+            top_id[b] = top_id[b - 1];
+            top_v[b] = top_v[b - 1];
+            b--;
+        }
+        top_id[b] = id;
+        top_v[b] = v;
+    }
+    struct sample_logprob *o = out + blockIdx.x;
+    o->logprob = (float)((double)lt - lse);
+    o->rank = rank;
+    o->n_top = n_top;
+    o->reserved = 0;
+    for (int a = 0; a < n_top; a++) {
+        o->top_id[a] = top_id[a];
+        o->top_logprob[a] = (float)((double)top_v[a] - lse);
+    }
+}
+
+// ---- provider ----
+
+static bool words_ok(const struct tensor *t, size_t record_bytes)
+{
+    return cuda_tensor_dense_ok(t, DTYPE_I32) && t->ne[0] == (int64_t)(record_bytes / 4);
+}
+
+extern "C" bool cuda_sample_supports(const struct op_call *c)
+{
+    const struct tensor *d = c->dst, *l = c->src[0];
+    return c->op == OP_SAMPLE && cuda_tensor_dense_ok(d, DTYPE_I32) &&
+           cuda_tensor_rows_ok(l, DTYPE_F32) && l->ne[0] <= INT32_MAX &&
+           words_ok(c->src[1], sizeof(struct sample_row)) &&
+           tensor_n_rows(c->src[1]) == tensor_n_elements(d) &&
+           (!c->src[2] || words_ok(c->src[2], sizeof(struct sample_adj))) &&
+           (!c->src[3] || (words_ok(c->src[3], sizeof(struct sample_logprob)) &&
+                           tensor_n_rows(c->src[3]) == tensor_n_elements(d)));
+}
+
+extern "C" enum vllmc_status cuda_sample_run(const struct op_call *c)
+{
+    struct cuda_device *dev = cuda_device_of(c);
+    struct err *err = dev->err;
+    const struct tensor *l = c->src[0];
+    const int64_t n_rows = tensor_n_elements(c->dst);
+    const int64_t n_adj = c->src[2] ? tensor_n_rows(c->src[2]) : 0;
+    if (n_rows == 0)
+        return VLLMC_OK;
+    if (n_rows > INT32_MAX)
+        return op_fail(c, VLLMC_ERR_UNSUPPORTED, "%lld rows", (long long)n_rows);
+    float *logits = (float *)l->data;
+    const int64_t pitch = cuda_row_pitch(l);
+    const int n_vocab = (int)l->ne[0];
+    const struct sample_row *rows = (const struct sample_row *)c->src[1]->data;
+    struct sample_adj *adj = n_adj ? (struct sample_adj *)c->src[2]->data : NULL;
+    if (n_adj) {
+        sample_adjust_kernel<<<(unsigned)n_rows, SAMPLE_ADJ_THREADS, 0, dev->stream>>>(
+            logits, pitch, rows, adj, false);
+        CUDA_TRY_LAUNCH();
+    }
+    int32_t *ids = (int32_t *)c->dst->data;
+    sample_kernel<<<(unsigned)n_rows, SAMPLE_THREADS, 0, dev->stream>>>(logits, pitch, n_vocab,
+                                                                         rows, ids);
+    CUDA_TRY_LAUNCH();
+    if (n_adj) {
+        sample_adjust_kernel<<<(unsigned)n_rows, SAMPLE_ADJ_THREADS, 0, dev->stream>>>(
+            logits, pitch, rows, adj, true);
+        CUDA_TRY_LAUNCH();
+    }
+    if (c->src[3]) {
+        sample_logprob_kernel<<<(unsigned)n_rows, SAMPLE_THREADS, 0, dev->stream>>>(
+            logits, pitch, n_vocab, rows, ids, (struct sample_logprob *)c->src[3]->data);
+        CUDA_TRY_LAUNCH();
+    }
+    return VLLMC_OK;
+}
