@@ -5,10 +5,14 @@
 // fixed device arrays. A bucket runs eagerly once (scratch and GEMM choices
 // settle), is captured on its second use and replayed after; a bucket whose
 // capture fails stays eager. Padded sequences have one token at position 0
-// that writes no KV (slot -1) and whose logits row nobody reads.
+// that writes no KV (slot -1) and whose logits row nobody reads. A freshly
+// captured graph is checked once against an eager run of the same step and
+// dropped (the bucket stays eager) when their logits disagree.
+#include <math.h>
 #include <string.h>
 
 #include "backend/backend.h"
+#include "core/alloc.h"
 #include "core/clock.h"
 #include "core/log.h"
 #include "engine/runner.h"
@@ -71,6 +75,36 @@ static bool graph_capture(struct runner *r, struct runner_graph *g, const struct
     return true;
 }
 
+// Replays the fresh graph g and runs the same step eagerly (its KV writes are
+// the same values at the same slots); true when the logits agree. Once per
+// bucket, so the two copies of the logits are affordable.
+static bool graph_verify(struct runner *r, struct runner_graph *g, const struct model_batch *b,
+                         struct tensor *lt)
+{
+    struct backend *be = r->model->backend;
+    size_t n = (size_t)b->n_logits * (size_t)r->n_vocab;
+    float *replay = mem_alloc(n * sizeof *replay);
+    if (!replay)
+        return false;
+    const float *eager = NULL;
+    bool ok = !backend_graph_launch(be, g->g) &&
+              !backend_download(be, replay, r->logits_dev, n * sizeof *replay) &&
+              !forward_eager(r, b, lt) && !runner_host_rows(r, 0, b->n_logits, &eager);
+    double worst = 0;
+    for (size_t i = 0; ok && i < n; i++) {
+        double d = fabs((double)replay[i] - (double)eager[i]);
+        if (!(d <= 1e-2 + 1e-3 * fabs((double)eager[i]))) // NaN fails too
+            ok = false;
+        worst = d > worst ? d : worst;
+    }
+    mem_free(replay);
+    if (!ok)
+        log_error("runner: decode graph for %d sequences, context %d disagrees with the eager "
+                  "pass (|diff| up to %g or a failed call); running it eagerly",
+                  g->n_seqs, g->max_ctx, worst);
+    return ok;
+}
+
 enum vllmc_status runner_forward_decode(struct runner *r)
 {
     struct batch_builder *bb = &r->bb;
@@ -122,6 +156,14 @@ enum vllmc_status runner_forward_decode(struct runner *r)
         }
         if (!graph_capture(r, g, &b, &lt))
             return forward_eager(r, &b, &lt);
+        if (!graph_verify(r, g, &b, &lt)) {
+            backend_graph_free(be, g->g);
+            g->g = NULL;
+            g->failed = true;
+            // Once more eagerly: the check may have failed before its own eager pass.
+            return forward_eager(r, &b, &lt);
+        }
+        return VLLMC_OK; // the check's eager pass computed this step
     }
     rc = backend_graph_launch(be, g->g);
     if (rc)
