@@ -19,11 +19,12 @@ struct mm_ctx {
     int c_step;         // columns per tile
     const char *x_base; // NULL: rows of c->src[0]
     size_t x_row_bytes;
+    float *panels;       // NULL, or one converted column tile per thread
+    size_t panel_stride; // floats per converted weight row
 };
 
 static void mm_task(void *p, int task, int thread)
 {
-    (void)thread;
     const struct mm_ctx *ctx = p;
     const struct tensor *x = ctx->c->src[0], *w = ctx->c->src[1], *bias = ctx->c->src[2];
     const struct tensor *y = ctx->c->dst;
@@ -39,6 +40,9 @@ static void mm_task(void *p, int task, int thread)
     float *y_rows[MM_ROW_BLOCK];
     const void *wr[MM_MAX_TILE];
     float out[MM_MAX_TILE * MM_MAX_TILE];
+    const struct cpu_mm_kernel *kernel = ctx->panels ? ctx->kernel->panel_kernel : ctx->kernel;
+    float *panel =
+        ctx->panels ? ctx->panels + (size_t)thread * (size_t)c_max * ctx->panel_stride : NULL;
     for (int64_t i0 = 0; i0 < ctx->m; i0 += MM_ROW_BLOCK) {
         int64_t i1 = i0 + MM_ROW_BLOCK < ctx->m ? i0 + MM_ROW_BLOCK : ctx->m;
         for (int64_t i = i0; i < i1; i++) {
@@ -52,9 +56,14 @@ static void mm_task(void *p, int task, int thread)
             int C = j1 - j < c_max ? (int)(j1 - j) : c_max;
             for (int cc = 0; cc < C; cc++)
                 wr[cc] = tensor_row(w, j + cc);
+            if (panel) {
+                ctx->kernel->panel(C, wr, ctx->k, panel, ctx->panel_stride);
+                for (int cc = 0; cc < C; cc++)
+                    wr[cc] = panel + (size_t)cc * ctx->panel_stride;
+            }
             for (int64_t i = i0; i < i1; i += r_max) {
                 int R = i1 - i < r_max ? (int)(i1 - i) : r_max;
-                ctx->kernel->tile(R, C, x_rows + (i - i0), wr, ctx->k, out);
+                kernel->tile(R, C, x_rows + (i - i0), wr, ctx->k, out);
                 for (int r = 0; r < R; r++) {
                     float *yr = y_rows[i - i0 + r] + j;
                     const float *bv = bias_v + (j - j0);
@@ -105,6 +114,13 @@ enum vllmc_status cpu_matmul_tiled_run_x(const struct op_call *c,
         block = ctx.c_step;
     ctx.col_block = block;
     int n_tasks = (int)((ctx.n + block - 1) / block);
+    // Weights converted once per column tile when several row tiles use them;
+    // without scratch memory the tiles convert in registers as for m = 1.
+    if (kernel->panel && ctx.m > kernel->r_max) {
+        ctx.panel_stride = ((size_t)ctx.k + 15) & ~(size_t)15;
+        ctx.panels = op_scratch(c, (size_t)n_threads * (size_t)ctx.c_step * ctx.panel_stride *
+                                       sizeof(float));
+    }
     threadpool_run(pool, mm_task, &ctx, n_tasks);
     return VLLMC_OK;
 }

@@ -19,10 +19,21 @@
 typedef void (*cpu_mm_tile_fn)(int R, int C, const float *const *x, const void *const *w, int64_t k,
                                float *out);
 
+// out [C, out_stride] (f32) = the weight rows w[0..C) converted; lanes past k
+// may hold anything.
+typedef void (*cpu_mm_panel_fn)(int C, const void *const *w, int64_t k, float *out,
+                                size_t out_stride);
+
 struct cpu_mm_kernel {
     cpu_mm_tile_fn tile;
     int r_max, c_max; // largest tile the kernel handles
     int c_max_r1;     // largest C when R = 1 (decode: more columns in flight)
+    // Optional, for calls of more than r_max rows: a column tile's weights are
+    // converted once (panel) and every row tile runs panel_kernel's tile on
+    // them. The converted values are exact, and panel_kernel computes each
+    // element with the same sequence as tile, so results do not change.
+    cpu_mm_panel_fn panel;
+    const struct cpu_mm_kernel *panel_kernel;
 };
 
 // Runs c (an OP_MATMUL its gate accepted) with kernel, threaded over column

@@ -32,8 +32,7 @@ static inline __attribute__((always_inline)) __m512 avx512_load16(int dtype, con
 // sum adds its lanes in one fixed tree, ((e[i] + e[i+8]) + (e[i+4] + e[i+12]))
 // for i < 4 and so on, whatever n is and whichever vectors share the call, so
 // a dot product's result never depends on the tile it was computed in.
-static inline __attribute__((always_inline)) void avx512_sums16(const __m512 *v, int n,
-                                                                 float *out)
+static inline __attribute__((always_inline)) void avx512_sums16(const __m512 *v, int n, float *out)
 {
     __m512 z = _mm512_setzero_ps(), s1[8], s2[4], s3[2];
 #pragma GCC unroll 8
@@ -44,8 +43,9 @@ static inline __attribute__((always_inline)) void avx512_sums16(const __m512 *v,
     }
 #pragma GCC unroll 4
     for (int p = 0; p < 4; p++) // + lanes i+4: v[4p + j] in 128-bit lane j
-        s2[p] = _mm512_add_ps(_mm512_shuffle_f32x4(s1[2 * p], s1[2 * p + 1], _MM_SHUFFLE(2, 0, 2, 0)),
-                              _mm512_shuffle_f32x4(s1[2 * p], s1[2 * p + 1], _MM_SHUFFLE(3, 1, 3, 1)));
+        s2[p] =
+            _mm512_add_ps(_mm512_shuffle_f32x4(s1[2 * p], s1[2 * p + 1], _MM_SHUFFLE(2, 0, 2, 0)),
+                          _mm512_shuffle_f32x4(s1[2 * p], s1[2 * p + 1], _MM_SHUFFLE(3, 1, 3, 1)));
 #pragma GCC unroll 2
     for (int p = 0; p < 2; p++) { // + lanes i+2: per 128-bit lane j, v[8p + j] then v[8p + 4 + j]
         __m512d a = _mm512_castps_pd(s2[2 * p]), b = _mm512_castps_pd(s2[2 * p + 1]);

@@ -146,7 +146,7 @@ static void tile_bf16(int R, int C, const float *const *x, const void *const *w,
     }
 }
 
-static const struct cpu_mm_kernel kernel_bf16 = {tile_bf16, R_MAX, C_MAX, C_MAX_R1};
+static const struct cpu_mm_kernel kernel_bf16 = {tile_bf16, R_MAX, C_MAX, C_MAX_R1, NULL, NULL};
 
 static bool matmul_supports(const struct op_call *c)
 {
