@@ -170,7 +170,7 @@ ALWAYS_INLINE __m512 block_step(__m512 acc, __m512i corr, __m512i lo, __m512i hi
                 const struct BLOCK *b = (const struct BLOCK *)w[r] + j;                            \
                 prefetch_row(b);                                                                   \
                 UNPACK(b, &lo[r], &hi[r]);                                                         \
-                wd[r] = _mm512_set1_ps(fp16(b->d));                                                \
+                wd[r] = _mm512_cvtph_ps(_mm256_set1_epi16((short)b->d));                           \
             }                                                                                      \
             UNROLL for (int g = 0; g < G; g++)                                                     \
             {                                                                                      \
