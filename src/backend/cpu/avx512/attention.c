@@ -11,7 +11,6 @@
 // rest of the batch.
 #include <math.h>
 
-#include "backend/cpu/avx2/avx2.h"
 #include "backend/cpu/avx512/avx512.h"
 #include "backend/cpu/cpu_ops.h"
 
@@ -26,6 +25,28 @@ struct attn_ctx {
     int64_t tokens_per_task, n_tok_tasks;
     int dtype; // cache dtype
 };
+
+// e^x for 16 lanes: avx2_exp's Cody-Waite range reduction and degree-5
+// polynomial (relative error about 2e-7); x is clamped to [-88.37, 88.37].
+static inline __attribute__((always_inline)) __m512 exp16(__m512 x)
+{
+    x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-88.3762626647949f)),
+                      _mm512_set1_ps(88.3762626647949f));
+    __m512 fx = _mm512_fmadd_ps(x, _mm512_set1_ps(1.44269504088896341f), _mm512_set1_ps(0.5f));
+    fx = _mm512_roundscale_ps(fx, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+    x = _mm512_fnmadd_ps(fx, _mm512_set1_ps(0.693359375f), x);
+    x = _mm512_fnmadd_ps(fx, _mm512_set1_ps(-2.12194440e-4f), x);
+    __m512 y = _mm512_set1_ps(1.9875691500e-4f);
+    y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(1.3981999507e-3f));
+    y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(8.3334519073e-3f));
+    y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(4.1665795894e-2f));
+    y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(1.6666665459e-1f));
+    y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(5.0000001201e-1f));
+    y = _mm512_fmadd_ps(y, _mm512_mul_ps(x, x), _mm512_add_ps(x, _mm512_set1_ps(1.0f)));
+    __m512i n =
+        _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvttps_epi32(fx), _mm512_set1_epi32(127)), 23);
+    return _mm512_mul_ps(y, _mm512_castsi512_ps(n));
+}
 
 // Query tokens tok0 .. tok0 + nq - 1 of sequence s (positions pos0 ..) against
 // their keys of kv head kvh, for the group of query heads that share it.
@@ -46,8 +67,8 @@ attend_block(const int dtype, const int nd, const bool copy, const struct attn_c
     _Alignas(64) float kf[ATTN_CHUNK][ATTN_MAX_HEAD_DIM];      // the chunk's keys
     _Alignas(64) float vf[ATTN_CHUNK][ATTN_MAX_HEAD_DIM];      // and values as f32
     float m[ATTN_MAX_ROWS], l[ATTN_MAX_ROWS];
-    float sc[ATTN_MAX_ROWS][ATTN_CHUNK]; // [rows, chunk] scores, then probabilities
-    const float *q[ATTN_MAX_ROWS];       // row r = token r / G, head r % G
+    _Alignas(64) float sc[ATTN_MAX_ROWS][ATTN_CHUNK]; // [rows, chunk] probabilities
+    const float *q[ATTN_MAX_ROWS];                    // row r = token r / G, head r % G
     const char *kp[ATTN_CHUNK], *vp[ATTN_CHUNK];
     size_t esz = dtype == DTYPE_F32 ? 4 : 2;
     for (int r = 0; r < rows; r++) {
@@ -103,25 +124,16 @@ attend_block(const int dtype, const int nd, const bool copy, const struct attn_c
                                  : avx512_load16(dtype, kp[j] + (size_t)i * 16 * esz, 0xffff),
                             dots[j]);
             }
-            avx512_sums16(dots, n, sc[r]);
-            for (int j = 0; j < n; j++)
-                sc[r][j] *= c->p.scale;
-            // Online softmax.
-            float mc = m[r];
-            for (int j = 0; j < n; j++)
-                mc = sc[r][j] > mc ? sc[r][j] : mc;
-            for (int j = n; j % 8; j++)
-                sc[r][j] = mc;            // padding lanes of the vector exp below
+            __mmask16 live = (__mmask16)((1u << n) - 1u);
+            __m512 sv = _mm512_mul_ps(avx512_sums16(dots, n, NULL), _mm512_set1_ps(c->p.scale));
+            // Online softmax, the chunk's n scores in one vector.
+            float mc = _mm512_mask_reduce_max_ps(live, sv);
+            mc = mc > m[r] ? mc : m[r];
             float corr = expf(m[r] - mc); // 0 on the first chunk (m = -inf)
             m[r] = mc;
-            __m256 mv = _mm256_set1_ps(mc);
-            for (int j = 0; j < n; j += 8)
-                _mm256_storeu_ps(&sc[r][j],
-                                 avx2_exp(_mm256_sub_ps(_mm256_loadu_ps(&sc[r][j]), mv)));
-            float sum = 0.0f;
-            for (int j = 0; j < n; j++)
-                sum += sc[r][j];
-            l[r] = l[r] * corr + sum;
+            __m512 pv16 = _mm512_maskz_mov_ps(live, exp16(_mm512_sub_ps(sv, _mm512_set1_ps(mc))));
+            _mm512_store_ps(sc[r], pv16);
+            l[r] = l[r] * corr + _mm512_reduce_add_ps(pv16);
             // acc = acc * corr + sum_j p_j v_j, the nd slices side by side.
             __m512 cv = _mm512_set1_ps(corr), a[16];
 #pragma GCC unroll 16

@@ -27,12 +27,14 @@ static inline __attribute__((always_inline)) __m512 avx512_load16(int dtype, con
     return _mm512_maskz_loadu_ps(m, p);
 }
 
-// out[i] = the sum of the 16 lanes of v[i] for i < n (n <= 16), four vectors
+// out[i] (and lane i of the result; lanes from n on are 0) = the sum of the
+// 16 lanes of v[i] for i < n (n <= 16), four vectors
 // at a time through shuffles: about 3 instructions per sum instead of 8. Every
 // sum adds its lanes in one fixed tree, ((e[i] + e[i+8]) + (e[i+4] + e[i+12]))
 // for i < 4 and so on, whatever n is and whichever vectors share the call, so
 // a dot product's result never depends on the tile it was computed in.
-static inline __attribute__((always_inline)) void avx512_sums16(const __m512 *v, int n, float *out)
+static inline __attribute__((always_inline)) __m512 avx512_sums16(const __m512 *v, int n,
+                                                                  float *out)
 {
     __m512 z = _mm512_setzero_ps(), s1[8], s2[4], s3[2];
 #pragma GCC unroll 8
@@ -56,7 +58,10 @@ static inline __attribute__((always_inline)) void avx512_sums16(const __m512 *v,
     __m512 s4 = _mm512_add_ps(_mm512_shuffle_ps(s3[0], s3[1], _MM_SHUFFLE(2, 0, 2, 0)),
                               _mm512_shuffle_ps(s3[0], s3[1], _MM_SHUFFLE(3, 1, 3, 1)));
     __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
-    _mm512_mask_storeu_ps(out, (__mmask16)((1u << n) - 1u), _mm512_permutexvar_ps(order, s4));
+    __m512 sums = _mm512_permutexvar_ps(order, s4);
+    if (out)
+        _mm512_mask_storeu_ps(out, (__mmask16)((1u << n) - 1u), sums);
+    return sums;
 }
 
 #endif
