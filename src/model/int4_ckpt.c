@@ -191,6 +191,25 @@ static void gptq_perm(const struct int4_layer *ly, int64_t k, int64_t gs, int32_
                 perm[pos++] = (int32_t)i;
 }
 
+// The scale and zero point of output column j, group g, into blk.
+static void block_head(const struct int4_layer *ly, int64_t n, int64_t g, int64_t j, int z,
+                       struct block_int4g *blk)
+{
+    // f16 scales are kept bit for bit; bf16 and f32 ones are rounded to f16.
+    if (ly->scales->dtype == DTYPE_F16)
+        memcpy(&blk->d, (const char *)ly->scales->data + 2 * (size_t)(g * n + j), 2);
+    else
+        blk->d = f32_to_fp16(load_scale(ly->scales, g * n + j));
+    blk->z = (uint8_t)z;
+    blk->pad = 0;
+}
+
+static void block_pack(struct block_int4g *blk, const uint8_t *q) // q [32]
+{
+    for (int l = 0; l < 16; l++)
+        blk->qs[l] = (uint8_t)(q[l] | (q[l + 16] << 4));
+}
+
 void int4_layer_repack(const struct int4_config *cfg, const struct int4_layer *ly, int64_t k,
                        int64_t n, struct block_int4g *out, int32_t *perm)
 {
@@ -200,31 +219,48 @@ void int4_layer_repack(const struct int4_config *cfg, const struct int4_layer *l
     if (perm)
         gptq_perm(ly, k, gs, perm);
     const void *qw = ly->qweight->data, *qz = ly->qzeros->data;
+    uint8_t q[32];
     // Block column outer: the 32 input rows one block needs stay in cache
-    // while every output row takes its block from them.
+    // while every output row takes its block from them. Each packed word is
+    // read once: an AWQ word holds 8 output columns of one input, a GPTQ
+    // word 8 inputs of one column.
     for (int64_t b = 0; b < nb; b++) {
         const int64_t g = 32 * b / gs; // stored columns of one block share a group
+        if (awq) {
+            for (int64_t c = 0; c < n / 8; c++) {
+                uint32_t w[32];
+                for (int l = 0; l < 32; l++)
+                    w[l] = (uint32_t)load_i32(qw, (32 * b + l) * (n / 8) + c);
+                const uint32_t zw = (uint32_t)load_i32(qz, g * (n / 8) + c);
+                for (int t = 0; t < 8; t++) {
+                    const int shift = 4 * awq_nibble[t];
+                    struct block_int4g *blk = out + (8 * c + t) * nb + b;
+                    block_head(ly, n, g, 8 * c + t, (int)((zw >> shift) & 0xF), blk);
+                    for (int l = 0; l < 32; l++)
+                        q[l] = (uint8_t)((w[l] >> shift) & 0xF);
+                    block_pack(blk, q);
+                }
+            }
+            continue;
+        }
         for (int64_t j = 0; j < n; j++) {
             struct block_int4g *blk = out + j * nb + b;
-            int zshift = 4 * (awq ? awq_nibble[j % 8] : (int)(j % 8));
-            int z = (int)(((uint32_t)load_i32(qz, g * (n / 8) + j / 8) >> zshift) & 0xF);
-            // f16 scales are kept bit for bit; bf16 and f32 ones are rounded to f16.
-            if (ly->scales->dtype == DTYPE_F16)
-                memcpy(&blk->d, (const char *)ly->scales->data + 2 * (size_t)(g * n + j), 2);
-            else
-                blk->d = f32_to_fp16(load_scale(ly->scales, g * n + j));
-            blk->z = (uint8_t)(z + zero_add);
-            blk->pad = 0;
-            uint8_t q[32];
-            for (int l = 0; l < 32; l++) {
-                int64_t r = perm ? perm[32 * b + l] : 32 * b + l; // input feature
-                uint32_t word = awq ? (uint32_t)load_i32(qw, r * (n / 8) + j / 8)
-                                    : (uint32_t)load_i32(qw, (r / 8) * n + j);
-                int shift = 4 * (awq ? awq_nibble[j % 8] : (int)(r % 8));
-                q[l] = (uint8_t)((word >> shift) & 0xF);
+            const uint32_t zw = (uint32_t)load_i32(qz, g * (n / 8) + j / 8);
+            block_head(ly, n, g, j, (int)((zw >> (4 * (j % 8))) & 0xF) + zero_add, blk);
+            if (perm) {
+                for (int l = 0; l < 32; l++) {
+                    const int64_t r = perm[32 * b + l]; // input feature
+                    const uint32_t word = (uint32_t)load_i32(qw, (r / 8) * n + j);
+                    q[l] = (uint8_t)((word >> (4 * (r % 8))) & 0xF);
+                }
+            } else {
+                for (int p = 0; p < 4; p++) {
+                    const uint32_t word = (uint32_t)load_i32(qw, (4 * b + p) * n + j);
+                    for (int i = 0; i < 8; i++)
+                        q[8 * p + i] = (uint8_t)((word >> (4 * i)) & 0xF);
+                }
             }
-            for (int l = 0; l < 16; l++)
-                blk->qs[l] = (uint8_t)(q[l] | (q[l + 16] << 4));
+            block_pack(blk, q);
         }
     }
 }
