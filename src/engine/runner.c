@@ -57,9 +57,15 @@ enum vllmc_status runner_create(struct model *m, struct kv_cache *kv, int n_toke
         err_set(err, rc, "runner: out of memory");
         goto fail;
     }
-    r->pad_decode = backend_has_graphs(be);
+    // Decode graphs (and the bucket padding they need) are opt-in:
+    // VLLMC_CUDA_GRAPHS=1 pads and replays, =pad pads and runs eagerly (what
+    // the graph test compares against). The default is the unpadded eager step
+    // that the GPU parity and serving runs cover; graphs become the default
+    // once their engine-level run on a GPU has been measured.
     const char *env = getenv("VLLMC_CUDA_GRAPHS");
-    r->use_graphs = r->pad_decode && !(env && !strcmp(env, "0"));
+    bool graphs = backend_has_graphs(be);
+    r->use_graphs = graphs && env && !strcmp(env, "1");
+    r->pad_decode = r->use_graphs || (graphs && env && !strcmp(env, "pad"));
     *out = r;
     return VLLMC_OK;
 fail:

@@ -1,5 +1,5 @@
 // The engine on the GPU with decode steps replayed from CUDA graphs against
-// the same padded steps run eagerly (VLLMC_CUDA_GRAPHS=0): every token and
+// the same padded steps run eagerly (VLLMC_CUDA_GRAPHS=pad): every token and
 // every logprob is bit for bit the same, over requests that finish at
 // different lengths (so the batch moves through several buckets), greedy and
 // seeded, with logprobs sampled on the device and prompt logprobs on the
@@ -104,7 +104,7 @@ static void test_graphs_equal_eager(void)
 {
     static struct run_result g, x;
     run_engine("1", &g);
-    run_engine("0", &x);
+    run_engine("pad", &x);
     printf("  graphs: %lld of %lld steps replayed; eager: %lld of %lld\n",
            (long long)g.n_graph_steps, (long long)g.n_steps, (long long)x.n_graph_steps,
            (long long)x.n_steps);
