@@ -285,6 +285,7 @@ struct vllmc_engine_stats {
     double device_idle_s;  // from one step's results to the next step's launch, summed over
                            // back-to-back steps: the device has nothing queued then
     int64_t n_device_idle; // back-to-back step pairs in device_idle_s
+    double decode_cpu_s;   // CPU time of all the process's threads in decode-only steps
 };
 
 // Fills *out with a snapshot of the counters. Any thread.

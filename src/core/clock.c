@@ -1,4 +1,4 @@
-// Monotonic clock.
+// Monotonic clock and process CPU time.
 #include "core/clock.h"
 
 #include <time.h>
@@ -13,4 +13,11 @@ int64_t time_now_us(void)
 double time_now_s(void)
 {
     return (double)time_now_us() * 1e-6;
+}
+
+double time_process_cpu_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }

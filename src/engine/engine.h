@@ -131,6 +131,7 @@ struct vllmc_engine {
         int64_t idle_us;     // results of one step to the launch of the next, back to back
         int64_t n_idle;
         int64_t results_us;  // when the last step's results were in; 0 after a pause
+        double decode_cpu_s;
     } counters;
 };
 

@@ -418,7 +418,7 @@ static void seq_advance_device(struct vllmc_engine *eng, struct vllmc_request *h
 
 static void engine_step(struct vllmc_engine *eng)
 {
-    double t_start = time_now_s();
+    double t_start = time_now_s(), cpu_start = time_process_cpu_s();
     const struct scheduler_output *so = scheduler_schedule(eng->sched);
     if (so->n_reqs == 0)
         return;
@@ -506,6 +506,7 @@ static void engine_step(struct vllmc_engine *eng)
         ct->decode_prepare_s += r->t_prepare_s;
         ct->decode_forward_s += t_forwarded - t_scheduled - r->t_prepare_s;
         ct->decode_output_s += time_now_s() - t_forwarded;
+        ct->decode_cpu_s += time_process_cpu_s() - cpu_start;
     }
 }
 
@@ -537,6 +538,7 @@ static void publish_stats(struct vllmc_engine *eng)
         .device_wait_s = (double)eng->counters.wait_us * 1e-6,
         .device_idle_s = (double)eng->counters.idle_us * 1e-6,
         .n_device_idle = eng->counters.n_idle,
+        .decode_cpu_s = eng->counters.decode_cpu_s,
     };
     pthread_mutex_lock(&eng->mu);
     eng->stats = st;

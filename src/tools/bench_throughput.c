@@ -265,10 +265,11 @@ static void tput_print_load(const struct tput *t, const struct vllmc_engine_stat
         double step = host + st->decode_forward_s;
         printf("Decode step (mean of %lld decode-only steps): %.3f ms = forward %.3f ms + host "
                "%.3f ms (schedule %.3f, batch %.3f, sample+output %.3f); host %.1f%% of the "
-               "step\n",
+               "step; CPU time %.3f ms per step\n",
                (long long)st->n_decode_steps, 1e3 * step / n, 1e3 * st->decode_forward_s / n,
                1e3 * host / n, 1e3 * st->decode_schedule_s / n, 1e3 * st->decode_prepare_s / n,
-               1e3 * st->decode_output_s / n, step > 0 ? 100.0 * host / step : 0);
+               1e3 * st->decode_output_s / n, step > 0 ? 100.0 * host / step : 0,
+               1e3 * st->decode_cpu_s / n);
     }
     double load[3];
     long n_threads = t->o.threads > 0 ? t->o.threads : sysconf(_SC_NPROCESSORS_ONLN);

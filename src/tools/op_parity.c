@@ -443,6 +443,8 @@ static void grid_attention(struct parity *pr)
         {8, 2, 128, 16, 3, {300, 1, 77}, {1, 1, 1}},
         {32, 8, 128, 16, 2, {1000, 513}, {1, 1}},
         {12, 1, 256, 16, 2, {40, 129}, {1, 1}},
+        {6, 6, 48, 16, 3, {190, 1, 77}, {1, 1, 1}}, // stories-sized heads
+        {6, 6, 48, 16, 2, {40, 21}, {40, 3}},
     };
     static const enum dtype caches[] = {DTYPE_F32, DTYPE_F16, DTYPE_BF16};
     for (size_t i = 0; i < sizeof configs / sizeof configs[0]; i++) {

@@ -171,7 +171,11 @@ static inline __attribute__((always_inline)) void attend(const int dtype,
     // f32 rows are copied even for one token: read in place, a chunk's rows
     // (n_kv_heads * head_dim * 4 bytes apart) share a few L1 sets.
     bool copy = nq > 1 || dtype == DTYPE_F32;
-    if (ctx->head_dim == 64 && copy)
+    if (ctx->head_dim == 48 && copy) // stories-sized models
+        attend_block(dtype, 3, true, ctx, s, tok0, nq, pos0, kvh);
+    else if (ctx->head_dim == 48)
+        attend_block(dtype, 3, false, ctx, s, tok0, nq, pos0, kvh);
+    else if (ctx->head_dim == 64 && copy)
         attend_block(dtype, 4, true, ctx, s, tok0, nq, pos0, kvh);
     else if (ctx->head_dim == 64)
         attend_block(dtype, 4, false, ctx, s, tok0, nq, pos0, kvh);
@@ -237,7 +241,7 @@ static bool attention_supports(const struct op_call *c)
     int64_t group = c->src[0]->ne[1] / (kc->ne[1] ? kc->ne[1] : 1);
     return cpu_f32_rows(c->dst) && cpu_f32_rows(c->src[0]) && cpu_is_plain_float(kc->dtype) &&
            vc->dtype == kc->dtype && tensor_rows_contiguous(kc) && tensor_rows_contiguous(vc) &&
-           (kc->ne[0] == 64 || kc->ne[0] == 128 || kc->ne[0] == 256) && group <= ATTN_MAX_GROUP;
+           (kc->ne[0] == 48 || kc->ne[0] == 64 || kc->ne[0] == 128 || kc->ne[0] == 256) && group <= ATTN_MAX_GROUP;
 }
 
 static enum vllmc_status attention_run(const struct op_call *c)
