@@ -279,8 +279,7 @@ void sampler_distribution(struct sampler *sm, const struct vllmc_sampling_params
 // uniform u in [0, 1); vmax is the largest v[i] * scale, -inf entries are
 // never drawn. The inverse CDF first finds the block of SAMPLER_BLOCK tokens
 // by the block sums, then walks its tokens; -1 when every weight is 0.
-static int draw_index(struct sampler *sm, const float *v, int m, float scale, float vmax,
-                      double u)
+static int draw_index(struct sampler *sm, const float *v, int m, float scale, float vmax, double u)
 {
     float *w = sm->tmp;
     double *bsum = sm->block_sum;
@@ -331,8 +330,8 @@ int32_t sampler_sample(struct sampler *sm, const struct sample_input *in, const 
         return sampler_row_argmax(l, sm->n_vocab);
     // One uniform draw per sampled token, inverse CDF over the candidates.
     double u = rng_uniform(in->rng);
-    bool filtered = sp->min_p > 0.0f || (sp->top_k > 0 && sp->top_k < sm->n_vocab) ||
-                    sp->top_p < 1.0f;
+    bool filtered =
+        sp->min_p > 0.0f || (sp->top_k > 0 && sp->top_k < sm->n_vocab) || sp->top_p < 1.0f;
     if (!filtered) {
         // The whole vocabulary, scaled on the fly: no candidates to build.
         // Scaling by a positive number keeps the order, so the largest scaled

@@ -27,10 +27,10 @@ typedef int32_t vi8 __attribute__((vector_size(32)));
 
 // exp(r) for |r| <= ln2 / 2: Taylor polynomial of degree 6, Horner's order.
 #define EXP_POLY(r)                                                                                \
-    (1.0f + (r) * (1.0f + (r) * (0.5f + (r) * (0.166666672f +                                      \
-                                              (r) * (0.0416666716f +                               \
-                                                     (r) * (0.00833333377f +                       \
-                                                            (r) * 0.00138888892f))))))
+    (1.0f +                                                                                        \
+     (r) * (1.0f + (r) * (0.5f + (r) * (0.166666672f +                                             \
+                                        (r) * (0.0416666716f +                                     \
+                                               (r) * (0.00833333377f + (r)*0.00138888892f))))))
 
 // exp(x) for x <= 0 to about 1 ulp, 0 below EXP_MIN (and for -inf):
 // x = n ln2 + r, 2^n put in the exponent bits (n >= -126: a normal float).
@@ -99,8 +99,8 @@ static inline __attribute__((always_inline)) float row_max_body(const float *x, 
 
 // ---- weights ----
 
-static inline __attribute__((always_inline)) double
-weights_body(const float *x, int n, float scale, float vmax, float *w, double *bsum)
+static inline __attribute__((always_inline)) double weights_body(const float *x, int n, float scale,
+                                                                 float vmax, float *w, double *bsum)
 {
     vf8 vs = vf8_set1(scale), vm = vf8_set1(vmax);
     int n_full = n / SAMPLER_BLOCK;
@@ -140,8 +140,8 @@ __attribute__((target("avx2"))) static float row_max_avx2(const float *x, int n)
     return row_max_body(x, n);
 }
 
-__attribute__((target("avx2"))) static double
-weights_avx2(const float *x, int n, float scale, float vmax, float *w, double *bsum)
+__attribute__((target("avx2"))) static double weights_avx2(const float *x, int n, float scale,
+                                                           float vmax, float *w, double *bsum)
 {
     return weights_body(x, n, scale, vmax, w, bsum);
 }
@@ -170,8 +170,7 @@ int32_t sampler_row_argmax(const float *x, int n)
     return 0; // only NaN in the row: nothing compares equal
 }
 
-double sampler_row_weights(const float *x, int n, float scale, float vmax, float *w,
-                           double *bsum)
+double sampler_row_weights(const float *x, int n, float scale, float vmax, float *w, double *bsum)
 {
 #ifdef SAMPLER_ROW_AVX2
     if (has_avx2())

@@ -241,7 +241,8 @@ static bool attention_supports(const struct op_call *c)
     int64_t group = c->src[0]->ne[1] / (kc->ne[1] ? kc->ne[1] : 1);
     return cpu_f32_rows(c->dst) && cpu_f32_rows(c->src[0]) && cpu_is_plain_float(kc->dtype) &&
            vc->dtype == kc->dtype && tensor_rows_contiguous(kc) && tensor_rows_contiguous(vc) &&
-           (kc->ne[0] == 48 || kc->ne[0] == 64 || kc->ne[0] == 128 || kc->ne[0] == 256) && group <= ATTN_MAX_GROUP;
+           (kc->ne[0] == 48 || kc->ne[0] == 64 || kc->ne[0] == 128 || kc->ne[0] == 256) &&
+           group <= ATTN_MAX_GROUP;
 }
 
 static enum vllmc_status attention_run(const struct op_call *c)
