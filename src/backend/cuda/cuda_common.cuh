@@ -84,6 +84,33 @@ __device__ __forceinline__ void cuda_widen16(const uint4 &u, float *f, const __h
 
 // ---- reductions ----
 
+// Element j of an optional bias of dtype bias_type (f32, f16 or bf16).
+__device__ __forceinline__ float cuda_bias_at(const void *bias, int bias_type, int j)
+{
+    switch (bias_type) {
+    case DTYPE_F16:
+        return __half2float(((const __half *)bias)[j]);
+    case DTYPE_BF16:
+        return __bfloat162float(((const __nv_bfloat16 *)bias)[j]);
+    default:
+        return ((const float *)bias)[j];
+    }
+}
+
+// dot(v[0..32), x[0..32)) with x 16-byte aligned: one decoded 32-weight
+// block of a quantized row against the activations it multiplies.
+__device__ __forceinline__ float cuda_dot32(const float *v, const float *x)
+{
+    const float4 *xv = (const float4 *)x;
+    float a = 0.0f;
+#pragma unroll
+    for (int q = 0; q < 8; q++) {
+        const float4 xq = xv[q];
+        a += v[4 * q] * xq.x + v[4 * q + 1] * xq.y + v[4 * q + 2] * xq.z + v[4 * q + 3] * xq.w;
+    }
+    return a;
+}
+
 __device__ __forceinline__ float cuda_warp_sum(float v)
 {
 #pragma unroll

@@ -60,13 +60,7 @@ static __global__ void __launch_bounds__(I4_WARPS *CUDA_WARP)
                 for (int l = 0; l < 32; l++)
                     a += v[l] * __ldg(xt + p[l]);
             } else {
-                const float4 *xv = (const float4 *)(xt + (int64_t)s * 32);
-#pragma unroll
-                for (int q = 0; q < 8; q++) {
-                    const float4 xq = xv[q];
-                    a += v[4 * q] * xq.x + v[4 * q + 1] * xq.y + v[4 * q + 2] * xq.z +
-                         v[4 * q + 3] * xq.w;
-                }
+                a = cuda_dot32(v, xt + (int64_t)s * 32);
             }
             acc[t] += a;
         }
@@ -75,14 +69,8 @@ static __global__ void __launch_bounds__(I4_WARPS *CUDA_WARP)
     for (int t = 0; t < M; t++) {
         float sum = cuda_warp_sum(acc[t]);
         if (lane == 0) {
-            if (bias) {
-                if (bias_type == DTYPE_BF16)
-                    sum += __bfloat162float(((const __nv_bfloat16 *)bias)[row]);
-                else if (bias_type == DTYPE_F16)
-                    sum += __half2float(((const __half *)bias)[row]);
-                else
-                    sum += ((const float *)bias)[row];
-            }
+            if (bias)
+                sum += cuda_bias_at(bias, bias_type, row);
             dst[t * dst_pitch + row] = sum;
         }
     }

@@ -16,20 +16,6 @@
 #define TILED_BN 64
 #define TILED_BK 16
 
-// ---- shared pieces ----
-
-__device__ __forceinline__ float matmul_bias_at(const void *bias, int bias_type, int j)
-{
-    switch (bias_type) {
-    case DTYPE_F16:
-        return __half2float(((const __half *)bias)[j]);
-    case DTYPE_BF16:
-        return __bfloat162float(((const __nv_bfloat16 *)bias)[j]);
-    default:
-        return ((const float *)bias)[j];
-    }
-}
-
 // ---- kernels ----
 
 // One block computes ROWS output columns for all M tokens. Threads stride
@@ -126,7 +112,7 @@ static __global__ void __launch_bounds__(GEMV_THREADS_MAX)
         for (int wi = 0; wi < n_warps; wi++)
             s += red[wi][i];
         if (bias)
-            s += matmul_bias_at(bias, bias_type, j);
+            s += cuda_bias_at(bias, bias_type, j);
         dst[t * dst_pitch + j] = s;
     }
 }
@@ -177,7 +163,7 @@ static __global__ void __launch_bounds__(256)
             const int gn = n0 + tx * 4 + j;
             if (gn < n)
                 dst[(int64_t)gm * dst_pitch + gn] =
-                    acc[i][j] + (bias ? matmul_bias_at(bias, bias_type, gn) : 0.0f);
+                    acc[i][j] + (bias ? cuda_bias_at(bias, bias_type, gn) : 0.0f);
         }
     }
 }
@@ -214,7 +200,7 @@ static __global__ void bias_add_kernel(float *dst, int64_t dst_pitch, const void
          i += (int64_t)gridDim.x * blockDim.x) {
         const int64_t r = i / n;
         const int j = (int)(i % n);
-        dst[r * dst_pitch + j] += matmul_bias_at(bias, bias_type, j);
+        dst[r * dst_pitch + j] += cuda_bias_at(bias, bias_type, j);
     }
 }
 

@@ -109,30 +109,15 @@ static __global__ void __launch_bounds__(QGEMV_WARPS * CUDA_WARP)
         float v[32];
         q_sub<T>(wr + (int64_t)(s / SUBS) * q_fmt<T>::bytes, s % SUBS, v);
 #pragma unroll
-        for (int t = 0; t < M; t++) {
-            const float4 *xv = (const float4 *)(x + t * x_pitch + (int64_t)s * 32);
-            float a = 0.0f;
-#pragma unroll
-            for (int q = 0; q < 8; q++) {
-                const float4 xq = xv[q];
-                a += v[4 * q] * xq.x + v[4 * q + 1] * xq.y + v[4 * q + 2] * xq.z +
-                     v[4 * q + 3] * xq.w;
-            }
-            acc[t] += a;
-        }
+        for (int t = 0; t < M; t++)
+            acc[t] += cuda_dot32(v, x + t * x_pitch + (int64_t)s * 32);
     }
 #pragma unroll
     for (int t = 0; t < M; t++) {
         float sum = cuda_warp_sum(acc[t]);
         if (lane == 0) {
-            if (bias) {
-                if (bias_type == DTYPE_BF16)
-                    sum += __bfloat162float(((const __nv_bfloat16 *)bias)[row]);
-                else if (bias_type == DTYPE_F16)
-                    sum += __half2float(((const __half *)bias)[row]);
-                else
-                    sum += ((const float *)bias)[row];
-            }
+            if (bias)
+                sum += cuda_bias_at(bias, bias_type, row);
             dst[t * dst_pitch + row] = sum;
         }
     }
