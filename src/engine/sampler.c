@@ -193,6 +193,51 @@ static float kth_largest(float *v, int n, int k)
     return v[target];
 }
 
+// top_p over the m candidates in sm->cand (largest logit vmax): drops the
+// least likely tokens while their total probability stays at most 1 - p
+// (vLLM's ascending cumulative sum); the most likely token always stays.
+// Leaves the kept candidates first in sm->cand, in descending order, and
+// returns their count. Only the head of the distribution is sorted: the
+// tokens below a logit cut are dropped whole when their mass is within
+// 1 - p, the cut widening until it is (a full sort at the end).
+static int top_p_filter(struct sampler *sm, int m, float vmax, float top_p)
+{
+    float *v = sm->logits, *w = sm->tmp; // scratch: logits and weights
+    for (int i = 0; i < m; i++)
+        v[i] = sm->cand[i].logit;
+    double total = sampler_row_weights(v, m, 1.0f, vmax, w, sm->block_sum);
+    double limit = 1.0 - (double)top_p;
+    double tail = 0; // mass of the tokens below the cut
+    int k = m;       // tokens at or above it
+    for (float span = 1.0f; span <= 256.0f; span *= 2.0f) {
+        float cut = vmax - span;
+        double below = 0;
+        for (int i = 0; i < m; i++)
+            below += sm->cand[i].logit < cut ? (double)w[i] : 0.0;
+        if (below / total <= limit) {
+            tail = below / total;
+            k = 0;
+            for (int i = 0; i < m; i++)
+                if (!(sm->cand[i].logit < cut))
+                    sm->cand[k++] = sm->cand[i];
+            break;
+        }
+    }
+    qsort(sm->cand, (size_t)k, sizeof *sm->cand, cand_cmp_desc);
+    // The sorted head's weights: the same per-token values as above.
+    for (int i = 0; i < k; i++)
+        v[i] = sm->cand[i].logit;
+    sampler_row_weights(v, k, 1.0f, vmax, w, sm->block_sum);
+    int keep = k;
+    for (int j = k - 1; j >= 1; j--) {
+        tail += (double)w[j] / total;
+        if (tail > limit)
+            break;
+        keep = j;
+    }
+    return keep;
+}
+
 // Fills sm->cand with the tokens a random row may draw (logits already divided
 // by the temperature) and returns their count; when sorted, they are in
 // descending order.
@@ -215,8 +260,10 @@ static int sampler_filter(struct sampler *sm, const struct vllmc_sampling_params
     // min_p: drop tokens whose probability is below min_p times the largest.
     if (sp->min_p > 0.0f) {
         int k = 0;
+        // exp(l - vmax) < min_p, compared on the logits: no exponential per token.
+        double cut = log((double)sp->min_p);
         for (int i = 0; i < m; i++)
-            if (!(exp((double)sm->cand[i].logit - vmax) < (double)sp->min_p))
+            if (!((double)sm->cand[i].logit - vmax < cut))
                 sm->cand[k++] = sm->cand[i];
         m = k;
     }
@@ -231,23 +278,8 @@ static int sampler_filter(struct sampler *sm, const struct vllmc_sampling_params
                 sm->cand[k++] = sm->cand[i];
         m = k;
     }
-    // top_p drops the least likely tokens while their total stays at most 1 - p
-    // (vLLM's ascending cumulative sum); the most likely token always stays.
-    if (sp->top_p < 1.0f) {
-        qsort(sm->cand, (size_t)m, sizeof *sm->cand, cand_cmp_desc);
-        double total = 0;
-        for (int i = 0; i < m; i++)
-            total += exp((double)sm->cand[i].logit - vmax);
-        double tail = 0, limit = 1.0 - (double)sp->top_p;
-        int keep = m;
-        for (int j = m - 1; j >= 1; j--) {
-            tail += exp((double)sm->cand[j].logit - vmax) / total;
-            if (tail > limit)
-                break;
-            keep = j;
-        }
-        m = keep;
-    }
+    if (sp->top_p < 1.0f)
+        m = top_p_filter(sm, m, vmax, sp->top_p);
     return m;
 }
 

@@ -291,6 +291,52 @@ static void test_full_vocab_frequencies(void)
     sampler_free(sm);
 }
 
+static int desc_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x < y) - (x > y);
+}
+
+static void test_top_p_large_vocab(void)
+{
+    // top_p over a vocabulary where most of the mass sits in the head: the
+    // kept set and its renormalized probabilities against a full sort done
+    // here in double (the ids are in descending logit order by construction).
+    enum { N = 3 * SAMPLER_BLOCK + 8 };
+    float l[N];
+    double e[N], sorted[N], total = 0;
+    for (int i = 0; i < N; i++) {
+        l[i] = -0.05f * (float)i;
+        total += e[i] = exp((double)l[i]);
+        sorted[i] = e[i];
+    }
+    qsort(sorted, N, sizeof *sorted, desc_double);
+    struct sampler *sm = make_sampler(N, -1);
+    struct vllmc_sampling_params sp;
+    vllmc_sampling_params_default(&sp);
+    static double p[N];
+    const float top_ps[3] = {0.5f, 0.9f, 0.99999f};
+    for (int c = 0; c < 3; c++) {
+        sp.top_p = top_ps[c];
+        // Keep the least likely tokens out while their mass is at most 1 - p.
+        int keep = N;
+        double tail = 0;
+        for (int j = N - 1; j >= 1; j--) {
+            tail += sorted[j] / total;
+            if (tail > 1.0 - (double)sp.top_p)
+                break;
+            keep = j;
+        }
+        double kept = 0;
+        for (int i = 0; i < keep; i++)
+            kept += e[i];
+        sampler_distribution(sm, &sp, l, p);
+        for (int i = 0; i < N; i++)
+            CHECK_NEAR(p[i], i < keep ? e[i] / kept : 0.0, 1e-6, 0);
+    }
+    sampler_free(sm);
+}
+
 static void test_logprobs(void)
 {
     struct vllmc_logprob lp;
@@ -343,6 +389,7 @@ int main(int argc, char **argv)
     static const struct check_case cases[] = {
         {"distributions", test_distributions},
         {"full_vocab_frequencies", test_full_vocab_frequencies},
+        {"top_p_large_vocab", test_top_p_large_vocab},
         {"penalties", test_penalties},
         {"logit_bias_and_min_tokens", test_logit_bias_and_min_tokens},
         {"seed_batch_invariance", test_seed_batch_invariance},
