@@ -32,6 +32,13 @@ ALWAYS_INLINE void prefetch_span(const uint8_t *pf, size_t off, size_t len)
         _mm_prefetch((const char *)pf + off + o, _MM_HINT_T0);
 }
 
+// The same into L2 only: Q8_0 rows, at twice the bytes, would crowd L1.
+ALWAYS_INLINE void prefetch_span_l2(const uint8_t *pf, size_t off, size_t len)
+{
+    for (size_t o = 0; o < len; o += 64)
+        _mm_prefetch((const char *)pf + off + o, _MM_HINT_T1);
+}
+
 // Section pointers of one quad.
 struct quad {
     const uint8_t *q;      // [k / 16][4][16] int8
@@ -154,7 +161,7 @@ ALWAYS_INLINE __m512 block_step(__m512 acc, __m512i corr, __m512i lo, __m512i hi
     return _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(wd, ad), acc);
 }
 
-#define LEGACY_TILE(NAME, BLOCK, UNPACK)                                                           \
+#define LEGACY_TILE(NAME, BLOCK, UNPACK, PF)                                                         \
     ALWAYS_INLINE void NAME##_quad(const int G, const uint8_t *const *w, const uint8_t *const *a,  \
                                    int64_t k, float *out)                                          \
     {                                                                                              \
@@ -200,7 +207,7 @@ ALWAYS_INLINE __m512 block_step(__m512 acc, __m512i corr, __m512i lo, __m512i hi
         const struct quad qa = quad_at(a, k);                                                      \
         __m512 acc = _mm512_setzero_ps();                                                          \
         for (int64_t j = 0; j < k / 32; j++) {                                                     \
-            prefetch_span(pf, (size_t)j * 4 * sizeof(struct BLOCK), 4 * sizeof(struct BLOCK));     \
+            PF(pf, (size_t)j * 4 * sizeof(struct BLOCK), 4 * sizeof(struct BLOCK));                \
             __m512i lo, hi;                                                                        \
             NAME##_unpack4(b0 + j, b1 + j, b2 + j, b3 + j, &lo, &hi);                              \
             __m512 wd = spread4_fp16(b0[j].d, b1[j].d, b2[j].d, b3[j].d);                          \
@@ -230,8 +237,8 @@ ALWAYS_INLINE void q8_0_unpack4(const struct block_q8_0 *b0, const struct block_
     *hi = _mm512_xor_si512(*hi, flip);
 }
 
-LEGACY_TILE(q4_0, block_q4_0, q4_0_unpack)
-LEGACY_TILE(q8_0, block_q8_0, q8_0_unpack)
+LEGACY_TILE(q4_0, block_q4_0, q4_0_unpack, prefetch_span)
+LEGACY_TILE(q8_0, block_q8_0, q8_0_unpack, prefetch_span_l2)
 
 // ---- Q4_K: sub-block 2p + hi of a super-block is block 8s + 2p + hi ----
 // Chunk p: 16-groups 4p, 4p + 1 are the low nibbles of qs[32p..], qs[32p + 16..],
