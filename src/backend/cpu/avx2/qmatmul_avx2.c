@@ -122,25 +122,6 @@ ALWAYS_INLINE float hsum8(__m256 v)
         for (int c = 0; c < (C); c++)                                                              \
             (out)[r * QMM_TILE + c] = hsum8((acc)[r][c]);
 
-#define TILE_DISPATCH(f, R, C, w, a, k, out)                                                       \
-    switch (((R) - 1) * 4 + (C) - 1) {                                                             \
-    case 0: f(1, 1, w, a, k, out); break;                                                          \
-    case 1: f(1, 2, w, a, k, out); break;                                                          \
-    case 2: f(1, 3, w, a, k, out); break;                                                          \
-    case 3: f(1, 4, w, a, k, out); break;                                                          \
-    case 4: f(2, 1, w, a, k, out); break;                                                          \
-    case 5: f(2, 2, w, a, k, out); break;                                                          \
-    case 6: f(2, 3, w, a, k, out); break;                                                          \
-    case 7: f(2, 4, w, a, k, out); break;                                                          \
-    case 8: f(3, 1, w, a, k, out); break;                                                          \
-    case 9: f(3, 2, w, a, k, out); break;                                                          \
-    case 10: f(3, 3, w, a, k, out); break;                                                         \
-    case 11: f(3, 4, w, a, k, out); break;                                                         \
-    case 12: f(4, 1, w, a, k, out); break;                                                         \
-    case 13: f(4, 2, w, a, k, out); break;                                                         \
-    case 14: f(4, 3, w, a, k, out); break;                                                         \
-    default: f(4, 4, w, a, k, out); break;                                                         \
-    }
 
 #define TILE_ZERO(acc, R, C)                                                                       \
     for (int r = 0; r < (R); r++)                                                                  \
@@ -180,7 +161,7 @@ ALWAYS_INLINE void q4_0_tile(const int R, const int C, const uint8_t *const *w,
 static void q4_0_tile_any(int R, int C, const uint8_t *const *w, const uint8_t *const *a,
                           int64_t k, float *out)
 {
-    TILE_DISPATCH(q4_0_tile, R, C, w, a, k, out)
+    QMM_TILE_DISPATCH(q4_0_tile, R, C, w, a, k, out)
 }
 
 // ---- Q8_0 (signed weights, zp 0) ----
@@ -214,7 +195,7 @@ ALWAYS_INLINE void q8_0_tile(const int R, const int C, const uint8_t *const *w,
 static void q8_0_tile_any(int R, int C, const uint8_t *const *w, const uint8_t *const *a,
                           int64_t k, float *out)
 {
-    TILE_DISPATCH(q8_0_tile, R, C, w, a, k, out)
+    QMM_TILE_DISPATCH(q8_0_tile, R, C, w, a, k, out)
 }
 
 // ---- Q4_K (zp 0, mins per super-block) ----
@@ -278,7 +259,7 @@ ALWAYS_INLINE void q4_k_tile(const int R, const int C, const uint8_t *const *w,
 static void q4_k_tile_any(int R, int C, const uint8_t *const *w, const uint8_t *const *a,
                           int64_t k, float *out)
 {
-    TILE_DISPATCH(q4_k_tile, R, C, w, a, k, out)
+    QMM_TILE_DISPATCH(q4_k_tile, R, C, w, a, k, out)
 }
 
 // ---- Q6_K (zp 32) ----
@@ -326,7 +307,7 @@ ALWAYS_INLINE void q6_k_tile(const int R, const int C, const uint8_t *const *w,
 static void q6_k_tile_any(int R, int C, const uint8_t *const *w, const uint8_t *const *a,
                           int64_t k, float *out)
 {
-    TILE_DISPATCH(q6_k_tile, R, C, w, a, k, out)
+    QMM_TILE_DISPATCH(q6_k_tile, R, C, w, a, k, out)
 }
 
 // ---- Q5_0 (zp 16), Q4_1 and Q5_1 (zp 0, min per block) ----
@@ -380,7 +361,7 @@ ALWAYS_INLINE void q5_0_tile(const int R, const int C, const uint8_t *const *w,
 static void q5_0_tile_any(int R, int C, const uint8_t *const *w, const uint8_t *const *a,
                           int64_t k, float *out)
 {
-    TILE_DISPATCH(q5_0_tile, R, C, w, a, k, out)
+    QMM_TILE_DISPATCH(q5_0_tile, R, C, w, a, k, out)
 }
 
 // Lane 0: m (the rest 0); times the block's d * sum(q) of the activations.
@@ -442,13 +423,13 @@ ALWAYS_INLINE void q5_1_tile(const int R, const int C, const uint8_t *const *w,
 static void q4_1_tile_any(int R, int C, const uint8_t *const *w, const uint8_t *const *a,
                           int64_t k, float *out)
 {
-    TILE_DISPATCH(q4_1_tile, R, C, w, a, k, out)
+    QMM_TILE_DISPATCH(q4_1_tile, R, C, w, a, k, out)
 }
 
 static void q5_1_tile_any(int R, int C, const uint8_t *const *w, const uint8_t *const *a,
                           int64_t k, float *out)
 {
-    TILE_DISPATCH(q5_1_tile, R, C, w, a, k, out)
+    QMM_TILE_DISPATCH(q5_1_tile, R, C, w, a, k, out)
 }
 
 // ---- IQ4_NL and IQ4_XS: signed table values, sign trick (zp 0) ----
@@ -488,7 +469,7 @@ ALWAYS_INLINE void iq4_nl_tile(const int R, const int C, const uint8_t *const *w
 static void iq4_nl_tile_any(int R, int C, const uint8_t *const *w, const uint8_t *const *a,
                             int64_t k, float *out)
 {
-    TILE_DISPATCH(iq4_nl_tile, R, C, w, a, k, out)
+    QMM_TILE_DISPATCH(iq4_nl_tile, R, C, w, a, k, out)
 }
 
 ALWAYS_INLINE void iq4_xs_tile(const int R, const int C, const uint8_t *const *w,
@@ -525,7 +506,7 @@ ALWAYS_INLINE void iq4_xs_tile(const int R, const int C, const uint8_t *const *w
 static void iq4_xs_tile_any(int R, int C, const uint8_t *const *w, const uint8_t *const *a,
                             int64_t k, float *out)
 {
-    TILE_DISPATCH(iq4_xs_tile, R, C, w, a, k, out)
+    QMM_TILE_DISPATCH(iq4_xs_tile, R, C, w, a, k, out)
 }
 
 // ---- Q5_K: Q4_K plus bit `sub` of qh[l] ----
@@ -580,7 +561,7 @@ ALWAYS_INLINE void q5_k_tile(const int R, const int C, const uint8_t *const *w,
 static void q5_k_tile_any(int R, int C, const uint8_t *const *w, const uint8_t *const *a,
                           int64_t k, float *out)
 {
-    TILE_DISPATCH(q5_k_tile, R, C, w, a, k, out)
+    QMM_TILE_DISPATCH(q5_k_tile, R, C, w, a, k, out)
 }
 
 // ---- Q3_K (zp 4) and Q2_K (zp 0, mins): chunk g8 = 4h + j holds weights
@@ -640,7 +621,7 @@ ALWAYS_INLINE void q3_k_tile(const int R, const int C, const uint8_t *const *w,
 static void q3_k_tile_any(int R, int C, const uint8_t *const *w, const uint8_t *const *a,
                           int64_t k, float *out)
 {
-    TILE_DISPATCH(q3_k_tile, R, C, w, a, k, out)
+    QMM_TILE_DISPATCH(q3_k_tile, R, C, w, a, k, out)
 }
 
 ALWAYS_INLINE void q2_k_tile(const int R, const int C, const uint8_t *const *w,
@@ -702,7 +683,7 @@ ALWAYS_INLINE void q2_k_tile(const int R, const int C, const uint8_t *const *w,
 static void q2_k_tile_any(int R, int C, const uint8_t *const *w, const uint8_t *const *a,
                           int64_t k, float *out)
 {
-    TILE_DISPATCH(q2_k_tile, R, C, w, a, k, out)
+    QMM_TILE_DISPATCH(q2_k_tile, R, C, w, a, k, out)
 }
 
 // ---- the provider ----

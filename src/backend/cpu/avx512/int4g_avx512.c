@@ -74,56 +74,7 @@ ALWAYS_INLINE void int4g_tile(const int R, const int C, const uint8_t *const *w,
 static void int4g_tile_any(int R, int C, const uint8_t *const *w, const uint8_t *const *a,
                            int64_t k, float *out)
 {
-    switch ((R - 1) * 4 + C - 1) {
-    case 0:
-        int4g_tile(1, 1, w, a, k, out);
-        break;
-    case 1:
-        int4g_tile(1, 2, w, a, k, out);
-        break;
-    case 2:
-        int4g_tile(1, 3, w, a, k, out);
-        break;
-    case 3:
-        int4g_tile(1, 4, w, a, k, out);
-        break;
-    case 4:
-        int4g_tile(2, 1, w, a, k, out);
-        break;
-    case 5:
-        int4g_tile(2, 2, w, a, k, out);
-        break;
-    case 6:
-        int4g_tile(2, 3, w, a, k, out);
-        break;
-    case 7:
-        int4g_tile(2, 4, w, a, k, out);
-        break;
-    case 8:
-        int4g_tile(3, 1, w, a, k, out);
-        break;
-    case 9:
-        int4g_tile(3, 2, w, a, k, out);
-        break;
-    case 10:
-        int4g_tile(3, 3, w, a, k, out);
-        break;
-    case 11:
-        int4g_tile(3, 4, w, a, k, out);
-        break;
-    case 12:
-        int4g_tile(4, 1, w, a, k, out);
-        break;
-    case 13:
-        int4g_tile(4, 2, w, a, k, out);
-        break;
-    case 14:
-        int4g_tile(4, 3, w, a, k, out);
-        break;
-    default:
-        int4g_tile(4, 4, w, a, k, out);
-        break;
-    }
+    QMM_TILE_DISPATCH(int4g_tile, R, C, w, a, k, out)
 }
 
 static const struct qmm_type_kernel int4g_kernel = {DTYPE_INT4G, 0, 64, int4g_tile_any};

@@ -111,27 +111,6 @@ ALWAYS_INLINE __m512 two_scales(float a, float b)
         for (int c = 0; c < (C); c++)                                                              \
             (out)[r * QMM_TILE + c] = _mm512_reduce_add_ps((acc)[r][c]);
 
-// Expands a tile body f(R, C) into the 16 shapes, so each is compiled with
-// constant bounds and its accumulators live in registers.
-#define TILE_DISPATCH(f, R, C, w, a, k, out)                                                       \
-    switch (((R) - 1) * 4 + (C) - 1) {                                                             \
-    case 0: f(1, 1, w, a, k, out); break;                                                          \
-    case 1: f(1, 2, w, a, k, out); break;                                                          \
-    case 2: f(1, 3, w, a, k, out); break;                                                          \
-    case 3: f(1, 4, w, a, k, out); break;                                                          \
-    case 4: f(2, 1, w, a, k, out); break;                                                          \
-    case 5: f(2, 2, w, a, k, out); break;                                                          \
-    case 6: f(2, 3, w, a, k, out); break;                                                          \
-    case 7: f(2, 4, w, a, k, out); break;                                                          \
-    case 8: f(3, 1, w, a, k, out); break;                                                          \
-    case 9: f(3, 2, w, a, k, out); break;                                                          \
-    case 10: f(3, 3, w, a, k, out); break;                                                         \
-    case 11: f(3, 4, w, a, k, out); break;                                                         \
-    case 12: f(4, 1, w, a, k, out); break;                                                         \
-    case 13: f(4, 2, w, a, k, out); break;                                                         \
-    case 14: f(4, 3, w, a, k, out); break;                                                         \
-    default: f(4, 4, w, a, k, out); break;                                                         \
-    }
 
 // ---- Q6_K: super-blocks of 256, 16 sub-blocks of 16; zp 32 ----
 
@@ -190,7 +169,7 @@ ALWAYS_INLINE void q6_k_tile(const int R, const int C, const uint8_t *const *w,
 static void q6_k_tile_any(int R, int C, const uint8_t *const *w, const uint8_t *const *a,
                           int64_t k, float *out)
 {
-    TILE_DISPATCH(q6_k_tile, R, C, w, a, k, out)
+    QMM_TILE_DISPATCH(q6_k_tile, R, C, w, a, k, out)
 }
 
 // ---- Q5_0 (zp 16) and Q5_1 (zp 0, min): Q4_0's nibbles plus bit w of qh ----
@@ -259,7 +238,7 @@ ALWAYS_INLINE void q5_0_tile(const int R, const int C, const uint8_t *const *w,
 static void q5_0_tile_any(int R, int C, const uint8_t *const *w, const uint8_t *const *a,
                           int64_t k, float *out)
 {
-    TILE_DISPATCH(q5_0_tile, R, C, w, a, k, out)
+    QMM_TILE_DISPATCH(q5_0_tile, R, C, w, a, k, out)
 }
 
 // Q4_1 (bits 4) and Q5_1 (bits 5): w = d * q + m.
@@ -320,13 +299,13 @@ ALWAYS_INLINE void q5_1_tile(const int R, const int C, const uint8_t *const *w,
 static void q4_1_tile_any(int R, int C, const uint8_t *const *w, const uint8_t *const *a,
                           int64_t k, float *out)
 {
-    TILE_DISPATCH(q4_1_tile, R, C, w, a, k, out)
+    QMM_TILE_DISPATCH(q4_1_tile, R, C, w, a, k, out)
 }
 
 static void q5_1_tile_any(int R, int C, const uint8_t *const *w, const uint8_t *const *a,
                           int64_t k, float *out)
 {
-    TILE_DISPATCH(q5_1_tile, R, C, w, a, k, out)
+    QMM_TILE_DISPATCH(q5_1_tile, R, C, w, a, k, out)
 }
 
 // ---- IQ4_NL and IQ4_XS: nibbles index the 16-level table, + 128 (zp 128) ----
@@ -367,7 +346,7 @@ ALWAYS_INLINE void iq4_nl_tile(const int R, const int C, const uint8_t *const *w
 static void iq4_nl_tile_any(int R, int C, const uint8_t *const *w, const uint8_t *const *a,
                             int64_t k, float *out)
 {
-    TILE_DISPATCH(iq4_nl_tile, R, C, w, a, k, out)
+    QMM_TILE_DISPATCH(iq4_nl_tile, R, C, w, a, k, out)
 }
 
 ALWAYS_INLINE void iq4_xs_tile(const int R, const int C, const uint8_t *const *w,
@@ -415,7 +394,7 @@ ALWAYS_INLINE void iq4_xs_tile(const int R, const int C, const uint8_t *const *w
 static void iq4_xs_tile_any(int R, int C, const uint8_t *const *w, const uint8_t *const *a,
                             int64_t k, float *out)
 {
-    TILE_DISPATCH(iq4_xs_tile, R, C, w, a, k, out)
+    QMM_TILE_DISPATCH(iq4_xs_tile, R, C, w, a, k, out)
 }
 
 // ---- Q5_K: Q4_K plus bit (2p + hi) of qh[l] ----
@@ -477,7 +456,7 @@ ALWAYS_INLINE void q5_k_tile(const int R, const int C, const uint8_t *const *w,
 static void q5_k_tile_any(int R, int C, const uint8_t *const *w, const uint8_t *const *a,
                           int64_t k, float *out)
 {
-    TILE_DISPATCH(q5_k_tile, R, C, w, a, k, out)
+    QMM_TILE_DISPATCH(q5_k_tile, R, C, w, a, k, out)
 }
 
 // ---- Q3_K (zp 4) and Q2_K (zp 0, mins): 2-bit fields of qs, sub-blocks of 16 ----
@@ -553,7 +532,7 @@ ALWAYS_INLINE void q3_k_tile(const int R, const int C, const uint8_t *const *w,
 static void q3_k_tile_any(int R, int C, const uint8_t *const *w, const uint8_t *const *a,
                           int64_t k, float *out)
 {
-    TILE_DISPATCH(q3_k_tile, R, C, w, a, k, out)
+    QMM_TILE_DISPATCH(q3_k_tile, R, C, w, a, k, out)
 }
 
 ALWAYS_INLINE void q2_k_tile(const int R, const int C, const uint8_t *const *w,
@@ -605,7 +584,7 @@ ALWAYS_INLINE void q2_k_tile(const int R, const int C, const uint8_t *const *w,
 static void q2_k_tile_any(int R, int C, const uint8_t *const *w, const uint8_t *const *a,
                           int64_t k, float *out)
 {
-    TILE_DISPATCH(q2_k_tile, R, C, w, a, k, out)
+    QMM_TILE_DISPATCH(q2_k_tile, R, C, w, a, k, out)
 }
 
 // ---- the provider ----

@@ -23,6 +23,29 @@
 
 #define QMM_TILE 4 // largest tile: QMM_TILE weight rows x QMM_TILE tokens
 
+// Expands a tile body f(R, C, w, a, k, out), written for R and C known at
+// compile time, into the QMM_TILE x QMM_TILE shapes, so each is compiled with
+// constant bounds and its accumulators live in registers.
+#define QMM_TILE_DISPATCH(f, R, C, w, a, k, out)                                                   \
+    switch (((R) - 1) * 4 + (C) - 1) {                                                             \
+    case 0: f(1, 1, w, a, k, out); break;                                                          \
+    case 1: f(1, 2, w, a, k, out); break;                                                          \
+    case 2: f(1, 3, w, a, k, out); break;                                                          \
+    case 3: f(1, 4, w, a, k, out); break;                                                          \
+    case 4: f(2, 1, w, a, k, out); break;                                                          \
+    case 5: f(2, 2, w, a, k, out); break;                                                          \
+    case 6: f(2, 3, w, a, k, out); break;                                                          \
+    case 7: f(2, 4, w, a, k, out); break;                                                          \
+    case 8: f(3, 1, w, a, k, out); break;                                                          \
+    case 9: f(3, 2, w, a, k, out); break;                                                          \
+    case 10: f(3, 3, w, a, k, out); break;                                                         \
+    case 11: f(3, 4, w, a, k, out); break;                                                         \
+    case 12: f(4, 1, w, a, k, out); break;                                                         \
+    case 13: f(4, 2, w, a, k, out); break;                                                         \
+    case 14: f(4, 3, w, a, k, out); break;                                                         \
+    default: f(4, 4, w, a, k, out); break;                                                         \
+    }
+
 // Byte layout of one quantized activation row of k values (k % 64 == 0),
 // 64-byte aligned sections:
 //   q    int8    [k]       the quantized values
