@@ -18,7 +18,7 @@ extern "C" {
 #endif
 
 // Incremented on any incompatible change to a struct layout or signature.
-#define VLLMC_ABI_VERSION 1
+#define VLLMC_ABI_VERSION 2 // 2: vllmc_engine_stats grew the decode-step and device timings
 
 #if defined(VLLMC_BUILDING)
 #define VLLMC_API __attribute__((visibility("default")))
