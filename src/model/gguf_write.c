@@ -35,6 +35,7 @@ struct gguf_writer {
     uint64_t data_bytes; // data section size so far
     FILE *f;             // owned while open
     size_t next_tensor;  // the next tensor gguf_writer_write_tensor expects
+    size_t written;      // bytes of that tensor written so far (streamed in parts)
     struct err err;
 };
 
@@ -216,6 +217,42 @@ enum vllmc_status gguf_writer_set_f32(struct gguf_writer *w, const char *key, fl
     return kv_put(w, key, &b);
 }
 
+enum vllmc_status gguf_writer_set_bool(struct gguf_writer *w, const char *key, bool v)
+{
+    struct gw_buf b = {0};
+    uint8_t byte = v;
+    buf_u32(&b, GGUF_TYPE_BOOL);
+    buf_put(&b, &byte, 1);
+    return kv_put(w, key, &b);
+}
+
+enum vllmc_status gguf_writer_set_arr(struct gguf_writer *w, const char *key, enum gguf_type elem,
+                                      const void *data, uint64_t n)
+{
+    size_t size = scalar_size(elem);
+    if (!size)
+        return err_set(&w->err, VLLMC_ERR_INVALID_ARG,
+                       "gguf write: %s: array elements of type %d are not scalars", key, (int)elem);
+    struct gw_buf b = {0};
+    buf_u32(&b, GGUF_TYPE_ARRAY);
+    buf_u32(&b, (uint32_t)elem);
+    buf_u64(&b, n);
+    buf_put(&b, data, (size_t)n * size);
+    return kv_put(w, key, &b);
+}
+
+enum vllmc_status gguf_writer_set_arr_str(struct gguf_writer *w, const char *key,
+                                          const struct gguf_str *strs, uint64_t n)
+{
+    struct gw_buf b = {0};
+    buf_u32(&b, GGUF_TYPE_ARRAY);
+    buf_u32(&b, GGUF_TYPE_STRING);
+    buf_u64(&b, n);
+    for (uint64_t i = 0; i < n; i++)
+        buf_str(&b, strs[i].ptr, strs[i].len);
+    return kv_put(w, key, &b);
+}
+
 enum vllmc_status gguf_writer_set_str(struct gguf_writer *w, const char *key, const char *v)
 {
     struct gw_buf b = {0};
@@ -320,26 +357,44 @@ enum vllmc_status gguf_writer_open(struct gguf_writer *w, const char *path)
         rc = write_padding(w, h.n);
     mem_free(h.p);
     w->next_tensor = 0;
+    w->written = 0;
+    return rc;
+}
+
+enum vllmc_status gguf_writer_write_tensor_part(struct gguf_writer *w, size_t i, const void *data,
+                                                size_t n_bytes)
+{
+    if (!w->f || i != w->next_tensor || i >= w->n_tensors)
+        return err_set(&w->err, VLLMC_ERR_INVALID_ARG,
+                       "gguf write: tensor %zu written out of order", i);
+    const struct gw_tensor *t = &w->tensors[i];
+    if (n_bytes > t->n_bytes - w->written)
+        return err_set(&w->err, VLLMC_ERR_INVALID_ARG,
+                       "gguf write: tensor %s has %zu bytes, %zu given", t->name, t->n_bytes,
+                       w->written + n_bytes);
+    enum vllmc_status rc = write_bytes(w, data, n_bytes);
+    if (rc)
+        return rc;
+    w->written += n_bytes;
+    if (w->written == t->n_bytes) {
+        rc = write_padding(w, t->n_bytes);
+        if (!rc) {
+            w->next_tensor++;
+            w->written = 0;
+        }
+    }
     return rc;
 }
 
 enum vllmc_status gguf_writer_write_tensor(struct gguf_writer *w, size_t i, const void *data,
                                            size_t n_bytes)
 {
-    if (!w->f || i != w->next_tensor || i >= w->n_tensors)
+    if (w->f && i == w->next_tensor && i < w->n_tensors &&
+        (w->written || n_bytes != w->tensors[i].n_bytes))
         return err_set(&w->err, VLLMC_ERR_INVALID_ARG,
-                       "gguf write: tensor %zu written out of order", i);
-    const struct gw_tensor *t = &w->tensors[i];
-    if (n_bytes != t->n_bytes)
-        return err_set(&w->err, VLLMC_ERR_INVALID_ARG,
-                       "gguf write: tensor %s has %zu bytes, %zu given", t->name, t->n_bytes,
-                       n_bytes);
-    enum vllmc_status rc = write_bytes(w, data, n_bytes);
-    if (!rc)
-        rc = write_padding(w, n_bytes);
-    if (!rc)
-        w->next_tensor++;
-    return rc;
+                       "gguf write: tensor %s has %zu bytes, %zu given", w->tensors[i].name,
+                       w->tensors[i].n_bytes, n_bytes);
+    return gguf_writer_write_tensor_part(w, i, data, n_bytes);
 }
 
 enum vllmc_status gguf_writer_close(struct gguf_writer *w)

@@ -4,6 +4,7 @@
 #ifndef VLLMC_MODEL_GGUF_WRITE_H
 #define VLLMC_MODEL_GGUF_WRITE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -24,6 +25,14 @@ enum vllmc_status gguf_writer_copy_kv(struct gguf_writer *w, const struct gguf_f
 enum vllmc_status gguf_writer_set_u32(struct gguf_writer *w, const char *key, uint32_t v);
 enum vllmc_status gguf_writer_set_str(struct gguf_writer *w, const char *key, const char *v);
 enum vllmc_status gguf_writer_set_f32(struct gguf_writer *w, const char *key, float v);
+enum vllmc_status gguf_writer_set_bool(struct gguf_writer *w, const char *key, bool v);
+// An array of n scalars of type elem (e.g. GGUF_TYPE_FLOAT32), packed
+// little-endian at data, as the file stores them.
+enum vllmc_status gguf_writer_set_arr(struct gguf_writer *w, const char *key, enum gguf_type elem,
+                                      const void *data, uint64_t n);
+// An array of the n strings strs[i] (ptr, len; no NUL needed).
+enum vllmc_status gguf_writer_set_arr_str(struct gguf_writer *w, const char *key,
+                                          const struct gguf_str *strs, uint64_t n);
 
 // Declares the next tensor: ne innermost first (unused = 1); its bytes are
 // dtype_row_bytes(dtype, ne[0]) * rows. Fails if ne[0] is not a block multiple.
@@ -36,6 +45,10 @@ enum vllmc_status gguf_writer_open(struct gguf_writer *w, const char *path);
 // Writes tensor i's n_bytes (exactly its size), in declaration order.
 enum vllmc_status gguf_writer_write_tensor(struct gguf_writer *w, size_t i, const void *data,
                                            size_t n_bytes);
+// Streams tensor i in pieces (e.g. row by row); it is complete once its size
+// has been written, and the next call may start tensor i + 1.
+enum vllmc_status gguf_writer_write_tensor_part(struct gguf_writer *w, size_t i, const void *data,
+                                                size_t n_bytes);
 // Checks every tensor was written, flushes and closes the file.
 enum vllmc_status gguf_writer_close(struct gguf_writer *w);
 

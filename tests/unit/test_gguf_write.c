@@ -1,7 +1,8 @@
 // GGUF writer: a file written from the bundled model's metadata and a few
 // tensors parses back with the reader to the same keys, values, shapes and
-// bytes; misuse (a row the block does not divide, tensors out of order or
-// missing) fails with a status.
+// bytes; keys set one by one (bool, scalar and string arrays) and tensors
+// streamed in parts read back as written; misuse (a row the block does not
+// divide, tensors out of order, too long or missing) fails with a status.
 #include "check.h"
 
 #include <stdio.h>
@@ -120,6 +121,69 @@ done:
     remove(path);
 }
 
+static void test_set_and_stream(void)
+{
+    struct err err = {0};
+    struct gguf_writer *w = NULL;
+    struct gguf_file *back = NULL;
+    char path[256];
+    tmp_path(path, sizeof path, "stream");
+    CHECK_EQ_INT(gguf_writer_create(&w, &err), VLLMC_OK);
+    if (!w)
+        return;
+    const float scores[3] = {0.5f, -1.25f, 3.0f};
+    const int32_t types[3] = {1, 3, 6};
+    const struct gguf_str tokens[3] = {{"<s>", 3}, {"h\xc3\xa9", 3}, {"", 0}};
+    CHECK_EQ_INT(gguf_writer_set_bool(w, "t.flag", true), VLLMC_OK);
+    CHECK_EQ_INT(gguf_writer_set_arr(w, "t.scores", GGUF_TYPE_FLOAT32, scores, 3), VLLMC_OK);
+    CHECK_EQ_INT(gguf_writer_set_arr(w, "t.types", GGUF_TYPE_INT32, types, 3), VLLMC_OK);
+    CHECK_EQ_INT(gguf_writer_set_arr(w, "t.bad", GGUF_TYPE_STRING, types, 3),
+                 VLLMC_ERR_INVALID_ARG);
+    CHECK_EQ_INT(gguf_writer_set_arr_str(w, "t.tokens", tokens, 3), VLLMC_OK);
+    int64_t ne[2] = {8, 3};
+    CHECK_EQ_INT(gguf_writer_add_tensor(w, "m", DTYPE_F32, 2, ne), VLLMC_OK);
+    CHECK_EQ_INT(gguf_writer_add_tensor(w, "v", DTYPE_F32, 1, ne), VLLMC_OK);
+    CHECK_EQ_INT(gguf_writer_open(w, path), VLLMC_OK);
+    float m[24], v[8];
+    for (int i = 0; i < 24; i++)
+        m[i] = (float)i * 0.5f;
+    for (int i = 0; i < 8; i++)
+        v[i] = (float)-i;
+    // m row by row; a part past its end and a part of the next tensor early fail.
+    CHECK_EQ_INT(gguf_writer_write_tensor_part(w, 0, m, 8 * sizeof(float)), VLLMC_OK);
+    CHECK_EQ_INT(gguf_writer_write_tensor_part(w, 1, v, sizeof v), VLLMC_ERR_INVALID_ARG);
+    CHECK_EQ_INT(gguf_writer_write_tensor(w, 0, m + 8, 16 * sizeof(float)), VLLMC_ERR_INVALID_ARG);
+    CHECK_EQ_INT(gguf_writer_write_tensor_part(w, 0, m + 8, 17 * sizeof(float)),
+                 VLLMC_ERR_INVALID_ARG);
+    CHECK_EQ_INT(gguf_writer_write_tensor_part(w, 0, m + 8, 8 * sizeof(float)), VLLMC_OK);
+    CHECK_EQ_INT(gguf_writer_write_tensor_part(w, 0, m + 16, 8 * sizeof(float)), VLLMC_OK);
+    CHECK_EQ_INT(gguf_writer_write_tensor(w, 1, v, sizeof v), VLLMC_OK);
+    CHECK_EQ_INT(gguf_writer_close(w), VLLMC_OK);
+
+    CHECK_EQ_INT(gguf_open(path, &back, &err), VLLMC_OK);
+    if (back) {
+        const struct gguf_kv *flag = gguf_find_kv(back, "t.flag");
+        CHECK(flag && flag->value.type == GGUF_TYPE_BOOL && flag->value.u64 == 1);
+        for (uint64_t i = 0; i < 3; i++) {
+            double d = 0;
+            int64_t t = 0;
+            struct gguf_str s;
+            CHECK(gguf_arr_f64(back, "t.scores", i, &d) && d == (double)scores[i]);
+            CHECK(gguf_arr_i64(back, "t.types", i, &t) && t == types[i]);
+            CHECK(gguf_arr_str(back, "t.tokens", i, &s) && s.len == tokens[i].len &&
+                  !memcmp(s.ptr, tokens[i].ptr, s.len));
+        }
+        CHECK(!gguf_find_kv(back, "t.bad"));
+        CHECK_EQ_INT(gguf_n_tensors(back), 2);
+        const struct gguf_tensor_info *tm = gguf_tensor_at(back, 0), *tv = gguf_tensor_at(back, 1);
+        CHECK(tm && tm->n_bytes == sizeof m && !memcmp(tm->data, m, sizeof m));
+        CHECK(tv && tv->n_bytes == sizeof v && !memcmp(tv->data, v, sizeof v));
+    }
+    gguf_free(back);
+    gguf_writer_free(w);
+    remove(path);
+}
+
 static void test_misuse(void)
 {
     struct err err = {0};
@@ -148,6 +212,7 @@ int main(int argc, char **argv)
 {
     static const struct check_case cases[] = {
         {"round_trip", test_round_trip},
+        {"set_and_stream", test_set_and_stream},
         {"misuse", test_misuse},
         {NULL, NULL},
     };
