@@ -13,10 +13,10 @@
 #include "core/alloc.h"
 #include "core/dtype.h"
 #include "model/gguf.h"
+#include "model/gguf_write.h"
 #include "tools/cli.h"
 #include "tools/commands.h"
 
-#define GEN_ALIGN 32
 #define GEN_CONTEXT 4096
 
 struct genm_opts {
@@ -36,8 +36,6 @@ struct genm_tensor {
     int64_t rows;
     int64_t cols;            // 0 = vector of rows elements (norm weights: all ones)
     int rope_heads;          // > 0: q/k weight of this many heads, permuted in GGUF
-    uint64_t offset;         // byte offset in the data section
-    size_t n_bytes;
 };
 
 struct genm {
@@ -220,37 +218,39 @@ static int genm_plan(struct genm *g)
     if (!o->tied)
         genm_add(g, "output.weight", "lm_head.weight", o->n_vocab, dim, 0);
     int64_t max_cols = dim;
-    uint64_t off = 0;
-    size_t esize = dtype_row_bytes(o->dtype, 1);
     for (int i = 0; i < g->n_t; i++) {
-        struct genm_tensor *t = &g->t[i];
-        int64_t cols = t->cols ? t->cols : t->rows;
+        int64_t cols = g->t[i].cols ? g->t[i].cols : g->t[i].rows;
         max_cols = cols > max_cols ? cols : max_cols;
-        // GGUF keeps 1-D tensors in F32.
-        t->n_bytes = t->cols ? (size_t)(t->rows * t->cols) * esize : (size_t)t->rows * 4;
-        t->offset = off;
-        off += (t->n_bytes + GEN_ALIGN - 1) / GEN_ALIGN * GEN_ALIGN;
     }
     g->row = mem_alloc((size_t)max_cols * sizeof(float));
     g->row_out = mem_alloc((size_t)max_cols * sizeof(float));
     return g->row && g->row_out ? 0 : 1;
 }
 
-static int genm_write_tensor(struct genm *g, FILE *f, int ti, bool gguf)
+// Where a tensor's rows go: put(ctx, bytes, n) returns nonzero on failure.
+typedef int (*genm_put_fn)(void *ctx, const void *p, size_t n);
+
+static int genm_put_file(void *ctx, const void *p, size_t n)
+{
+    return fwrite(p, 1, n, (FILE *)ctx) != n;
+}
+
+// Streams tensor ti row by row in dtype (GGUF row order when gguf).
+static int genm_write_tensor(struct genm *g, int ti, bool gguf, enum dtype dtype, genm_put_fn put,
+                             void *ctx)
 {
     const struct genm_tensor *t = &g->t[ti];
     int64_t n_rows = t->cols ? t->rows : 1, n_cols = t->cols ? t->cols : t->rows;
     for (int64_t r = 0; r < n_rows; r++) {
         genm_fill_row(g, ti, gguf ? genm_gguf_row_source(t, r) : r, g->row);
         const void *src = g->row;
-        if (g->o.dtype != DTYPE_F32) {
+        if (dtype != DTYPE_F32) {
             uint16_t *h = g->row_out;
             for (int64_t i = 0; i < n_cols; i++)
-                h[i] = g->o.dtype == DTYPE_F16 ? f32_to_fp16(g->row[i]) : f32_to_bf16(g->row[i]);
+                h[i] = dtype == DTYPE_F16 ? f32_to_fp16(g->row[i]) : f32_to_bf16(g->row[i]);
             src = h;
         }
-        size_t n = dtype_row_bytes(g->o.dtype, n_cols);
-        if (fwrite(src, 1, n, f) != n)
+        if (put(ctx, src, dtype_row_bytes(dtype, n_cols)))
             return 1;
     }
     return 0;
@@ -258,176 +258,133 @@ static int genm_write_tensor(struct genm *g, FILE *f, int ti, bool gguf)
 
 // ---- GGUF ----
 
-static void gguf_put_u32(FILE *f, uint32_t v) { fwrite(&v, 4, 1, f); }
-static void gguf_put_u64(FILE *f, uint64_t v) { fwrite(&v, 8, 1, f); }
-
-static void gguf_put_str(FILE *f, const char *s, size_t n)
-{
-    gguf_put_u64(f, n);
-    fwrite(s, 1, n, f);
-}
-
-static void gguf_put_key(FILE *f, const char *key, enum gguf_type type)
-{
-    gguf_put_str(f, key, strlen(key));
-    gguf_put_u32(f, (uint32_t)type);
-}
-
-static void gguf_kv_u32(FILE *f, const char *key, uint32_t v)
-{
-    gguf_put_key(f, key, GGUF_TYPE_UINT32);
-    gguf_put_u32(f, v);
-}
-
-static void gguf_kv_f32(FILE *f, const char *key, float v)
-{
-    gguf_put_key(f, key, GGUF_TYPE_FLOAT32);
-    fwrite(&v, 4, 1, f);
-}
-
-static void gguf_kv_str(FILE *f, const char *key, const char *v)
-{
-    gguf_put_key(f, key, GGUF_TYPE_STRING);
-    gguf_put_str(f, v, strlen(v));
-}
-
-static void gguf_kv_bool(FILE *f, const char *key, bool v)
-{
-    gguf_put_key(f, key, GGUF_TYPE_BOOL);
-    uint8_t b = v;
-    fwrite(&b, 1, 1, f);
-}
-
 // The bundled model's SentencePiece vocabulary (its specials, byte tokens and
-// pieces), padded with unused tokens to n_vocab. Returns the kv count written.
-static int genm_write_vocab(struct genm *g, FILE *f)
+// pieces), padded with unused tokens to n_vocab.
+static enum vllmc_status genm_set_vocab(struct genm *g, struct gguf_writer *w)
 {
     const struct gguf_file *v = g->vocab;
     enum gguf_type et;
     uint64_t n_src = 0;
     gguf_get_arr(v, "tokenizer.ggml.tokens", &et, &n_src);
     uint64_t n = (uint64_t)g->o.n_vocab, n_copy = n_src < n ? n_src : n;
-    gguf_kv_str(f, "tokenizer.ggml.model", "llama");
-    gguf_put_key(f, "tokenizer.ggml.tokens", GGUF_TYPE_ARRAY);
-    gguf_put_u32(f, GGUF_TYPE_STRING);
-    gguf_put_u64(f, n);
-    for (uint64_t i = 0; i < n; i++) {
-        struct gguf_str s;
-        char pad[32];
-        if (i < n_copy && gguf_arr_str(v, "tokenizer.ggml.tokens", i, &s)) {
-            gguf_put_str(f, s.ptr, s.len);
-        } else {
-            int len = snprintf(pad, sizeof(pad), "<unused%llu>", (unsigned long long)(i - n_copy));
-            gguf_put_str(f, pad, (size_t)len);
-        }
-    }
-    gguf_put_key(f, "tokenizer.ggml.scores", GGUF_TYPE_ARRAY);
-    gguf_put_u32(f, GGUF_TYPE_FLOAT32);
-    gguf_put_u64(f, n);
+    struct gguf_str *tokens = mem_calloc((size_t)n, sizeof(*tokens));
+    char *pads = mem_alloc((size_t)(n - n_copy) * 24 + 1);
+    float *scores = mem_alloc((size_t)n * sizeof(*scores));
+    int32_t *types = mem_alloc((size_t)n * sizeof(*types));
+    enum vllmc_status rc = VLLMC_ERR_NOMEM;
+    if (!tokens || !pads || !scores || !types)
+        goto out;
     for (uint64_t i = 0; i < n; i++) {
         double d = 0;
-        float s = i < n_copy && gguf_arr_f64(v, "tokenizer.ggml.scores", i, &d) ? (float)d : -1e9f;
-        fwrite(&s, 4, 1, f);
-    }
-    gguf_put_key(f, "tokenizer.ggml.token_type", GGUF_TYPE_ARRAY);
-    gguf_put_u32(f, GGUF_TYPE_INT32);
-    gguf_put_u64(f, n);
-    for (uint64_t i = 0; i < n; i++) {
         int64_t t = 5; // unused
-        if (i < n_copy && !gguf_arr_i64(v, "tokenizer.ggml.token_type", i, &t))
-            t = 1;
-        int32_t t32 = (int32_t)t;
-        fwrite(&t32, 4, 1, f);
+        if (i < n_copy && gguf_arr_str(v, "tokenizer.ggml.tokens", i, &tokens[i])) {
+            scores[i] = gguf_arr_f64(v, "tokenizer.ggml.scores", i, &d) ? (float)d : -1e9f;
+            if (!gguf_arr_i64(v, "tokenizer.ggml.token_type", i, &t))
+                t = 1;
+        } else {
+            char *pad = pads + (i - n_copy) * 24;
+            int len = snprintf(pad, 24, "<unused%llu>", (unsigned long long)(i - n_copy));
+            tokens[i] = (struct gguf_str){pad, (uint64_t)len};
+            scores[i] = -1e9f;
+        }
+        types[i] = (int32_t)t;
     }
-    uint64_t id;
+    rc = gguf_writer_set_str(w, "tokenizer.ggml.model", "llama");
+    if (!rc)
+        rc = gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", tokens, n);
+    if (!rc)
+        rc = gguf_writer_set_arr(w, "tokenizer.ggml.scores", GGUF_TYPE_FLOAT32, scores, n);
+    if (!rc)
+        rc = gguf_writer_set_arr(w, "tokenizer.ggml.token_type", GGUF_TYPE_INT32, types, n);
     const char *ids[] = {"tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id",
                          "tokenizer.ggml.unknown_token_id"};
-    int n_kv = 4;
-    for (size_t i = 0; i < sizeof(ids) / sizeof(ids[0]); i++) {
-        if (gguf_get_u64(v, ids[i], &id) && id < n) {
-            gguf_kv_u32(f, ids[i], (uint32_t)id);
-            n_kv++;
-        }
+    for (size_t i = 0; i < sizeof(ids) / sizeof(ids[0]) && !rc; i++) {
+        uint64_t id;
+        if (gguf_get_u64(v, ids[i], &id) && id < n)
+            rc = gguf_writer_set_u32(w, ids[i], (uint32_t)id);
     }
-    return n_kv;
+    if (!rc)
+        rc = gguf_writer_set_bool(w, "tokenizer.ggml.add_bos_token", true);
+out:
+    mem_free(types);
+    mem_free(scores);
+    mem_free(pads);
+    mem_free(tokens);
+    return rc;
+}
+
+struct genm_gguf_put {
+    struct gguf_writer *w;
+    size_t tensor;
+};
+
+static int genm_put_gguf(void *ctx, const void *p, size_t n)
+{
+    struct genm_gguf_put *g = ctx;
+    return gguf_writer_write_tensor_part(g->w, g->tensor, p, n) != VLLMC_OK;
 }
 
 static int genm_write_gguf(struct genm *g)
 {
     const struct genm_opts *o = &g->o;
-    FILE *f = fopen(o->out, "wb");
-    if (!f) {
-        fprintf(stderr, "vllmc gen-model: %s: %s\n", o->out, strerror(errno));
+    struct err err = {0};
+    struct gguf_writer *w;
+    if (gguf_writer_create(&w, &err)) {
+        fprintf(stderr, "vllmc gen-model: %s\n", err.msg);
         return 1;
     }
-    // The kv count precedes the kvs; write a placeholder and patch it.
-    fwrite("GGUF", 1, 4, f);
-    gguf_put_u32(f, 3);
-    gguf_put_u64(f, (uint64_t)g->n_t);
-    long n_kv_at = ftell(f);
-    gguf_put_u64(f, 0);
-    uint64_t n_kv = 0;
     char name[96];
     snprintf(name, sizeof(name), "random-llama-%ldL-%ld-%s", o->n_layers, o->dim,
              dtype_name(o->dtype));
-    gguf_kv_str(f, "general.architecture", "llama"), n_kv++;
-    gguf_kv_str(f, "general.name", name), n_kv++;
-    gguf_kv_u32(f, "general.alignment", GEN_ALIGN), n_kv++;
-    gguf_kv_u32(f, "general.file_type", o->dtype == DTYPE_F32 ? 0 : o->dtype == DTYPE_F16 ? 1 : 32),
-        n_kv++;
-    gguf_kv_u32(f, "llama.block_count", (uint32_t)o->n_layers), n_kv++;
-    gguf_kv_u32(f, "llama.context_length", GEN_CONTEXT), n_kv++;
-    gguf_kv_u32(f, "llama.embedding_length", (uint32_t)o->dim), n_kv++;
-    gguf_kv_u32(f, "llama.feed_forward_length", (uint32_t)o->ff_dim), n_kv++;
-    gguf_kv_u32(f, "llama.attention.head_count", (uint32_t)o->n_heads), n_kv++;
-    gguf_kv_u32(f, "llama.attention.head_count_kv", (uint32_t)o->n_kv_heads), n_kv++;
-    gguf_kv_u32(f, "llama.attention.key_length", (uint32_t)o->head_dim), n_kv++;
-    gguf_kv_u32(f, "llama.attention.value_length", (uint32_t)o->head_dim), n_kv++;
-    gguf_kv_u32(f, "llama.rope.dimension_count", (uint32_t)o->head_dim), n_kv++;
-    gguf_kv_u32(f, "llama.vocab_size", (uint32_t)o->n_vocab), n_kv++;
-    gguf_kv_f32(f, "llama.attention.layer_norm_rms_epsilon", 1e-6f), n_kv++;
-    gguf_kv_f32(f, "llama.rope.freq_base", 1000000.0f), n_kv++;
-    if (g->vocab) {
-        n_kv += (uint64_t)genm_write_vocab(g, f);
-        gguf_kv_bool(f, "tokenizer.ggml.add_bos_token", true), n_kv++;
-    }
-    for (int i = 0; i < g->n_t; i++) {
-        const struct genm_tensor *t = &g->t[i];
-        gguf_put_str(f, t->gguf_name, strlen(t->gguf_name));
-        if (t->cols) {
-            gguf_put_u32(f, 2);
-            gguf_put_u64(f, (uint64_t)t->cols); // ne[0]: innermost
-            gguf_put_u64(f, (uint64_t)t->rows);
-        } else {
-            gguf_put_u32(f, 1);
-            gguf_put_u64(f, (uint64_t)t->rows);
-        }
-        // Norm weights stay F32, as llama.cpp's converter keeps 1-D tensors.
-        gguf_put_u32(f, (uint32_t)(t->cols ? o->dtype : DTYPE_F32));
-        gguf_put_u64(f, t->offset);
-    }
-    int rc = 0;
-    enum dtype wanted = g->o.dtype;
-    static const char zeros[GEN_ALIGN];
-    long pos = ftell(f);
-    fwrite(zeros, 1, (size_t)((GEN_ALIGN - pos % GEN_ALIGN) % GEN_ALIGN), f);
-    long data0 = ftell(f);
+    struct {
+        const char *key;
+        uint32_t v;
+    } u32s[] = {
+        {"general.file_type", o->dtype == DTYPE_F32 ? 0u : o->dtype == DTYPE_F16 ? 1u : 32u},
+        {"llama.block_count", (uint32_t)o->n_layers},
+        {"llama.context_length", GEN_CONTEXT},
+        {"llama.embedding_length", (uint32_t)o->dim},
+        {"llama.feed_forward_length", (uint32_t)o->ff_dim},
+        {"llama.attention.head_count", (uint32_t)o->n_heads},
+        {"llama.attention.head_count_kv", (uint32_t)o->n_kv_heads},
+        {"llama.attention.key_length", (uint32_t)o->head_dim},
+        {"llama.attention.value_length", (uint32_t)o->head_dim},
+        {"llama.rope.dimension_count", (uint32_t)o->head_dim},
+        {"llama.vocab_size", (uint32_t)o->n_vocab},
+    };
+    enum vllmc_status rc = gguf_writer_set_str(w, "general.architecture", "llama");
+    if (!rc)
+        rc = gguf_writer_set_str(w, "general.name", name);
+    for (size_t i = 0; i < sizeof(u32s) / sizeof(u32s[0]) && !rc; i++)
+        rc = gguf_writer_set_u32(w, u32s[i].key, u32s[i].v);
+    if (!rc)
+        rc = gguf_writer_set_f32(w, "llama.attention.layer_norm_rms_epsilon", 1e-6f);
+    if (!rc)
+        rc = gguf_writer_set_f32(w, "llama.rope.freq_base", 1000000.0f);
+    if (!rc && g->vocab)
+        rc = genm_set_vocab(g, w);
     for (int i = 0; i < g->n_t && !rc; i++) {
-        struct genm_tensor *t = &g->t[i];
-        long at = ftell(f) - data0;
-        if (at < (long)t->offset)
-            fwrite(zeros, 1, (size_t)((long)t->offset - at), f);
-        g->o.dtype = t->cols ? wanted : DTYPE_F32;
-        rc = genm_write_tensor(g, f, i, true);
-        g->o.dtype = wanted;
+        const struct genm_tensor *t = &g->t[i];
+        // Norm weights stay F32, as llama.cpp's converter keeps 1-D tensors.
+        int64_t ne[2] = {t->cols ? t->cols : t->rows, t->rows}; // ne[0]: innermost
+        rc = gguf_writer_add_tensor(w, t->gguf_name, t->cols ? o->dtype : DTYPE_F32,
+                                    t->cols ? 2 : 1, ne);
     }
-    fseek(f, n_kv_at, SEEK_SET);
-    gguf_put_u64(f, n_kv);
-    if (ferror(f) || fclose(f) || rc) {
-        fprintf(stderr, "vllmc gen-model: %s: write failed\n", o->out);
-        return 1;
+    if (!rc)
+        rc = gguf_writer_open(w, o->out);
+    for (int i = 0; i < g->n_t && !rc; i++) {
+        struct genm_gguf_put put = {w, (size_t)i};
+        if (genm_write_tensor(g, i, true, g->t[i].cols ? o->dtype : DTYPE_F32, genm_put_gguf,
+                              &put))
+            rc = gguf_writer_err(w)->code ? gguf_writer_err(w)->code : VLLMC_ERR_IO;
     }
-    return 0;
+    if (!rc)
+        rc = gguf_writer_close(w);
+    if (rc)
+        fprintf(stderr, "vllmc gen-model: %s: %s\n", o->out,
+                gguf_writer_err(w)->msg[0] ? gguf_writer_err(w)->msg : "out of memory");
+    gguf_writer_free(w);
+    return rc ? 1 : 0;
 }
 
 // ---- Hugging Face folder ----
@@ -520,7 +477,7 @@ static int genm_write_safetensors(struct genm *g)
     mem_free(hdr);
     int rc = 0;
     for (int i = 0; i < g->n_t && !rc; i++)
-        rc = genm_write_tensor(g, f, i, false);
+        rc = genm_write_tensor(g, i, false, o->dtype, genm_put_file, f);
     if (ferror(f) || fclose(f) || rc) {
         fprintf(stderr, "vllmc gen-model: %s: write failed\n", path);
         return 1;
