@@ -198,9 +198,8 @@ extern "C" enum vllmc_status cuda_int4g_gemm_run(const struct op_call *c)
     const int64_t m = tensor_n_rows(c->src[0]), n = w->ne[1], k = w->ne[0];
     if (m == 0 || n == 0)
         return VLLMC_OK;
-    const size_t w_bytes = ((size_t)(n * k) * 2 + 255) & ~(size_t)255;
     void *scratch = nullptr;
-    enum vllmc_status rc = cuda_scratch(dev, w_bytes + (size_t)(m * k) * 2, &scratch);
+    enum vllmc_status rc = cuda_matmul_lt_bf16_scratch(c, &scratch);
     if (rc)
         return rc;
     const int n_blocks = (int)(k / 32);
@@ -209,5 +208,5 @@ extern "C" enum vllmc_status cuda_int4g_gemm_run(const struct op_call *c)
         (__nv_bfloat16 *)scratch, (const uint8_t *)w->data, (int64_t)w->nb[1],
         p ? (const int32_t *)p->data : nullptr, (int)k);
     CUDA_TRY_LAUNCH();
-    return cuda_matmul_lt_bf16(c, scratch, (char *)scratch + w_bytes);
+    return cuda_matmul_lt_bf16(c, scratch);
 }

@@ -570,12 +570,26 @@ extern "C" enum vllmc_status cuda_cublaslt_run(const struct op_call *c)
     return lt_run(dev, &a, wt, xc, true);
 }
 
-extern "C" enum vllmc_status cuda_matmul_lt_bf16(const struct op_call *c, const void *w,
-                                                 void *x_scratch)
+// Bytes of the bf16 W [n, k] at the start of the scratch, rounded up so the
+// activations after it start 256-byte aligned.
+static size_t lt_bf16_w_bytes(const struct op_call *c)
+{
+    return ((size_t)c->src[1]->ne[1] * (size_t)c->src[1]->ne[0] * 2 + 255) & ~(size_t)255;
+}
+
+extern "C" enum vllmc_status cuda_matmul_lt_bf16_scratch(const struct op_call *c,
+                                                         void **w_scratch)
+{
+    const size_t x_bytes = (size_t)tensor_n_rows(c->src[0]) * (size_t)c->src[1]->ne[0] * 2;
+    return cuda_scratch(cuda_device_of(c), lt_bf16_w_bytes(c) + x_bytes, w_scratch);
+}
+
+extern "C" enum vllmc_status cuda_matmul_lt_bf16(const struct op_call *c, const void *w_scratch)
 {
     struct matmul_args a;
     matmul_args_init(&a, c);
-    a.w = w;
+    a.w = w_scratch;
     a.w_pitch = a.k;
+    void *x_scratch = (char *)w_scratch + lt_bf16_w_bytes(c);
     return lt_run(cuda_device_of(c), &a, DTYPE_BF16, x_scratch, false);
 }

@@ -27,10 +27,13 @@ bool cuda_gemv_supports(const struct op_call *c);
 enum vllmc_status cuda_gemv_run(const struct op_call *c);
 bool cuda_cublaslt_supports(const struct op_call *c);
 enum vllmc_status cuda_cublaslt_run(const struct op_call *c);
-// For providers that make bf16 weights on the fly: dst = x . W^T (+ bias) of
-// call c through cuBLASLt, with W read from w (bf16 [n, k], dense) instead of
-// c->src[1]; x_scratch has room for m * k bf16 activations.
-enum vllmc_status cuda_matmul_lt_bf16(const struct op_call *c, const void *w, void *x_scratch);
+// For providers that make bf16 weights on the fly (dequantizing prefill):
+// *w_scratch gets the device's scratch with room for W [n, k] bf16 (dense),
+// which the provider fills; cuda_matmul_lt_bf16(c, w_scratch) then computes
+// dst = x . W^T (+ bias) of call c through cuBLASLt, its bf16 copy of x in the
+// same scratch after W.
+enum vllmc_status cuda_matmul_lt_bf16_scratch(const struct op_call *c, void **w_scratch);
+enum vllmc_status cuda_matmul_lt_bf16(const struct op_call *c, const void *w_scratch);
 
 bool cuda_matmul_tiled_supports(const struct op_call *c);
 enum vllmc_status cuda_matmul_tiled_run(const struct op_call *c);

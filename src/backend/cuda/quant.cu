@@ -281,14 +281,13 @@ extern "C" enum vllmc_status cuda_qgemm_run(const struct op_call *c)
     const int64_t m = tensor_n_rows(c->src[0]), n = w->ne[1], k = w->ne[0];
     if (m == 0 || n == 0)
         return VLLMC_OK;
-    const size_t w_bytes = ((size_t)(n * k) * 2 + 255) & ~(size_t)255;
     void *scratch = nullptr;
-    enum vllmc_status rc = cuda_scratch(dev, w_bytes + (size_t)(m * k) * 2, &scratch);
+    enum vllmc_status rc = cuda_matmul_lt_bf16_scratch(c, &scratch);
     if (rc)
         return rc;
     qdequant_any<__nv_bfloat16>((__nv_bfloat16 *)scratch, k, w, nullptr, n, dev->stream);
     CUDA_TRY_LAUNCH();
-    return cuda_matmul_lt_bf16(c, scratch, (char *)scratch + w_bytes);
+    return cuda_matmul_lt_bf16(c, scratch);
 }
 
 extern "C" bool cuda_qembedding_supports(const struct op_call *c)
