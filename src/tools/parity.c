@@ -25,7 +25,8 @@ struct parity_case {
     int32_t *ref; // owned [n_ref]: the reference's greedy tokens
     int n_ref;
     int32_t *topk; // owned [n_ref, PARITY_MAX_K]; -1 pads; row of -1 = no top-k at that step
-    float *topv;   // owned [n_ref, PARITY_MAX_K]: the reference's log-probabilities (NAN: none)
+    float *topv;   // owned [n_ref, PARITY_MAX_K]: the reference's values (NAN: none)
+    bool topv_logits; // topv holds raw logits (golden files), not log-probabilities (refs files)
     int k;         // the widest top-k seen
 };
 
@@ -159,6 +160,7 @@ static int parity_read(struct parity *p)
             }
         } else {
             case_set_topk(c, 0, json_object_get(e, "first_step_top10"));
+            c->topv_logits = true; // [id, logit] pairs
         }
     }
 out:
@@ -188,18 +190,25 @@ static int32_t argmax(const float *x, int n)
     return best;
 }
 
-// Largest |log_softmax(logits)[id] - value| over the reference's top-k of
-// one step: how far apart the two computations are, beyond the token choice.
+// Largest |ours - value| over the reference's top-k of one step, comparing
+// log_softmax(logits) with log-probabilities, or the logits themselves when
+// the reference holds logits: how far apart the two computations are, beyond
+// the token choice.
 static double logprob_error(const float *logits, int n_vocab, const int32_t *ids,
-                            const float *values)
+                            const float *values, bool values_are_logits)
 {
-    float mx = logits[0];
-    for (int i = 1; i < n_vocab; i++)
-        mx = logits[i] > mx ? logits[i] : mx;
-    double sum = 0.0;
-    for (int i = 0; i < n_vocab; i++)
-        sum += exp((double)logits[i] - (double)mx);
-    double lse = (double)mx + log(sum);
+    if (ids[0] < 0 || isnan(values[0]))
+        return 0.0; // no reference values at this step: skip the pass over the vocabulary
+    double lse = 0.0;
+    if (!values_are_logits) {
+        float mx = logits[0];
+        for (int i = 1; i < n_vocab; i++)
+            mx = logits[i] > mx ? logits[i] : mx;
+        double sum = 0.0;
+        for (int i = 0; i < n_vocab; i++)
+            sum += exp((double)logits[i] - (double)mx);
+        lse = (double)mx + log(sum);
+    }
     double worst = 0.0;
     for (int k = 0; k < PARITY_MAX_K && ids[k] >= 0; k++) {
         if (ids[k] >= n_vocab || isnan(values[k]))
@@ -250,7 +259,8 @@ static int parity_step(struct parity_run *r, int *idx, int n, const int *pos0)
         int32_t tok = argmax(row, n_vocab);
         if (s->diverged_at < 0) {
             double e = logprob_error(row, n_vocab, s->c->topk + (size_t)step * PARITY_MAX_K,
-                                     s->c->topv + (size_t)step * PARITY_MAX_K);
+                                     s->c->topv + (size_t)step * PARITY_MAX_K,
+                                     s->c->topv_logits);
             s->lp_err = e > s->lp_err ? e : s->lp_err;
         }
         if (tok != s->c->ref[step] && s->diverged_at < 0) {
@@ -346,8 +356,9 @@ static int parity_report(const struct parity_run *r)
     // cases tells rounding noise (~1e-4) from a real difference (~1e-2).
     if (lp && r->n_seqs) {
         qsort(lp, (size_t)r->n_seqs, sizeof(*lp), cmp_double);
-        printf("logprob error (largest |ours - reference| over the reference's top-k before "
+        printf("%s error (largest |ours - reference| over the reference's top-k before "
                "divergence): median %.2e, max %.2e\n",
+               r->seqs[0].c->topv_logits ? "logit" : "logprob",
                lp[r->n_seqs / 2], lp[r->n_seqs - 1]);
     }
     mem_free(lp);
