@@ -20,6 +20,7 @@
 # GPU_CHECK_STAGES (comma list) picks stages: deps,build,tests,ops,roofline,
 # bench,hf,serve,hf8b,sanitizer (default: all but hf8b, which writes a 16 GB
 # checkpoint; a machine call has 10 minutes, so split the stages over calls).
+# GPU_CHECK_CPU_PARITY=0 leaves out the (informational) CPU parity runs.
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT" || exit 1
@@ -205,6 +206,7 @@ parity_runs() {
     shift
     for run in "$@"; do
         dev=${run%:*} batch=${run#*:}
+        [ "$dev" = cpu ] && [ "${GPU_CHECK_CPU_PARITY:-1}" = 0 ] && continue
         stage "parity $m $dev batch $batch" "$OUT/hf-parity.log" 300 \
             "$VLLMC" parity --model "$DATA/$m" --reference "$DATA/$m.refs.json" \
             --pass default --device $dev --batch $batch
