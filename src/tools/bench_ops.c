@@ -1,7 +1,7 @@
 // vllmc bench-ops: times op providers of a backend on model-sized shapes and
 // prints one greppable line per case (op, shape, provider, us, GB/s). Sections:
 // gemv (decode matmuls, bandwidth), crossover (GEMV against cuBLASLt by token
-// count), attention (paged decode), and decode: the per-layer op sequence of a
+// count), attention (paged decode and prefill), and decode: the per-layer op sequence of a
 // Qwen3-shaped model (random weights, every layer its own buffers) run as one
 // decode step, giving step time and tokens per second of the kernels alone.
 #include <math.h>
@@ -274,6 +274,72 @@ static int bench_attention_case(struct bench *b, int n_seqs, int ctx, int n_head
     return fails;
 }
 
+// Paged prefill attention: n_seqs sequences of n_q new tokens each at the end
+// of ctx keys (ctx > n_q: a chunk after a cached prefix), on the named
+// provider so the tensor-core kernel and the CUDA-core one print side by side.
+// tflops counts the causal half only: 4 * head_dim * n_heads per visible key.
+static int bench_attention_prefill_case(struct bench *b, const char *label, int n_seqs, int n_q,
+                                        int ctx, int n_heads, int n_kv, int hd, enum dtype ct,
+                                        const char *provider)
+{
+    const int bs = 16, max_blocks = (ctx + bs - 1) / bs;
+    const int n_blocks = n_seqs * max_blocks, n_tokens = n_seqs * n_q;
+    struct tensor q, o, kc, vc, bt, sl, qsl;
+    int64_t ne_q[3] = {hd, n_heads, n_tokens}, ne_c[4] = {hd, n_kv, bs, n_blocks};
+    int64_t ne_bt[2] = {max_blocks, n_seqs}, ne_sl[1] = {n_seqs}, ne_qsl[1] = {n_seqs + 1};
+    const struct op_provider *p = provider_named(b->be, OP_ATTENTION, provider);
+    if (!p) {
+        printf("op=attention prefill shape=%s provider=%s absent\n", label, provider);
+        return 0;
+    }
+    int32_t *host = mem_alloc((size_t)(n_blocks + 2 * n_seqs + 1) * sizeof(int32_t));
+    if (!host)
+        return 1;
+    int fails = 0;
+    if (tensor_new(b, &q, DTYPE_F32, 3, ne_q) || tensor_new(b, &o, DTYPE_F32, 3, ne_q) ||
+        tensor_new(b, &kc, ct, 4, ne_c) || tensor_new(b, &vc, ct, 4, ne_c) ||
+        tensor_new(b, &bt, DTYPE_I32, 2, ne_bt) || tensor_new(b, &sl, DTYPE_I32, 1, ne_sl) ||
+        tensor_new(b, &qsl, DTYPE_I32, 1, ne_qsl)) {
+        fprintf(stderr, "bench-ops: %s\n", backend_err(b->be)->msg);
+        mem_free(host);
+        return 1;
+    }
+    for (int i = 0; i < n_blocks; i++)
+        host[i] = (int32_t)((i * 7 + 1) % n_blocks);
+    backend_upload(b->be, bt.data, host, (size_t)n_blocks * sizeof(int32_t));
+    for (int s = 0; s < n_seqs; s++)
+        host[s] = ctx;
+    backend_upload(b->be, sl.data, host, (size_t)n_seqs * sizeof(int32_t));
+    for (int s = 0; s <= n_seqs; s++)
+        host[s] = s * n_q;
+    backend_upload(b->be, qsl.data, host, (size_t)(n_seqs + 1) * sizeof(int32_t));
+    struct op_call c = {.op = OP_ATTENTION, .dst = &o, .src = {&q, &kc, &vc, &bt, &sl, &qsl}};
+    c.p.scale = 1.0f / sqrtf((float)hd);
+    c.p.max_seq_len = ctx;
+    c.p.max_q_len = n_q;
+    c.backend = b->be;
+    if (!p->supports(&c)) {
+        printf("op=attention prefill shape=%s provider=%s declined\n", label, provider);
+    } else {
+        double us = time_call(b, &c, p, b->iters);
+        // Visible keys summed over the queries: ctx - n_q + 1 .. ctx.
+        double keys = (double)n_seqs * n_q * (2.0 * ctx - n_q + 1) / 2.0;
+        double flop = 4.0 * hd * n_heads * keys;
+        if (us > 0)
+            printf("op=attention prefill shape=%s seqs=%d q=%d ctx=%d heads=%d/%d head_dim=%d "
+                   "cache=%s provider=%s us=%.1f tflops=%.1f\n",
+                   label, n_seqs, n_q, ctx, n_heads, n_kv, hd, dtype_name(ct), p->name, us,
+                   flop / (us * 1e-6) / 1e12);
+        else
+            fails++;
+    }
+    struct tensor *all[] = {&q, &o, &kc, &vc, &bt, &sl, &qsl};
+    for (size_t i = 0; i < 7; i++)
+        backend_buffer_free(b->be, all[i]->data);
+    mem_free(host);
+    return fails;
+}
+
 static int section_attention(struct bench *b)
 {
     int fails = 0;
@@ -282,6 +348,22 @@ static int section_attention(struct bench *b)
     fails += bench_attention_case(b, 8, 4096, 32, 8, 128, DTYPE_BF16);
     fails += bench_attention_case(b, 64, 640, 32, 8, 128, DTYPE_BF16);
     fails += bench_attention_case(b, 8, 4096, 16, 8, 128, DTYPE_BF16);
+    // Prefill: Qwen3 0.6B (16/8 heads) and 8B (32/8) at 512 tokens, a 512-token
+    // chunk after 1536 cached ones, and four sequences; each on both kernels.
+    static const char *const prefill_providers[] = {"cuda-attn-prefill-tc", "cuda-paged"};
+    for (size_t i = 0; i < 2; i++) {
+        const char *pv = prefill_providers[i];
+        fails +=
+            bench_attention_prefill_case(b, "0.6b.pp512", 1, 512, 512, 16, 8, 128, DTYPE_BF16, pv);
+        fails +=
+            bench_attention_prefill_case(b, "8b.pp512", 1, 512, 512, 32, 8, 128, DTYPE_BF16, pv);
+        fails += bench_attention_prefill_case(b, "8b.pp512.f32cache", 1, 512, 512, 32, 8, 128,
+                                              DTYPE_F32, pv);
+        fails += bench_attention_prefill_case(b, "8b.chunk512@2048", 1, 512, 2048, 32, 8, 128,
+                                              DTYPE_BF16, pv);
+        fails +=
+            bench_attention_prefill_case(b, "8b.4x512", 4, 512, 512, 32, 8, 128, DTYPE_BF16, pv);
+    }
     return fails;
 }
 

@@ -445,6 +445,18 @@ static void grid_attention(struct parity *pr)
         {12, 1, 256, 16, 2, {40, 129}, {1, 1}},
         {6, 6, 48, 16, 3, {190, 1, 77}, {1, 1, 1}}, // stories-sized heads
         {6, 6, 48, 16, 2, {40, 21}, {40, 3}},
+        // Prefill (tensor cores on CUDA): 1, 17, 128 and 300 query tokens, contexts
+        // off the block size, GQA ratios 1, 2, 4 and 8, head sizes 64 and 128.
+        {4, 4, 128, 16, 1, {1}, {1}},
+        {4, 4, 64, 16, 1, {17}, {17}},
+        {8, 4, 128, 16, 1, {133}, {128}},
+        {8, 2, 64, 32, 1, {300}, {300}},
+        {8, 1, 128, 16, 1, {300}, {300}},
+        {8, 1, 64, 16, 2, {145, 17}, {128, 17}},
+        // Chunked prefill: decodes beside chunks whose context holds a cached prefix.
+        {8, 2, 128, 16, 4, {301, 90, 317, 1}, {1, 1, 17, 1}},
+        {16, 2, 64, 16, 4, {33, 200, 1, 250}, {1, 128, 1, 40}},
+        {4, 4, 128, 32, 3, {77, 350, 12}, {1, 300, 12}},
     };
     static const enum dtype caches[] = {DTYPE_F32, DTYPE_F16, DTYPE_BF16};
     for (size_t i = 0; i < sizeof configs / sizeof configs[0]; i++) {

@@ -17,6 +17,11 @@ void cuda_attention_set_decode(bool on);
 bool cuda_attention_supports(const struct op_call *c);
 enum vllmc_status cuda_attention_run(const struct op_call *c);
 
+// The same op on tensor cores (attention_prefill.cu) for calls with many query
+// tokens per sequence; f16/bf16 operands, so op parity holds it to 5e-4.
+bool cuda_attention_tc_supports(const struct op_call *c);
+enum vllmc_status cuda_attention_tc_run(const struct op_call *c);
+
 #ifdef __cplusplus
 }
 #endif

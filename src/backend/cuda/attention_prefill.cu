@@ -1,0 +1,382 @@
+// Paged causal attention on tensor cores for calls with many query tokens
+// (prefill, and chunked prefill mixed with decodes), FlashAttention-2 style:
+// a warp owns 16 query rows and keeps S = Q.K^T, the online-softmax state and
+// O in registers (mma.sync m16n8k16, f16/bf16 operands, f32 accumulation).
+// Decode-only calls stay on attention.cu's kernels.
+#include "backend/cuda/attention.cuh"
+#include "backend/cuda/cuda_common.cuh"
+
+#define TC_WARPS 4
+#define TC_THREADS (TC_WARPS * CUDA_WARP)
+#define TC_ROWS (TC_WARPS * 16) // query rows per block: tokens x heads of one KV group
+#define TC_KT 64                // keys per shared-memory tile
+#define TC_PAD 8                // row padding (elements) that keeps fragment reads conflict-free
+
+// The gate's threshold on query tokens per sequence. Below it the tiled
+// CUDA-core kernel of attention.cu is the better choice: it splits long
+// contexts over blocks (split-K), which this kernel does not, and its 16-row
+// tiles waste less on a handful of queries; decode-only calls (one query per
+// sequence) have their own bandwidth-bound kernel there. From 16 tokens on, a
+// sequence fills at least one m16 row fragment even without GQA, the score and
+// P.V products dominate, and tensor cores win.
+#define TC_MIN_Q_LEN 16
+
+struct tc_params {
+    float *dst; // [n_tokens, n_heads, head_dim], token stride dst_stride
+    int64_t dst_stride;
+    const float *q; // [n_tokens, n_heads, head_dim], token stride q_stride
+    int64_t q_stride;
+    const void *k_cache; // [n_blocks, block_size, n_kv_heads, head_dim]
+    const void *v_cache;
+    const int32_t *block_tables; // [n_seqs, bt_stride]
+    int64_t bt_stride;
+    const int32_t *seq_lens; // [n_seqs]
+    const int32_t *q_start;  // [n_seqs + 1]
+    int n_kv_heads, block_size;
+    int group;        // n_heads / n_kv_heads
+    int hc;           // heads of the group per block (divides group)
+    int qt;           // tokens per block (hc * qt <= TC_ROWS)
+    int n_hchunks;    // group / hc
+    float scale_log2; // scale * log2(e): scores are kept in base 2
+};
+
+// ---- operand types: conversion and the mma itself ----
+
+// Two f32 values as one register of two 16-bit operands, lo in the low half.
+template <typename OT> __device__ __forceinline__ uint32_t tc_pack(float lo, float hi);
+
+template <> __device__ __forceinline__ uint32_t tc_pack<__half>(float lo, float hi)
+{
+    // An f32 cache or query may hold values past f16's range: saturate them
+    // instead of turning them into infinities (and the softmax into NaN).
+    lo = fminf(fmaxf(lo, -65504.0f), 65504.0f);
+    hi = fminf(fmaxf(hi, -65504.0f), 65504.0f);
+    const __half2 h = __floats2half2_rn(lo, hi);
+    uint32_t u;
+    memcpy(&u, &h, sizeof u);
+    return u;
+}
+
+template <> __device__ __forceinline__ uint32_t tc_pack<__nv_bfloat16>(float lo, float hi)
+{
+    const __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+    uint32_t u;
+    memcpy(&u, &h, sizeof u);
+    return u;
+}
+
+// c[16x8] += a[16x16] . b[16x8]. Fragments (PTX ISA, mma.m16n8k16), with
+// g = lane / 4 and t = lane % 4: a[0] holds A(g, 2t..2t+1), a[1] A(g+8, 2t..),
+// a[2] A(g, 2t+8..), a[3] A(g+8, 2t+8..); b0 holds B(2t..2t+1, g), b1
+// B(2t+8..2t+9, g); c[0..1] C(g, 2t..2t+1), c[2..3] C(g+8, 2t..2t+1).
+template <typename OT>
+__device__ __forceinline__ void tc_mma(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1);
+
+template <>
+__device__ __forceinline__ void tc_mma<__half>(float c[4], const uint32_t a[4], uint32_t b0,
+                                               uint32_t b1)
+{
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+        "{%8, %9}, {%0, %1, %2, %3};"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+template <>
+__device__ __forceinline__ void tc_mma<__nv_bfloat16>(float c[4], const uint32_t a[4], uint32_t b0,
+                                                      uint32_t b1)
+{
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, "
+        "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// Eight cache elements (16-byte aligned) as eight operands in one uint4.
+template <typename TC, typename OT> __device__ __forceinline__ uint4 tc_load8(const TC *src)
+{
+    float f[8];
+    if (sizeof(TC) == 4) {
+        cuda_widen16(*(const uint4 *)src, f, (const TC *)nullptr);
+        cuda_widen16(*(const uint4 *)(src + 4), f + 4, (const TC *)nullptr);
+    } else {
+        cuda_widen16(*(const uint4 *)src, f, (const TC *)nullptr);
+    }
+    uint4 u;
+    u.x = tc_pack<OT>(f[0], f[1]);
+    u.y = tc_pack<OT>(f[2], f[3]);
+    u.z = tc_pack<OT>(f[4], f[5]);
+    u.w = tc_pack<OT>(f[6], f[7]);
+    return u;
+}
+
+// ---- the kernel ----
+
+// One block per (query tile, head chunk of a KV group, sequence). Its
+// TC_ROWS rows are tokens x heads (row r: token r / hc, head r % hc of the
+// chunk), so every K/V tile read from the paged cache serves the whole GQA
+// group. Warp w owns rows 16w..16w+15; lane (g, t) holds rows g and g + 8.
+template <typename TC, typename OT, int D>
+static __global__ void __launch_bounds__(TC_THREADS) att_tc_kernel(const struct tc_params p)
+{
+    constexpr int LDS = D + TC_PAD;                    // shared row stride in elements
+    __shared__ __align__(16) uint16_t ks[TC_KT * LDS]; // [TC_KT][D]: keys of the tile
+    __shared__ __align__(16) uint16_t vs[TC_KT * LDS]; // [TC_KT][D]: values of the tile
+
+    // Tiles late in a sequence see the most keys: start them first.
+    const int tile = (int)(gridDim.x - 1 - blockIdx.x);
+    const int seq = (int)blockIdx.y / (p.n_kv_heads * p.n_hchunks);
+    const int rest = (int)blockIdx.y % (p.n_kv_heads * p.n_hchunks);
+    const int kvh = rest / p.n_hchunks, hchunk = rest % p.n_hchunks;
+    const int q0 = p.q_start[seq];
+    const int q_len = p.q_start[seq + 1] - q0;
+    if (tile * p.qt >= q_len)
+        return;
+    const int pos0 = p.seq_lens[seq] - q_len + tile * p.qt; // position of the tile's first token
+    const int tile_tokens = min(p.qt, q_len - tile * p.qt);
+    const int n_rows = tile_tokens * p.hc;
+    const int k_end = pos0 + tile_tokens; // keys 0..k_end-1 are visible to some row
+
+    const int lane = (int)threadIdx.x % CUDA_WARP, warp = (int)threadIdx.x / CUDA_WARP;
+    const int g = lane >> 2, t = lane & 3;
+    // The warp's last valid row bounds the keys it needs; a warp without rows
+    // only helps load.
+    const bool warp_rows = warp * 16 < n_rows;
+    const int warp_last_pos = pos0 + (min(warp * 16 + 15, n_rows - 1)) / p.hc;
+
+    // This lane's two rows: position (-1 = padding, sees nothing), token, head.
+    int pos[2];
+    int64_t tok[2];
+    int head[2];
+    for (int i = 0; i < 2; i++) {
+        const int r = warp * 16 + g + 8 * i;
+        pos[i] = r < n_rows ? pos0 + r / p.hc : -1;
+        tok[i] = (int64_t)q0 + tile * p.qt + r / p.hc;
+        head[i] = kvh * p.group + hchunk * p.hc + r % p.hc;
+    }
+
+    // Q as A fragments for the whole head, pre-scaled into base-2 logits.
+    uint32_t qf[D / 16][4];
+#pragma unroll
+    for (int kk = 0; kk < D / 16; kk++) {
+#pragma unroll
+        for (int i = 0; i < 2; i++) {
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                float2 v = make_float2(0.0f, 0.0f);
+                if (pos[i] >= 0)
+                    v = *(const float2 *)(p.q + tok[i] * p.q_stride + (int64_t)head[i] * D +
+                                          kk * 16 + 8 * h + 2 * t);
+                qf[kk][i + 2 * h] = tc_pack<OT>(v.x * p.scale_log2, v.y * p.scale_log2);
+            }
+        }
+    }
+
+    float o[D / 8][4]; // O rows g, g + 8 at columns 8n + 2t, 8n + 2t + 1
+#pragma unroll
+    for (int n = 0; n < D / 8; n++)
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+            o[n][i] = 0.0f;
+    float m[2] = {-INFINITY, -INFINITY}; // running max (base 2) of rows g, g + 8
+    float l[2] = {0.0f, 0.0f};           // running sum over this lane's columns
+
+    const TC *kc = (const TC *)p.k_cache, *vc = (const TC *)p.v_cache;
+    const int64_t kv_row = (int64_t)p.n_kv_heads * D;
+    const int32_t *bt = p.block_tables + (int64_t)seq * p.bt_stride;
+
+    for (int kt0 = 0; kt0 < k_end; kt0 += TC_KT) {
+        __syncthreads(); // every warp is done with the previous tile
+        // Keys past k_end are zeros: masked out of S, and 0 * V stays finite.
+        for (int e = (int)threadIdx.x; e < TC_KT * D / 8; e += TC_THREADS) {
+            const int j = e / (D / 8), c = e % (D / 8), kp = kt0 + j;
+            uint4 kw = make_uint4(0, 0, 0, 0), vw = make_uint4(0, 0, 0, 0);
+            if (kp < k_end) {
+                const int64_t off =
+                    ((int64_t)bt[kp / p.block_size] * p.block_size + kp % p.block_size) * kv_row +
+                    (int64_t)kvh * D + c * 8;
+                kw = tc_load8<TC, OT>(kc + off);
+                vw = tc_load8<TC, OT>(vc + off);
+            }
+            *(uint4 *)&ks[j * LDS + c * 8] = kw;
+            *(uint4 *)&vs[j * LDS + c * 8] = vw;
+        }
+        __syncthreads();
+        if (!warp_rows || kt0 > warp_last_pos)
+            continue; // causal: this warp's rows see none of these keys
+
+        // S = Q.K^T over the tile: B(d, key) = K[key][d], pairs along d.
+        float s[TC_KT / 8][4];
+#pragma unroll
+        for (int n = 0; n < TC_KT / 8; n++) {
+#pragma unroll
+            for (int i = 0; i < 4; i++)
+                s[n][i] = 0.0f;
+#pragma unroll
+            for (int kk = 0; kk < D / 16; kk++) {
+                const uint16_t *kr = ks + (n * 8 + g) * LDS + kk * 16 + 2 * t;
+                tc_mma<OT>(s[n], qf[kk], *(const uint32_t *)kr, *(const uint32_t *)(kr + 8));
+            }
+        }
+
+        // Causal mask, then the online softmax; a row's four lanes (same g)
+        // share its max through two shuffles.
+        float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+        for (int n = 0; n < TC_KT / 8; n++) {
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                const int key = kt0 + n * 8 + 2 * t + (i & 1);
+                if (key > pos[i >> 1])
+                    s[n][i] = -INFINITY;
+                mx[i >> 1] = fmaxf(mx[i >> 1], s[n][i]);
+            }
+        }
+        float mu[2], alpha[2];
+#pragma unroll
+        for (int i = 0; i < 2; i++) {
+            mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 1));
+            mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 2));
+            const float m_new = fmaxf(m[i], mx[i]);
+            // A row that has seen no key yet keeps exp2(-inf - 0) = 0.
+            mu[i] = m_new == -INFINITY ? 0.0f : m_new;
+            alpha[i] = exp2f(m[i] - mu[i]);
+            m[i] = m_new;
+            l[i] *= alpha[i];
+        }
+#pragma unroll
+        for (int n = 0; n < TC_KT / 8; n++) {
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                s[n][i] = exp2f(s[n][i] - mu[i >> 1]);
+                l[i >> 1] += s[n][i];
+            }
+        }
+#pragma unroll
+        for (int n = 0; n < D / 8; n++)
+#pragma unroll
+            for (int i = 0; i < 4; i++)
+                o[n][i] *= alpha[i >> 1];
+
+                // O += P.V: the C fragments of two adjacent 8-key column tiles of S
+                // are exactly the A fragment of one 16-key step. B(key, d) = V[key][d],
+                // pairs along the key.
+#pragma unroll
+        for (int kk = 0; kk < TC_KT / 16; kk++) {
+            const uint32_t a[4] = {
+                tc_pack<OT>(s[2 * kk][0], s[2 * kk][1]),
+                tc_pack<OT>(s[2 * kk][2], s[2 * kk][3]),
+                tc_pack<OT>(s[2 * kk + 1][0], s[2 * kk + 1][1]),
+                tc_pack<OT>(s[2 * kk + 1][2], s[2 * kk + 1][3]),
+            };
+#pragma unroll
+            for (int n = 0; n < D / 8; n++) {
+                const uint16_t *vr = vs + (kk * 16 + 2 * t) * LDS + n * 8 + g;
+                const uint32_t b0 = (uint32_t)vr[0] | (uint32_t)vr[LDS] << 16;
+                const uint32_t b1 = (uint32_t)vr[8 * LDS] | (uint32_t)vr[9 * LDS] << 16;
+                tc_mma<OT>(o[n], a, b0, b1);
+            }
+        }
+    }
+
+    // Each lane summed its own columns; the row's sum spans its four lanes.
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        l[i] += __shfl_xor_sync(0xffffffffu, l[i], 1);
+        l[i] += __shfl_xor_sync(0xffffffffu, l[i], 2);
+    }
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        if (pos[i] < 0)
+            continue;
+        const float inv = l[i] > 0.0f ? 1.0f / l[i] : 0.0f;
+        float *out = p.dst + tok[i] * p.dst_stride + (int64_t)head[i] * D + 2 * t;
+#pragma unroll
+        for (int n = 0; n < D / 8; n++)
+            *(float2 *)(out + n * 8) = make_float2(o[n][2 * i] * inv, o[n][2 * i + 1] * inv);
+    }
+}
+
+// ---- launcher ----
+
+template <typename TC, typename OT>
+static cudaError_t att_tc_launch(const struct tc_params *p, int head_dim, int n_seqs, int n_tiles,
+                                 cudaStream_t stream)
+{
+    const dim3 grid((unsigned)n_tiles, (unsigned)(n_seqs * p->n_kv_heads * p->n_hchunks));
+    if (head_dim == 64)
+        att_tc_kernel<TC, OT, 64><<<grid, TC_THREADS, 0, stream>>>(*p);
+    else
+        att_tc_kernel<TC, OT, 128><<<grid, TC_THREADS, 0, stream>>>(*p);
+    return cudaGetLastError();
+}
+
+// ---- provider ----
+
+static bool att_tc_aligned(const void *ptr, size_t stride_bytes, size_t align)
+{
+    return (uintptr_t)ptr % align == 0 && stride_bytes % align == 0;
+}
+
+extern "C" bool cuda_attention_tc_supports(const struct op_call *c)
+{
+    if (!cuda_attention_supports(c))
+        return false;
+    const struct tensor *q = c->src[0], *kc = c->src[1], *vc = c->src[2];
+    const int64_t D = q->ne[0];
+    const int64_t q_len = c->p.max_q_len > 0 ? c->p.max_q_len : q->ne[2];
+    // 16-byte K/V row loads; 8-byte (float2) query reads and output writes.
+    return (D == 64 || D == 128) && q_len >= TC_MIN_Q_LEN && att_tc_aligned(kc->data, 0, 16) &&
+           att_tc_aligned(vc->data, 0, 16) && att_tc_aligned(q->data, q->nb[2], 8) &&
+           att_tc_aligned(c->dst->data, c->dst->nb[2], 8);
+}
+
+extern "C" enum vllmc_status cuda_attention_tc_run(const struct op_call *c)
+{
+    struct cuda_device *dev = cuda_device_of(c);
+    struct err *err = dev->err;
+    const struct tensor *q = c->src[0], *kc = c->src[1], *bt = c->src[3];
+    const int n_seqs = (int)tensor_n_elements(c->src[4]);
+    const int64_t n_tokens = q->ne[2];
+    if (n_tokens == 0 || n_seqs == 0)
+        return VLLMC_OK;
+    struct tc_params p = {};
+    p.dst = (float *)c->dst->data;
+    p.dst_stride = (int64_t)(c->dst->nb[2] / sizeof(float));
+    p.q = (const float *)q->data;
+    p.q_stride = (int64_t)(q->nb[2] / sizeof(float));
+    p.k_cache = kc->data;
+    p.v_cache = c->src[2]->data;
+    p.block_tables = (const int32_t *)bt->data;
+    p.bt_stride = cuda_row_pitch(bt);
+    p.seq_lens = (const int32_t *)c->src[4]->data;
+    p.q_start = (const int32_t *)c->src[5]->data;
+    p.n_kv_heads = (int)kc->ne[1];
+    p.block_size = (int)kc->ne[2];
+    p.group = (int)q->ne[1] / p.n_kv_heads;
+    p.hc = p.group;
+    while (p.hc > TC_ROWS || p.group % p.hc)
+        p.hc--;
+    p.qt = TC_ROWS / p.hc;
+    p.n_hchunks = p.group / p.hc;
+    p.scale_log2 = c->p.scale * 1.44269504088896341f;
+    const int max_q = c->p.max_q_len > 0 ? c->p.max_q_len : (int)n_tokens;
+    const int n_tiles = (max_q + p.qt - 1) / p.qt;
+    const int D = (int)q->ne[0];
+    // f16 and bf16 caches keep their type; an f32 cache is rounded to f16,
+    // whose 10-bit mantissa keeps scores closer than bf16's 7 bits (values
+    // past f16's range saturate, see tc_pack).
+    switch (kc->dtype) {
+    case DTYPE_BF16:
+        CUDA_TRY(
+            (att_tc_launch<__nv_bfloat16, __nv_bfloat16>(&p, D, n_seqs, n_tiles, dev->stream)));
+        break;
+    case DTYPE_F16:
+        CUDA_TRY((att_tc_launch<__half, __half>(&p, D, n_seqs, n_tiles, dev->stream)));
+        break;
+    default:
+        CUDA_TRY((att_tc_launch<float, __half>(&p, D, n_seqs, n_tiles, dev->stream)));
+        break;
+    }
+    return VLLMC_OK;
+}
