@@ -2,7 +2,8 @@
 // (prefill, and chunked prefill mixed with decodes), FlashAttention-2 style:
 // a warp owns 16 query rows and keeps S = Q.K^T, the online-softmax state and
 // O in registers (mma.sync m16n8k16, f16/bf16 operands, f32 accumulation).
-// Decode-only calls stay on attention.cu's kernels.
+// Grids too small for the GPU split the keys (split-K) and merge. Decode-only
+// calls stay on attention.cu's kernels.
 #include "backend/cuda/attention.cuh"
 #include "backend/cuda/cuda_common.cuh"
 
@@ -11,14 +12,15 @@
 #define TC_ROWS (TC_WARPS * 16) // query rows per block: tokens x heads of one KV group
 #define TC_KT 64                // keys per shared-memory tile
 #define TC_PAD 8                // row padding (elements) that keeps fragment reads conflict-free
+#define TC_SPLIT_MIN 256        // fewest keys one split-K block walks
 
-// The gate's threshold on query tokens per sequence. Below it the tiled
-// CUDA-core kernel of attention.cu is the better choice: it splits long
-// contexts over blocks (split-K), which this kernel does not, and its 16-row
-// tiles waste less on a handful of queries; decode-only calls (one query per
-// sequence) have their own bandwidth-bound kernel there. From 16 tokens on, a
-// sequence fills at least one m16 row fragment even without GQA, the score and
-// P.V products dominate, and tensor cores win.
+// The gate's threshold on query tokens per sequence. Below it the kernels of
+// attention.cu are the better choice: decode-only calls (one query per
+// sequence) have their own bandwidth-bound split-K kernel there, and for a
+// handful of queries (speculative verification, a prompt's last short chunk)
+// the tiled CUDA-core kernel's 16-row tiles waste less than this kernel's 64
+// rows. From 16 tokens on, a sequence fills at least one m16 row fragment even
+// without GQA, the score and P.V products dominate, and tensor cores win.
 #define TC_MIN_Q_LEN 16
 
 struct tc_params {
@@ -38,6 +40,11 @@ struct tc_params {
     int qt;           // tokens per block (hc * qt <= TC_ROWS)
     int n_hchunks;    // group / hc
     float scale_log2; // scale * log2(e): scores are kept in base 2
+    int n_heads;
+    int64_t n_tokens;
+    int n_splits, split_len; // keys per split (multiple of TC_KT)
+    float *part_o;           // [n_splits, n_tokens, n_heads, head_dim] when n_splits > 1
+    float *part_ml;          // [n_splits, n_tokens, n_heads, 2]: max (base 2), sum
 };
 
 // ---- operand types: conversion and the mma itself ----
@@ -112,10 +119,12 @@ template <typename TC, typename OT> __device__ __forceinline__ uint4 tc_load8(co
 
 // ---- the kernel ----
 
-// One block per (query tile, head chunk of a KV group, sequence). Its
-// TC_ROWS rows are tokens x heads (row r: token r / hc, head r % hc of the
-// chunk), so every K/V tile read from the paged cache serves the whole GQA
-// group. Warp w owns rows 16w..16w+15; lane (g, t) holds rows g and g + 8.
+// One block per (query tile, head chunk of a KV group and sequence, key
+// split). Its TC_ROWS rows are tokens x heads (row r: token r / hc, head
+// r % hc of the chunk), so every K/V tile read from the paged cache serves the
+// whole GQA group. Warp w owns rows 16w..16w+15; lane (g, t) holds rows g and
+// g + 8. With several splits each block writes its unnormalised partial state
+// (an empty split included) for att_tc_combine_kernel.
 template <typename TC, typename OT, int D>
 static __global__ void __launch_bounds__(TC_THREADS) att_tc_kernel(const struct tc_params p)
 {
@@ -135,7 +144,9 @@ static __global__ void __launch_bounds__(TC_THREADS) att_tc_kernel(const struct 
     const int pos0 = p.seq_lens[seq] - q_len + tile * p.qt; // position of the tile's first token
     const int tile_tokens = min(p.qt, q_len - tile * p.qt);
     const int n_rows = tile_tokens * p.hc;
-    const int k_end = pos0 + tile_tokens; // keys 0..k_end-1 are visible to some row
+    // Keys some row of the tile sees, cut to this block's split.
+    const int k_begin = (int)blockIdx.z * p.split_len;
+    const int k_end = min(pos0 + tile_tokens, k_begin + p.split_len);
 
     const int lane = (int)threadIdx.x % CUDA_WARP, warp = (int)threadIdx.x / CUDA_WARP;
     const int g = lane >> 2, t = lane & 3;
@@ -144,13 +155,16 @@ static __global__ void __launch_bounds__(TC_THREADS) att_tc_kernel(const struct 
     const bool warp_rows = warp * 16 < n_rows;
     const int warp_last_pos = pos0 + (min(warp * 16 + 15, n_rows - 1)) / p.hc;
 
-    // This lane's two rows: position (-1 = padding, sees nothing), token, head.
-    int pos[2];
+    // This lane's two rows: the last key each sees in this split (-1 for
+    // padding: none), token, head.
+    bool valid[2];
+    int lim[2];
     int64_t tok[2];
     int head[2];
     for (int i = 0; i < 2; i++) {
         const int r = warp * 16 + g + 8 * i;
-        pos[i] = r < n_rows ? pos0 + r / p.hc : -1;
+        valid[i] = r < n_rows;
+        lim[i] = valid[i] ? min(pos0 + r / p.hc, k_end - 1) : -1;
         tok[i] = (int64_t)q0 + tile * p.qt + r / p.hc;
         head[i] = kvh * p.group + hchunk * p.hc + r % p.hc;
     }
@@ -164,7 +178,7 @@ static __global__ void __launch_bounds__(TC_THREADS) att_tc_kernel(const struct 
 #pragma unroll
             for (int h = 0; h < 2; h++) {
                 float2 v = make_float2(0.0f, 0.0f);
-                if (pos[i] >= 0)
+                if (valid[i])
                     v = *(const float2 *)(p.q + tok[i] * p.q_stride + (int64_t)head[i] * D +
                                           kk * 16 + 8 * h + 2 * t);
                 qf[kk][i + 2 * h] = tc_pack<OT>(v.x * p.scale_log2, v.y * p.scale_log2);
@@ -185,7 +199,7 @@ static __global__ void __launch_bounds__(TC_THREADS) att_tc_kernel(const struct 
     const int64_t kv_row = (int64_t)p.n_kv_heads * D;
     const int32_t *bt = p.block_tables + (int64_t)seq * p.bt_stride;
 
-    for (int kt0 = 0; kt0 < k_end; kt0 += TC_KT) {
+    for (int kt0 = k_begin; kt0 < k_end; kt0 += TC_KT) {
         __syncthreads(); // every warp is done with the previous tile
         // Keys past k_end are zeros: masked out of S, and 0 * V stays finite.
         for (int e = (int)threadIdx.x; e < TC_KT * D / 8; e += TC_THREADS) {
@@ -227,7 +241,7 @@ static __global__ void __launch_bounds__(TC_THREADS) att_tc_kernel(const struct 
 #pragma unroll
             for (int i = 0; i < 4; i++) {
                 const int key = kt0 + n * 8 + 2 * t + (i & 1);
-                if (key > pos[i >> 1])
+                if (key > lim[i >> 1])
                     s[n][i] = -INFINITY;
                 mx[i >> 1] = fmaxf(mx[i >> 1], s[n][i]);
             }
@@ -287,13 +301,52 @@ static __global__ void __launch_bounds__(TC_THREADS) att_tc_kernel(const struct 
     }
 #pragma unroll
     for (int i = 0; i < 2; i++) {
-        if (pos[i] < 0)
+        if (!valid[i])
             continue;
+        if (p.n_splits > 1) {
+            const int64_t row = ((int64_t)blockIdx.z * p.n_tokens + tok[i]) * p.n_heads + head[i];
+            float *out = p.part_o + row * D + 2 * t;
+#pragma unroll
+            for (int n = 0; n < D / 8; n++)
+                *(float2 *)(out + n * 8) = make_float2(o[n][2 * i], o[n][2 * i + 1]);
+            if (t == 0) {
+                p.part_ml[row * 2] = m[i];
+                p.part_ml[row * 2 + 1] = l[i];
+            }
+            continue;
+        }
         const float inv = l[i] > 0.0f ? 1.0f / l[i] : 0.0f;
         float *out = p.dst + tok[i] * p.dst_stride + (int64_t)head[i] * D + 2 * t;
 #pragma unroll
         for (int n = 0; n < D / 8; n++)
             *(float2 *)(out + n * 8) = make_float2(o[n][2 * i] * inv, o[n][2 * i + 1] * inv);
+    }
+}
+
+// Merges the split-K partial states of one (token, head) per block; a split
+// that saw no key of the row holds max -inf and adds nothing.
+static __global__ void att_tc_combine_kernel(const struct tc_params p, int head_dim)
+{
+    const int64_t tok = blockIdx.x;
+    const int h = (int)blockIdx.y, D = head_dim;
+    float m = -INFINITY;
+    for (int s = 0; s < p.n_splits; s++)
+        m = fmaxf(m, p.part_ml[((s * p.n_tokens + tok) * p.n_heads + h) * 2]);
+    float l = 0.0f;
+    for (int s = 0; s < p.n_splits; s++) {
+        const float *ml = p.part_ml + ((s * p.n_tokens + tok) * p.n_heads + h) * 2;
+        if (ml[0] != -INFINITY)
+            l += ml[1] * exp2f(ml[0] - m);
+    }
+    for (int d = (int)threadIdx.x; d < D; d += (int)blockDim.x) {
+        float o = 0.0f;
+        for (int s = 0; s < p.n_splits; s++) {
+            const int64_t row = (s * p.n_tokens + tok) * p.n_heads + h;
+            const float ms = p.part_ml[row * 2];
+            if (ms != -INFINITY)
+                o += p.part_o[row * D + d] * exp2f(ms - m);
+        }
+        p.dst[tok * p.dst_stride + (int64_t)h * D + d] = l > 0.0f ? o / l : 0.0f;
     }
 }
 
@@ -303,11 +356,17 @@ template <typename TC, typename OT>
 static cudaError_t att_tc_launch(const struct tc_params *p, int head_dim, int n_seqs, int n_tiles,
                                  cudaStream_t stream)
 {
-    const dim3 grid((unsigned)n_tiles, (unsigned)(n_seqs * p->n_kv_heads * p->n_hchunks));
+    const dim3 grid((unsigned)n_tiles, (unsigned)(n_seqs * p->n_kv_heads * p->n_hchunks),
+                    (unsigned)p->n_splits);
     if (head_dim == 64)
         att_tc_kernel<TC, OT, 64><<<grid, TC_THREADS, 0, stream>>>(*p);
     else
         att_tc_kernel<TC, OT, 128><<<grid, TC_THREADS, 0, stream>>>(*p);
+    cudaError_t rc = cudaGetLastError();
+    if (rc != cudaSuccess || p->n_splits == 1)
+        return rc;
+    const dim3 cgrid((unsigned)p->n_tokens, (unsigned)p->n_heads);
+    att_tc_combine_kernel<<<cgrid, 64, 0, stream>>>(*p, head_dim);
     return cudaGetLastError();
 }
 
@@ -360,9 +419,48 @@ extern "C" enum vllmc_status cuda_attention_tc_run(const struct op_call *c)
     p.qt = TC_ROWS / p.hc;
     p.n_hchunks = p.group / p.hc;
     p.scale_log2 = c->p.scale * 1.44269504088896341f;
+    p.n_heads = (int)q->ne[1];
+    p.n_tokens = n_tokens;
     const int max_q = c->p.max_q_len > 0 ? c->p.max_q_len : (int)n_tokens;
     const int n_tiles = (max_q + p.qt - 1) / p.qt;
     const int D = (int)q->ne[0];
+
+    // Split the keys when the blocks that have rows would leave SMs idle (a
+    // short chunk after a long cached prefix), into enough splits to cover
+    // the GPU twice (two blocks fit an SM). Not sooner: the partial states
+    // cost a write and a read of n_splits x the output.
+    // Blocks with rows: at most n_tiles per sequence, and at most one per qt
+    // tokens plus one per sequence.
+    const int64_t max_seq =
+        c->p.max_seq_len > 0 ? c->p.max_seq_len : bt->ne[0] * (int64_t)p.block_size;
+    int64_t tiles = (n_tokens + p.qt - 1) / p.qt + n_seqs;
+    if (tiles > (int64_t)n_tiles * n_seqs)
+        tiles = (int64_t)n_tiles * n_seqs;
+    const int64_t blocks = tiles * p.n_kv_heads * p.n_hchunks;
+    int64_t n_splits = 1;
+    if (blocks < (int64_t)dev->n_sms) {
+        const int64_t want = (2 * dev->n_sms + blocks - 1) / blocks;
+        const int64_t most = (max_seq + TC_SPLIT_MIN - 1) / TC_SPLIT_MIN;
+        n_splits = want < most ? want : most;
+        if (n_splits < 1)
+            n_splits = 1;
+    }
+    int64_t split_len = (max_seq + n_splits - 1) / n_splits;
+    split_len = (split_len + TC_KT - 1) / TC_KT * TC_KT;
+    if (split_len < TC_KT)
+        split_len = TC_KT;
+    n_splits = (max_seq + split_len - 1) / split_len;
+    p.n_splits = n_splits > 1 ? (int)n_splits : 1;
+    p.split_len = p.n_splits > 1 ? (int)split_len : INT32_MAX / 2;
+    if (p.n_splits > 1) {
+        const size_t rows = (size_t)p.n_splits * (size_t)n_tokens * (size_t)p.n_heads;
+        void *scratch = nullptr;
+        enum vllmc_status rc = cuda_scratch(dev, rows * ((size_t)D + 2) * sizeof(float), &scratch);
+        if (rc)
+            return rc;
+        p.part_o = (float *)scratch;
+        p.part_ml = p.part_o + rows * (size_t)D;
+    }
     // f16 and bf16 caches keep their type; an f32 cache is rounded to f16,
     // whose 10-bit mantissa keeps scores closer than bf16's 7 bits (values
     // past f16's range saturate, see tc_pack).
