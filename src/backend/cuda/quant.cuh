@@ -1,4 +1,4 @@
-// Packed GGUF weights (Q4_0, Q8_0, Q4_K, Q6_K) on the GPU: a dequantizing
+// Packed GGUF weights (legacy, k-quant and IQ4 types) on the GPU: a dequantizing
 // GEMV for decode, dequantization to bf16 into cuBLASLt for prefill, and the
 // embedding lookup of quantized tables.
 #ifndef VLLMC_BACKEND_CUDA_QUANT_CUH
