@@ -151,6 +151,19 @@ fi
 if want ops; then
     stage "op-parity --device cuda" "$OUT/op-parity.log" 300 "$VLLMC" op-parity --device cuda
     grep -q "provider=cuda" "$OUT/op-parity.log" || note "op-parity: no cuda provider was checked"
+    # The quantized GGUF models of shared/testdata/quant/models (carried when
+    # copied to .gpu-data/quant-models) against llama.cpp's recorded outputs:
+    # the k-quants, Q4_0, Q8_0 and IQ4_XS through the CUDA GEMV and prefill.
+    for m in "$DATA"/quant-models/*.gguf; do
+        [ -f "$m" ] || continue
+        n=$(basename "$m" .gguf)
+        for batch in 1 8; do
+            stage "parity $n cuda batch $batch" "$OUT/quant-parity.log" 120 \
+                "$VLLMC" parity --model "$m" --reference "${m%.gguf}.refs.json" \
+                --pass default --device cuda --batch $batch
+            grep "^parity:" "$OUT/quant-parity.log" | tail -1 | sed "s|^|  $n cuda b$batch |" >>"$SUMMARY"
+        done
+    done
 fi
 
 # ---- roofline probe: copy and read bandwidth, bf16 GEMM rate (PyTorch) ----
