@@ -13,6 +13,7 @@
 #include "backend/backend_impl.h"
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/quant/dequant.h"
+#include "backend/cpu/quant/qgemm.h"
 #include "backend/cpu/quant/qmatmul.h"
 #include "backend/cpu/quant/quantize.h"
 #include "check.h"
@@ -146,6 +147,15 @@ static const enum dtype all_types[] = {DTYPE_Q4_0,   DTYPE_Q4_1, DTYPE_Q5_0, DTY
                                        DTYPE_Q8_0,   DTYPE_Q2_K, DTYPE_Q3_K, DTYPE_Q4_K,
                                        DTYPE_Q5_K,   DTYPE_Q6_K, DTYPE_IQ4_NL, DTYPE_IQ4_XS};
 
+// Token counts that cover groups of 16 tokens: one full, one short, one and a
+// pair, and a short last group after a pair.
+static void check_groups(struct backend *be, const struct op_provider *p, enum dtype t)
+{
+    check_against_exact(be, p, t, 16, 19, 256);
+    check_against_exact(be, p, t, 17, 33, 512);
+    check_against_exact(be, p, t, 40, 18, 768);
+}
+
 static void check_isa(const struct op_provider *p, const struct qmm_isa *isa)
 {
     struct backend_options o;
@@ -165,6 +175,31 @@ static void check_isa(const struct op_provider *p, const struct qmm_isa *isa)
         check_against_exact(be, p, all_types[i], 13, 21, 768); // full and short tiles of tokens
     }
     printf("  %s: %d types\n", p->name, n_types);
+    backend_free(be);
+}
+
+static void test_qgemm_avx512(void)
+{
+    const struct cpu_features *f = cpu_features_get();
+    if (!f->avx512f || !f->avx512bw || !f->avx512vl || !f->avx512vnni) {
+        printf("  no AVX-512 VNNI on this CPU: skipped\n");
+        return;
+    }
+    struct backend_options o;
+    backend_options_default(&o);
+    o.n_threads = 2;
+    struct backend *be = NULL;
+    struct err err = {0};
+    CHECK_EQ_INT(backend_create("cpu", &o, &be, &err), VLLMC_OK);
+    const struct op_provider *p = &cpu_qgemm_avx512_matmul;
+    static const enum dtype types[] = {DTYPE_Q8_0, DTYPE_Q4_0, DTYPE_Q4_K, DTYPE_Q6_K};
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
+        check_against_exact(be, p, types[i], 7, 37, 512);
+        check_against_exact(be, p, types[i], 1, 64, 1024);
+        check_against_exact(be, p, types[i], 3, 20, 256);
+        check_against_exact(be, p, types[i], 13, 21, 768);
+        check_groups(be, p, types[i]);
+    }
     backend_free(be);
 }
 
@@ -222,6 +257,7 @@ int main(int argc, char **argv)
     static const struct check_case cases[] = {
         {"avx2", test_avx2},
         {"avx512", test_avx512},
+        {"qgemm_avx512", test_qgemm_avx512},
         {"selection", test_selection},
         {NULL, NULL},
     };

@@ -15,6 +15,7 @@
 #include "backend/cpu/avx512/avx512.h"
 #include "backend/cpu/blas/blas.h"
 #include "backend/cpu/quant/int4g.h"
+#include "backend/cpu/quant/qgemm.h"
 #include "backend/cpu/quant/qmatmul.h"
 #include "backend/cpu/ref/ref.h"
 #include "core/alloc.h"
@@ -68,6 +69,8 @@ static const struct cpu_provider_entry cpu_provider_table[] = {
     // Quantized weights with 8-bit activations.
     {&cpu_q_avx2_matmul, CPU_NEED_AVX2},
     {&cpu_q_avx512_matmul, CPU_NEED_AVX512_VNNI},
+    // Q8_0, Q4_0 and Q4_K with 16 tokens in the lanes (priority 75).
+    {&cpu_qgemm_avx512_matmul, CPU_NEED_AVX512_VNNI},
     // AWQ/GPTQ int4g weights, the same 8-bit activation driver.
     {&cpu_int4g_avx2_matmul, CPU_NEED_AVX2},
     {&cpu_int4g_avx512_matmul, CPU_NEED_AVX512_VNNI},

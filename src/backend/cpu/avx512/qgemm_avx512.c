@@ -1,0 +1,644 @@
+// `cpu-q-gemm-avx512`: token-lane kernels for Q8_0, Q4_0, Q4_K and Q6_K (layouts and
+// arithmetic in qgemm.h). The tile runs on unpacked panels: per 4 values, one
+// 64-byte load of 16 tokens' activations feeds every row of the tile, each
+// weight dword is broadcast from memory into vpdpbusd, and each lane ends a
+// block with the exact int32 dot product of one token. The decode kernels
+// read packed rows, 4 at a time with the rows in the lanes, and reduce to the
+// same exact block sums before the same float steps.
+#include <immintrin.h>
+#include <string.h>
+
+#include "backend/cpu/avx512/kquant_avx512.h"
+#include "backend/cpu/quant/blocks.h"
+#include "backend/cpu/quant/qgemm.h"
+
+#define ALWAYS_INLINE static inline __attribute__((always_inline))
+#define UNROLL _Pragma("GCC unroll 8")
+
+// ---- activation quantization ----
+
+// The 32 values at x as int8 q with x ~= d * q: d = max|x| / 127, q = round(x / d).
+ALWAYS_INLINE __m256i quant_block(const float *x, float *d_out)
+{
+    const __m512 abs_mask = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff));
+    __m512 v0 = _mm512_loadu_ps(x), v1 = _mm512_loadu_ps(x + 16);
+    __m512 amax = _mm512_max_ps(_mm512_and_ps(v0, abs_mask), _mm512_and_ps(v1, abs_mask));
+    const float d = _mm512_reduce_max_ps(amax) / 127.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    __m128i q0 = _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(v0, _mm512_set1_ps(id))));
+    __m128i q1 = _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(v1, _mm512_set1_ps(id))));
+    *d_out = d;
+    return _mm256_set_m128i(q1, q0);
+}
+
+// Sum of the 16 signed bytes of q, in every lane.
+ALWAYS_INLINE __m128i sum_i8x16(__m128i q)
+{
+    __m128i h = _mm_dpbusd_epi32(_mm_setzero_si128(), _mm_set1_epi8(1), q);
+    h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0x4E));
+    return _mm_add_epi32(h, _mm_shuffle_epi32(h, 0xB1));
+}
+
+// Sum of the 32 signed bytes of q.
+ALWAYS_INLINE int32_t sum_i8x32(__m256i q)
+{
+    __m256i s = _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_set1_epi8(1), q);
+    __m128i h = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+    h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0x4E));
+    h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0xB1));
+    return _mm_cvtsi128_si32(h);
+}
+
+static void quantize_group(const float *x, int64_t k, int t, uint8_t *dst)
+{
+    float *dd = (float *)(dst + qgemm_group_d_off(k));
+    float *asum = (float *)(dst + qgemm_group_asum_off(k));
+    // Dword s of a block goes to lane t of 4-value step s: 64 bytes apart.
+    const __m256i idx = _mm256_setr_epi32(0, 64, 128, 192, 256, 320, 384, 448);
+    for (int64_t b = 0; b < k / 32; b++) {
+        float d;
+        __m256i q = quant_block(x + 32 * b, &d);
+        __m256i qu = _mm256_xor_si256(q, _mm256_set1_epi8((char)0x80));
+        _mm256_i32scatter_epi32(dst + 512 * b + 4 * t, idx, qu, 1);
+        dd[16 * b + t] = d;
+        asum[16 * b + t] = d * (float)sum_i8x32(q);
+    }
+}
+
+static void quantize_row(const float *x, int64_t k, uint8_t *dst)
+{
+    float *dd = (float *)(dst + qgemm_row_d_off(k));
+    float *asum = (float *)(dst + qgemm_row_asum_off(k));
+    int32_t *qsum = (int32_t *)(dst + qgemm_row_qsum_off(k));
+    int32_t *qsum16 = (int32_t *)(dst + qgemm_row_qsum16_off(k));
+    for (int64_t b = 0; b < k / 32; b++) {
+        float d;
+        __m256i q = quant_block(x + 32 * b, &d);
+        _mm256_storeu_si256((__m256i *)(dst + 32 * b), q);
+        int32_t s0 = _mm_cvtsi128_si32(sum_i8x16(_mm256_castsi256_si128(q)));
+        int32_t s1 = _mm_cvtsi128_si32(sum_i8x16(_mm256_extracti128_si256(q, 1)));
+        dd[b] = d;
+        asum[b] = d * (float)(s0 + s1);
+        qsum[b] = s0 + s1;
+        qsum16[2 * b] = s0;
+        qsum16[2 * b + 1] = s1;
+    }
+}
+
+// ---- the tile: R panel rows x G token groups per pass over k ----
+
+ALWAYS_INLINE int32_t load_i32(const int8_t *p)
+{
+    int32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+
+// Rows v0..v3 of 16 tokens each into out[t * QGEMM_PANEL + r] (t < 16, r < 4).
+ALWAYS_INLINE void store_4x16(__m512 v0, __m512 v1, __m512 v2, __m512 v3, float *out)
+{
+    __m512 t0 = _mm512_unpacklo_ps(v0, v1), t1 = _mm512_unpackhi_ps(v0, v1);
+    __m512 t2 = _mm512_unpacklo_ps(v2, v3), t3 = _mm512_unpackhi_ps(v2, v3);
+    // o[j] lane L: the 4 rows of token 4 L + j.
+    __m512 o[4];
+    o[0] = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t0), _mm512_castps_pd(t2)));
+    o[1] = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t0), _mm512_castps_pd(t2)));
+    o[2] = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t1), _mm512_castps_pd(t3)));
+    o[3] = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t1), _mm512_castps_pd(t3)));
+    UNROLL
+    for (int j = 0; j < 4; j++) {
+        _mm_storeu_ps(out + (0 + j) * QGEMM_PANEL, _mm512_castps512_ps128(o[j]));
+        _mm_storeu_ps(out + (4 + j) * QGEMM_PANEL, _mm512_extractf32x4_ps(o[j], 1));
+        _mm_storeu_ps(out + (8 + j) * QGEMM_PANEL, _mm512_extractf32x4_ps(o[j], 2));
+        _mm_storeu_ps(out + (12 + j) * QGEMM_PANEL, _mm512_extractf32x4_ps(o[j], 3));
+    }
+}
+
+// SUB values per weight scale (32 or 16).
+ALWAYS_INLINE void lanes_tile(const int R, const int G, const int SUB, const bool has_min,
+                              const uint8_t *panel, int64_t k, const uint8_t *const *a, float *out)
+{
+    const size_t prb = qgemm_panel_row_bytes(k);
+    const float *ad[QGEMM_GROUPS], *as[QGEMM_GROUPS];
+    for (int g = 0; g < G; g++) {
+        ad[g] = (const float *)(a[g] + qgemm_group_d_off(k));
+        as[g] = (const float *)(a[g] + qgemm_group_asum_off(k));
+    }
+    for (int r0 = 0; r0 < QGEMM_PANEL; r0 += R) {
+        const int8_t *wq[8];
+        const int32_t *corr[8];
+        const float *ws[8], *wm[8];
+        UNROLL
+        for (int r = 0; r < R; r++) {
+            const uint8_t *row = panel + (size_t)(r0 + r) * prb;
+            wq[r] = (const int8_t *)row;
+            corr[r] = (const int32_t *)(row + qgemm_panel_corr_off(k));
+            ws[r] = (const float *)(row + qgemm_panel_ws_off(k));
+            wm[r] = (const float *)(row + qgemm_panel_wm_off(k));
+        }
+        __m512 acc[8][QGEMM_GROUPS];
+        UNROLL
+        for (int r = 0; r < R; r++)
+            UNROLL
+            for (int g = 0; g < G; g++)
+                acc[r][g] = _mm512_setzero_ps();
+        for (int64_t j = 0; j < k / SUB; j++) {
+            __m512i ia[8][QGEMM_GROUPS];
+            UNROLL
+            for (int r = 0; r < R; r++)
+                UNROLL
+                for (int g = 0; g < G; g++)
+                    ia[r][g] = _mm512_set1_epi32(corr[r][j]);
+            UNROLL
+            for (int s = 0; s < SUB / 4; s++) {
+                __m512i A[QGEMM_GROUPS];
+                UNROLL
+                for (int g = 0; g < G; g++)
+                    A[g] = _mm512_load_si512(a[g] + 16 * SUB * j + 64 * s);
+                UNROLL
+                for (int r = 0; r < R; r++) {
+                    __m512i W = _mm512_set1_epi32(load_i32(wq[r] + SUB * j + 4 * s));
+                    UNROLL
+                    for (int g = 0; g < G; g++)
+                        ia[r][g] = _mm512_dpbusd_epi32(ia[r][g], A[g], W);
+                }
+            }
+            UNROLL
+            for (int g = 0; g < G; g++) {
+                const int64_t b = j * SUB / 32; // the activation block
+                __m512 D = _mm512_load_ps(ad[g] + 16 * b);
+                __m512 AS = has_min ? _mm512_load_ps(as[g] + 16 * b) : _mm512_setzero_ps();
+                UNROLL
+                for (int r = 0; r < R; r++) {
+                    acc[r][g] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia[r][g]),
+                                                _mm512_mul_ps(_mm512_set1_ps(ws[r][j]), D),
+                                                acc[r][g]);
+                    if (has_min)
+                        acc[r][g] = _mm512_fmadd_ps(_mm512_set1_ps(wm[r][j]), AS, acc[r][g]);
+                }
+            }
+        }
+        UNROLL
+        for (int g = 0; g < G; g++)
+            UNROLL
+            for (int r = 0; r < R; r += 4)
+                store_4x16(acc[r][g], acc[r + 1][g], acc[r + 2][g], acc[r + 3][g],
+                           out + (size_t)(16 * g) * QGEMM_PANEL + r0 + r);
+    }
+}
+
+_Static_assert(QGEMM_GROUPS == 2, "the tiles cover 1 or 2 groups");
+
+static void tile_32(const uint8_t *panel, int64_t k, int n_groups, const uint8_t *const *a,
+                    float *out)
+{
+    if (n_groups == 2)
+        lanes_tile(4, 2, 32, false, panel, k, a, out);
+    else
+        lanes_tile(8, 1, 32, false, panel, k, a, out);
+}
+
+static void tile_32_min(const uint8_t *panel, int64_t k, int n_groups, const uint8_t *const *a,
+                        float *out)
+{
+    if (n_groups == 2)
+        lanes_tile(4, 2, 32, true, panel, k, a, out);
+    else
+        lanes_tile(8, 1, 32, true, panel, k, a, out);
+}
+
+static void tile_16(const uint8_t *panel, int64_t k, int n_groups, const uint8_t *const *a,
+                    float *out)
+{
+    if (n_groups == 2)
+        lanes_tile(4, 2, 16, false, panel, k, a, out);
+    else
+        lanes_tile(8, 1, 16, false, panel, k, a, out);
+}
+
+// ---- weight panels ----
+
+struct panel_row {
+    int8_t *w;
+    int32_t *corr;
+    float *ws, *wm;
+};
+
+ALWAYS_INLINE struct panel_row panel_row_at(uint8_t *dst, int64_t k)
+{
+    struct panel_row p = {
+        .w = (int8_t *)dst,
+        .corr = (int32_t *)(dst + qgemm_panel_corr_off(k)),
+        .ws = (float *)(dst + qgemm_panel_ws_off(k)),
+        .wm = (float *)(dst + qgemm_panel_wm_off(k)),
+    };
+    return p;
+}
+
+static void q8_0_unpack(const uint8_t *w, int64_t k, uint8_t *dst)
+{
+    const struct block_q8_0 *b = (const struct block_q8_0 *)w;
+    struct panel_row p = panel_row_at(dst, k);
+    for (int64_t j = 0; j < k / 32; j++) {
+        __m256i q = _mm256_loadu_si256((const __m256i *)b[j].qs);
+        _mm256_storeu_si256((__m256i *)(p.w + 32 * j), q);
+        p.corr[j] = -128 * sum_i8x32(q);
+        p.ws[j] = fp16(b[j].d);
+    }
+}
+
+static void q4_0_unpack(const uint8_t *w, int64_t k, uint8_t *dst)
+{
+    const struct block_q4_0 *b = (const struct block_q4_0 *)w;
+    struct panel_row p = panel_row_at(dst, k);
+    const __m128i m4 = _mm_set1_epi8(0x0F), eight = _mm_set1_epi8(8);
+    for (int64_t j = 0; j < k / 32; j++) {
+        __m128i x = _mm_loadu_si128((const __m128i *)b[j].qs);
+        __m128i lo = _mm_sub_epi8(_mm_and_si128(x, m4), eight);
+        __m128i hi = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(x, 4), m4), eight);
+        __m256i q = _mm256_set_m128i(hi, lo);
+        _mm256_storeu_si256((__m256i *)(p.w + 32 * j), q);
+        p.corr[j] = -128 * sum_i8x32(q);
+        p.ws[j] = fp16(b[j].d);
+    }
+}
+
+static void q4_k_unpack(const uint8_t *w, int64_t k, uint8_t *dst)
+{
+    const struct block_q4_k *b = (const struct block_q4_k *)w;
+    struct panel_row p = panel_row_at(dst, k);
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    for (int64_t s = 0; s < k / QK_K; s++) {
+        __m256 sc, mn;
+        q4k_scales(&b[s], &sc, &mn);
+        _mm256_storeu_ps(p.ws + 8 * s, sc);
+        _mm256_storeu_ps(p.wm + 8 * s, mn);
+        for (int c = 0; c < 4; c++) {
+            __m256i x = _mm256_loadu_si256((const __m256i *)(b[s].qs + 32 * c));
+            __m256i lo = _mm256_and_si256(x, m4), hi = _mm256_and_si256(_mm256_srli_epi16(x, 4), m4);
+            _mm256_storeu_si256((__m256i *)(p.w + 256 * s + 64 * c), lo);
+            _mm256_storeu_si256((__m256i *)(p.w + 256 * s + 64 * c + 32), hi);
+            p.corr[8 * s + 2 * c] = -128 * sum_i8x32(lo);
+            p.corr[8 * s + 2 * c + 1] = -128 * sum_i8x32(hi);
+        }
+    }
+}
+
+// Q6_K: 16 sub-blocks of 16 values, int8 scales; the values of half h (128
+// each) are the nibbles of ql[64h..64h+63] (low: values 0-63, high: 64-127)
+// with 2 high bits from qh[32h + l % 32] at bit 2 (value / 32 % 4).
+ALWAYS_INLINE void q6_k_half(const struct block_q6_k *b, int h, __m512i *lo, __m512i *hi)
+{
+    const __m512i m4 = _mm512_set1_epi8(0x0F), m2 = _mm512_set1_epi8(0x03);
+    const __m512i sh_lo = _mm512_mask_mov_epi32(_mm512_setzero_si512(), 0xFF00, _mm512_set1_epi16(2));
+    const __m512i sh_hi = _mm512_mask_mov_epi32(_mm512_set1_epi16(4), 0xFF00, _mm512_set1_epi16(6));
+    __m512i x = _mm512_loadu_si512(b->ql + 64 * h);
+    __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(b->qh + 32 * h)));
+    __m512i h_lo = _mm512_and_si512(_mm512_srlv_epi16(qh, sh_lo), m2);
+    __m512i h_hi = _mm512_and_si512(_mm512_srlv_epi16(qh, sh_hi), m2);
+    *lo = _mm512_or_si512(_mm512_and_si512(x, m4), _mm512_slli_epi16(h_lo, 4));
+    *hi = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(x, 4), m4), _mm512_slli_epi16(h_hi, 4));
+}
+
+// -128 * the sums of the 4 16-byte quarters of v, stored at corr[0..3].
+ALWAYS_INLINE void corr16_store(__m512i v, int32_t *corr)
+{
+    __m512i s = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8(1), v);
+    s = _mm512_add_epi32(s, _mm512_shuffle_epi32(s, 0x4E));
+    s = _mm512_add_epi32(s, _mm512_shuffle_epi32(s, 0xB1));
+    __m128i q = _mm512_castsi512_si128(_mm512_maskz_compress_epi32(0x1111, s));
+    _mm_storeu_si128((__m128i *)corr, _mm_sub_epi32(_mm_setzero_si128(), _mm_slli_epi32(q, 7)));
+}
+
+static void q6_k_unpack(const uint8_t *w, int64_t k, uint8_t *dst)
+{
+    const struct block_q6_k *b = (const struct block_q6_k *)w;
+    struct panel_row p = panel_row_at(dst, k);
+    const __m512i bias = _mm512_set1_epi8(32);
+    for (int64_t s = 0; s < k / QK_K; s++) {
+        __m512 sc = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)b[s].scales)));
+        _mm512_storeu_ps(p.ws + 16 * s, _mm512_mul_ps(sc, _mm512_set1_ps(fp16(b[s].d))));
+        for (int h = 0; h < 2; h++) {
+            __m512i lo, hi;
+            q6_k_half(&b[s], h, &lo, &hi);
+            lo = _mm512_sub_epi8(lo, bias);
+            hi = _mm512_sub_epi8(hi, bias);
+            _mm512_storeu_si512(p.w + QK_K * s + 128 * h, lo);
+            _mm512_storeu_si512(p.w + QK_K * s + 128 * h + 64, hi);
+            corr16_store(lo, p.corr + 16 * s + 8 * h);
+            corr16_store(hi, p.corr + 16 * s + 8 * h + 4);
+        }
+    }
+}
+
+// ---- decode: 4 packed rows, the rows in the lanes ----
+
+// Decode prefetches the rows of the next tiles into L2, in step with the
+// reading of the current ones.
+ALWAYS_INLINE void prefetch_span(const uint8_t *pf, size_t off, size_t len)
+{
+    for (size_t o = 0; o < len; o += 64)
+        _mm_prefetch((const char *)pf + off + o, _MM_HINT_T1);
+}
+
+// Lanes of a and b pairwise: per 128-bit lane [a0 + a2, b0 + b2, a1 + a3, b1 + b3].
+ALWAYS_INLINE __m512i sum_pair(__m512i a, __m512i b)
+{
+    return _mm512_add_epi32(_mm512_unpacklo_epi32(a, b), _mm512_unpackhi_epi32(a, b));
+}
+
+// Of two sum_pair results of (a, b) and (c, d): per 128-bit lane L the sums
+// of lane L of a, b, c, d.
+ALWAYS_INLINE __m512i sum_quad(__m512i ab, __m512i cd)
+{
+    return _mm512_add_epi32(_mm512_unpacklo_epi64(ab, cd), _mm512_unpackhi_epi64(ab, cd));
+}
+
+// v[0..7], each two groups of 8 lanes (g0: lanes 0-7, g1: lanes 8-15):
+// returns [v0..3 g0 | v0..3 g1 | v4..7 g0 | v4..7 g1], each 4 lanes of sums.
+ALWAYS_INLINE __m512i sum_groups8(const __m512i *v)
+{
+    __m512i u0 = sum_quad(sum_pair(v[0], v[1]), sum_pair(v[2], v[3]));
+    __m512i u1 = sum_quad(sum_pair(v[4], v[5]), sum_pair(v[6], v[7]));
+    return _mm512_add_epi32(_mm512_shuffle_i64x2(u0, u1, 0x88), _mm512_shuffle_i64x2(u0, u1, 0xDD));
+}
+
+// [v0 x 4, v1 x 4, v2 x 4, v3 x 4]
+ALWAYS_INLINE __m512i spread4_i32(const int32_t *v)
+{
+    const __m512i idx = _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
+    return _mm512_permutexvar_epi32(idx, _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)v)));
+}
+
+ALWAYS_INLINE __m512 spread4_f32(const float *v)
+{
+    const __m512i idx = _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
+    return _mm512_permutexvar_ps(idx, _mm512_castps128_ps512(_mm_loadu_ps(v)));
+}
+
+// acc += F.L * P.L for the 128-bit lanes L in the given order.
+ALWAYS_INLINE __m128 fma_lanes(__m128 acc, __m512 f, __m512 p)
+{
+    acc = _mm_fmadd_ps(_mm512_castps512_ps128(f), _mm512_castps512_ps128(p), acc);
+    acc = _mm_fmadd_ps(_mm512_extractf32x4_ps(f, 1), _mm512_extractf32x4_ps(p, 1), acc);
+    acc = _mm_fmadd_ps(_mm512_extractf32x4_ps(f, 2), _mm512_extractf32x4_ps(p, 2), acc);
+    return _mm_fmadd_ps(_mm512_extractf32x4_ps(f, 3), _mm512_extractf32x4_ps(p, 3), acc);
+}
+
+// The fp16 scales d of blocks j..j+3 of rows b0..b3 as [block][row] floats.
+#define BLOCK_SCALES16(b0, b1, b2, b3, j)                                                          \
+    _mm512_cvtph_ps(_mm256_set_epi16(                                                              \
+        (short)b3[j + 3].d, (short)b2[j + 3].d, (short)b1[j + 3].d, (short)b0[j + 3].d,            \
+        (short)b3[j + 2].d, (short)b2[j + 2].d, (short)b1[j + 2].d, (short)b0[j + 2].d,            \
+        (short)b3[j + 1].d, (short)b2[j + 1].d, (short)b1[j + 1].d, (short)b0[j + 1].d,            \
+        (short)b3[j].d, (short)b2[j].d, (short)b1[j].d, (short)b0[j].d))
+
+// Lone-token sections.
+struct row_act {
+    const int8_t *q;
+    const float *d, *asum;
+    const int32_t *qsum;
+};
+
+ALWAYS_INLINE struct row_act row_act_at(const uint8_t *a, int64_t k)
+{
+    struct row_act s = {
+        .q = (const int8_t *)a,
+        .d = (const float *)(a + qgemm_row_d_off(k)),
+        .asum = (const float *)(a + qgemm_row_asum_off(k)),
+        .qsum = (const int32_t *)(a + qgemm_row_qsum_off(k)),
+    };
+    return s;
+}
+
+static void q8_0_gemv(const uint8_t *const *w, const uint8_t *a, int64_t k, const uint8_t *pf,
+                      float *out)
+{
+    const struct block_q8_0 *b0 = (const struct block_q8_0 *)w[0];
+    const struct block_q8_0 *b1 = (const struct block_q8_0 *)w[1];
+    const struct block_q8_0 *b2 = (const struct block_q8_0 *)w[2];
+    const struct block_q8_0 *b3 = (const struct block_q8_0 *)w[3];
+    const struct block_q8_0 *rows[4] = {b0, b1, b2, b3};
+    const struct row_act ra = row_act_at(a, k);
+    const __m512i flip = _mm512_set1_epi8((char)0x80);
+    const size_t step = 4 * 4 * sizeof(struct block_q8_0);
+    __m128 acc = _mm_setzero_ps();
+    for (int64_t c = 0; c < k / 128; c++) {
+        prefetch_span(pf, (size_t)c * step, step);
+        const int64_t j = 4 * c;
+        __m512i a0 = _mm512_loadu_si512(ra.q + 128 * c), a1 = _mm512_loadu_si512(ra.q + 128 * c + 64);
+        __m512i v[8];
+        UNROLL
+        for (int r = 0; r < 4; r++) {
+            const struct block_q8_0 *p = rows[r] + j;
+            __m512i x0 = _mm512_inserti64x4(
+                _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)p[0].qs)),
+                _mm256_loadu_si256((const __m256i *)p[1].qs), 1);
+            __m512i x1 = _mm512_inserti64x4(
+                _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)p[2].qs)),
+                _mm256_loadu_si256((const __m256i *)p[3].qs), 1);
+            // Weights + 128 as unsigned bytes: the sum drops 128 * sum(q).
+            v[r] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_xor_si512(x0, flip), a0);
+            v[4 + r] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_xor_si512(x1, flip), a1);
+        }
+        __m512i s = sum_groups8(v); // [block j + i][row]
+        s = _mm512_sub_epi32(s, _mm512_slli_epi32(spread4_i32(ra.qsum + j), 7));
+        __m512 p = _mm512_mul_ps(BLOCK_SCALES16(b0, b1, b2, b3, j), spread4_f32(ra.d + j));
+        acc = fma_lanes(acc, _mm512_cvtepi32_ps(s), p);
+    }
+    _mm_storeu_ps(out, acc);
+}
+
+static void q4_0_gemv(const uint8_t *const *w, const uint8_t *a, int64_t k, const uint8_t *pf,
+                      float *out)
+{
+    const struct block_q4_0 *b0 = (const struct block_q4_0 *)w[0];
+    const struct block_q4_0 *b1 = (const struct block_q4_0 *)w[1];
+    const struct block_q4_0 *b2 = (const struct block_q4_0 *)w[2];
+    const struct block_q4_0 *b3 = (const struct block_q4_0 *)w[3];
+    const struct block_q4_0 *rows[4] = {b0, b1, b2, b3};
+    const struct row_act ra = row_act_at(a, k);
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    const size_t step = 4 * 4 * sizeof(struct block_q4_0);
+    __m128 acc = _mm_setzero_ps();
+    for (int64_t c = 0; c < k / 128; c++) {
+        prefetch_span(pf, (size_t)c * step, step);
+        const int64_t j = 4 * c;
+        __m512i z0 = _mm512_loadu_si512(ra.q + 128 * c), z1 = _mm512_loadu_si512(ra.q + 128 * c + 64);
+        // Per 128-bit lane i: values 0-15 (a_lo) and 16-31 (a_hi) of block j + i.
+        __m512i a_lo = _mm512_shuffle_i64x2(z0, z1, 0x88), a_hi = _mm512_shuffle_i64x2(z0, z1, 0xDD);
+        __m512i v[4];
+        UNROLL
+        for (int r = 0; r < 4; r++) {
+            const struct block_q4_0 *p = rows[r] + j;
+            __m512i x = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)p[0].qs));
+            x = _mm512_inserti32x4(x, _mm_loadu_si128((const __m128i *)p[1].qs), 1);
+            x = _mm512_inserti32x4(x, _mm_loadu_si128((const __m128i *)p[2].qs), 2);
+            x = _mm512_inserti32x4(x, _mm_loadu_si128((const __m128i *)p[3].qs), 3);
+            __m512i lo = _mm512_and_si512(x, m4), hi = _mm512_and_si512(_mm512_srli_epi16(x, 4), m4);
+            v[r] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, a_lo), hi,
+                                       a_hi);
+        }
+        // [block j + i][row]; the nibbles are q + 8: drop 8 * sum(q).
+        __m512i s = sum_quad(sum_pair(v[0], v[1]), sum_pair(v[2], v[3]));
+        s = _mm512_sub_epi32(s, _mm512_slli_epi32(spread4_i32(ra.qsum + j), 3));
+        __m512 p = _mm512_mul_ps(BLOCK_SCALES16(b0, b1, b2, b3, j), spread4_f32(ra.d + j));
+        acc = fma_lanes(acc, _mm512_cvtepi32_ps(s), p);
+    }
+    _mm_storeu_ps(out, acc);
+}
+
+// Two zmm of 8 per-row values each ([rows 0,1], [rows 2,3]) as
+// [v 4h..4h+3 of row 0, of row 1, ...] transposed: lane 4i + r = row r's value 4h + i.
+ALWAYS_INLINE __m512 rows_to_blocks(__m512 v01, __m512 v23, int h)
+{
+    const __m512i idx = _mm512_add_epi32(
+        _mm512_set1_epi32(4 * h),
+        _mm512_set_epi32(24, 16, 8, 0, 24, 16, 8, 0, 24, 16, 8, 0, 24, 16, 8, 0));
+    const __m512i step = _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
+    return _mm512_permutex2var_ps(v01, _mm512_add_epi32(idx, step), v23);
+}
+
+static void q4_k_gemv(const uint8_t *const *w, const uint8_t *a, int64_t k, const uint8_t *pf,
+                      float *out)
+{
+    const struct row_act ra = row_act_at(a, k);
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    const size_t step = 4 * sizeof(struct block_q4_k) / 2;
+    __m128 acc = _mm_setzero_ps();
+    for (int64_t s = 0; s < k / QK_K; s++) {
+        const struct block_q4_k *b[4];
+        __m256 sc[4], mn[4];
+        UNROLL
+        for (int r = 0; r < 4; r++) {
+            b[r] = (const struct block_q4_k *)w[r] + s;
+            q4k_scales(b[r], &sc[r], &mn[r]);
+        }
+        __m512 sc01 = _mm512_insertf32x8(_mm512_castps256_ps512(sc[0]), sc[1], 1);
+        __m512 sc23 = _mm512_insertf32x8(_mm512_castps256_ps512(sc[2]), sc[3], 1);
+        __m512 mn01 = _mm512_insertf32x8(_mm512_castps256_ps512(mn[0]), mn[1], 1);
+        __m512 mn23 = _mm512_insertf32x8(_mm512_castps256_ps512(mn[2]), mn[3], 1);
+        UNROLL
+        for (int h = 0; h < 2; h++) {
+            prefetch_span(pf, (size_t)(2 * s + h) * step, step);
+            // Sub-blocks 4h..4h+3: a_lo holds 4h and 4h + 2, a_hi 4h + 1 and 4h + 3,
+            // as the low and high nibbles of qs[64h..64h+63] do.
+            const int8_t *aq = ra.q + QK_K * s + 128 * h;
+            __m512i z0 = _mm512_loadu_si512(aq), z1 = _mm512_loadu_si512(aq + 64);
+            __m512i a_lo = _mm512_shuffle_i64x2(z0, z1, 0x44), a_hi = _mm512_shuffle_i64x2(z0, z1, 0xEE);
+            __m512i v[8];
+            UNROLL
+            for (int r = 0; r < 4; r++) {
+                __m512i x = _mm512_loadu_si512(b[r]->qs + 64 * h);
+                v[r] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_and_si512(x, m4), a_lo);
+                v[4 + r] = _mm512_dpbusd_epi32(_mm512_setzero_si512(),
+                                               _mm512_and_si512(_mm512_srli_epi16(x, 4), m4), a_hi);
+            }
+            // Lanes: [sub 4h][row], [4h + 2], [4h + 1], [4h + 3].
+            __m512 f = _mm512_cvtepi32_ps(sum_groups8(v));
+            const int64_t sub0 = 8 * s + 4 * h;
+            // [sub 4h + i][row] in natural order.
+            __m512 p = _mm512_mul_ps(rows_to_blocks(sc01, sc23, h), spread4_f32(ra.d + sub0));
+            __m512 m = rows_to_blocks(mn01, mn23, h);
+            const __m128 f0 = _mm512_castps512_ps128(f), f1 = _mm512_extractf32x4_ps(f, 2);
+            const __m128 f2 = _mm512_extractf32x4_ps(f, 1), f3 = _mm512_extractf32x4_ps(f, 3);
+            acc = _mm_fmadd_ps(f0, _mm512_castps512_ps128(p), acc);
+            acc = _mm_fmadd_ps(_mm512_castps512_ps128(m), _mm_set1_ps(ra.asum[sub0]), acc);
+            acc = _mm_fmadd_ps(f1, _mm512_extractf32x4_ps(p, 1), acc);
+            acc = _mm_fmadd_ps(_mm512_extractf32x4_ps(m, 1), _mm_set1_ps(ra.asum[sub0 + 1]), acc);
+            acc = _mm_fmadd_ps(f2, _mm512_extractf32x4_ps(p, 2), acc);
+            acc = _mm_fmadd_ps(_mm512_extractf32x4_ps(m, 2), _mm_set1_ps(ra.asum[sub0 + 2]), acc);
+            acc = _mm_fmadd_ps(f3, _mm512_extractf32x4_ps(p, 3), acc);
+            acc = _mm_fmadd_ps(_mm512_extractf32x4_ps(m, 3), _mm_set1_ps(ra.asum[sub0 + 3]), acc);
+        }
+    }
+    _mm_storeu_ps(out, acc);
+}
+
+static void q6_k_gemv(const uint8_t *const *w, const uint8_t *a, int64_t k, const uint8_t *pf,
+                      float *out)
+{
+    const struct row_act ra = row_act_at(a, k);
+    const int32_t *qsum16 = (const int32_t *)(a + qgemm_row_qsum16_off(k));
+    const size_t step = 4 * sizeof(struct block_q6_k) / 2;
+    __m128 acc = _mm_setzero_ps();
+    for (int64_t s = 0; s < k / QK_K; s++) {
+        const struct block_q6_k *b[4];
+        UNROLL
+        for (int r = 0; r < 4; r++)
+            b[r] = (const struct block_q6_k *)w[r] + s;
+        // The 16 int8 scales of the 4 rows as [sub-block][row], 4 sub-blocks per vector.
+        __m128i t0 = _mm_loadu_si128((const __m128i *)b[0]->scales);
+        __m128i t1 = _mm_loadu_si128((const __m128i *)b[1]->scales);
+        __m128i t2 = _mm_loadu_si128((const __m128i *)b[2]->scales);
+        __m128i t3 = _mm_loadu_si128((const __m128i *)b[3]->scales);
+        __m128i u01l = _mm_unpacklo_epi8(t0, t1), u01h = _mm_unpackhi_epi8(t0, t1);
+        __m128i u23l = _mm_unpacklo_epi8(t2, t3), u23h = _mm_unpackhi_epi8(t2, t3);
+        __m128i sc[4] = {_mm_unpacklo_epi16(u01l, u23l), _mm_unpackhi_epi16(u01l, u23l),
+                         _mm_unpacklo_epi16(u01h, u23h), _mm_unpackhi_epi16(u01h, u23h)};
+        __m512 dv = _mm512_broadcast_f32x4(_mm_cvtph_ps(
+            _mm_setr_epi16((short)b[0]->d, (short)b[1]->d, (short)b[2]->d, (short)b[3]->d, 0, 0, 0, 0)));
+        UNROLL
+        for (int h = 0; h < 2; h++) {
+            prefetch_span(pf, (size_t)(2 * s + h) * step, step);
+            const int8_t *aq = ra.q + QK_K * s + 128 * h;
+            __m512i a0 = _mm512_loadu_si512(aq), a1 = _mm512_loadu_si512(aq + 64);
+            __m512i v[8];
+            UNROLL
+            for (int r = 0; r < 4; r++) {
+                __m512i lo, hi; // the 6-bit values q + 32
+                q6_k_half(b[r], h, &lo, &hi);
+                v[r] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, a0);
+                v[4 + r] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), hi, a1);
+            }
+            UNROLL
+            for (int i = 0; i < 2; i++) {
+                // Sub-blocks 8h + 4i + L (128-bit lane L) of the 4 rows.
+                const int64_t sub = 16 * s + 8 * h + 4 * i;
+                __m512i sum = sum_quad(sum_pair(v[4 * i], v[4 * i + 1]), sum_pair(v[4 * i + 2], v[4 * i + 3]));
+                sum = _mm512_sub_epi32(sum, _mm512_slli_epi32(spread4_i32(qsum16 + sub), 5));
+                __m512 ws = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(sc[2 * h + i])), dv);
+                // Activation blocks sub / 2: [b x 8, b + 1 x 8].
+                const float *d = ra.d + sub / 2;
+                __m512 ad = _mm512_mask_mov_ps(_mm512_set1_ps(d[0]), 0xFF00, _mm512_set1_ps(d[1]));
+                acc = fma_lanes(acc, _mm512_cvtepi32_ps(sum), _mm512_mul_ps(ws, ad));
+            }
+        }
+    }
+    _mm_storeu_ps(out, acc);
+}
+
+// ---- the provider ----
+
+static const struct qgemm_kernel kernels[] = {
+    {DTYPE_Q8_0, 128, q8_0_unpack, tile_32, q8_0_gemv},
+    {DTYPE_Q4_0, 128, q4_0_unpack, tile_32, q4_0_gemv},
+    {DTYPE_Q4_K, QK_K, q4_k_unpack, tile_32_min, q4_k_gemv},
+    {DTYPE_Q6_K, QK_K, q6_k_unpack, tile_16, q6_k_gemv},
+};
+
+const struct qgemm_isa qgemm_isa_avx512 = {
+    .name = "cpu-q-gemm-avx512",
+    .quantize_group = quantize_group,
+    .quantize_row = quantize_row,
+    .kernels = kernels,
+    .n_kernels = (int)(sizeof kernels / sizeof kernels[0]),
+};
+
+static bool qgemm_avx512_supports(const struct op_call *c)
+{
+    return qgemm_supports(&qgemm_isa_avx512, c);
+}
+
+static enum vllmc_status qgemm_avx512_run(const struct op_call *c)
+{
+    return qgemm_run(&qgemm_isa_avx512, c);
+}
+
+const struct op_provider cpu_qgemm_avx512_matmul = {
+    .name = "cpu-q-gemm-avx512",
+    .op = OP_MATMUL,
+    .priority = 75,
+    .supports = qgemm_avx512_supports,
+    .run = qgemm_avx512_run,
+};

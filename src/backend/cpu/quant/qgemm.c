@@ -1,0 +1,175 @@
+// The token-lane quantized-matmul driver (see qgemm.h): quantize the
+// activation rows once per call into groups of 16 tokens, then walk panels of
+// 16 weight rows on the thread pool; each task unpacks its panel once and
+// streams every token group through it. A lone token takes the decode kernel,
+// which reads the packed rows directly.
+#include "backend/cpu/quant/qgemm.h"
+
+#include <string.h>
+
+#include "backend/backend_impl.h"
+#include "backend/cpu/cpu_ops.h"
+#include "core/alloc.h"
+
+#define QGEMM_PREFETCH_TILES 2 // decode: how many 4-row tiles ahead to prefetch
+
+static const struct qgemm_kernel *qgemm_find_kernel(const struct qgemm_isa *isa, enum dtype t)
+{
+    for (int i = 0; i < isa->n_kernels; i++)
+        if (isa->kernels[i].dtype == t)
+            return &isa->kernels[i];
+    return NULL;
+}
+
+bool qgemm_supports(const struct qgemm_isa *isa, const struct op_call *c)
+{
+    const struct tensor *x = c->src[0], *w = c->src[1], *b = c->src[2];
+    if (!w || !cpu_f32_rows(c->dst) || !cpu_f32_rows(x) || !tensor_rows_contiguous(w))
+        return false;
+    const struct qgemm_kernel *kern = qgemm_find_kernel(isa, w->dtype);
+    return kern && w->ne[0] == x->ne[0] && x->ne[0] % kern->k_multiple == 0 && w->n_dims == 2 &&
+           (!b || cpu_is_plain_float(b->dtype));
+}
+
+struct qgemm_ctx {
+    const struct qgemm_isa *isa;
+    const struct qgemm_kernel *kern;
+    const struct op_call *c;
+    int64_t m, n, k;
+    uint8_t *act;        // [n_groups, qgemm_group_bytes(k)], or one decode row
+    uint8_t *panels;     // [n_threads, QGEMM_PANEL, qgemm_panel_row_bytes(k)]
+    size_t panel_bytes;  // of one thread's panel
+};
+
+static void qgemm_quantize_task(void *p, int task, int thread)
+{
+    (void)thread;
+    const struct qgemm_ctx *ctx = p;
+    int64_t i0 = (int64_t)task * QGEMM_LANES;
+    int64_t i1 = i0 + QGEMM_LANES < ctx->m ? i0 + QGEMM_LANES : ctx->m;
+    uint8_t *group = ctx->act + (size_t)task * qgemm_group_bytes(ctx->k);
+    for (int64_t i = i0; i < i1; i++)
+        ctx->isa->quantize_group(cpu_row(ctx->c->src[0], i), ctx->k, (int)(i - i0), group);
+}
+
+static float qgemm_bias(const struct qgemm_ctx *ctx, int64_t j)
+{
+    const struct tensor *bias = ctx->c->src[2];
+    return bias ? cpu_load(bias->dtype, bias->data, j) : 0.0f;
+}
+
+static void qgemm_matmul_task(void *p, int task, int thread)
+{
+    const struct qgemm_ctx *ctx = p;
+    const struct tensor *w = ctx->c->src[1];
+    const int64_t k = ctx->k;
+    int64_t j0 = (int64_t)task * QGEMM_PANEL;
+    int R = ctx->n - j0 < QGEMM_PANEL ? (int)(ctx->n - j0) : QGEMM_PANEL;
+    uint8_t *panel = ctx->panels + (size_t)thread * ctx->panel_bytes;
+    const size_t prb = qgemm_panel_row_bytes(k);
+    for (int r = 0; r < QGEMM_PANEL; r++) {
+        if (r < R)
+            ctx->kern->unpack(tensor_row(w, j0 + r), k, panel + (size_t)r * prb);
+        else // rows past n: zeros, their outputs dropped
+            memset(panel + (size_t)r * prb, 0, prb);
+    }
+    float bias[QGEMM_PANEL];
+    for (int r = 0; r < R; r++)
+        bias[r] = qgemm_bias(ctx, j0 + r);
+    const int64_t n_groups = (ctx->m + QGEMM_LANES - 1) / QGEMM_LANES;
+    const uint8_t *a[QGEMM_GROUPS];
+    float out[QGEMM_LANES * QGEMM_GROUPS * QGEMM_PANEL]; // [token][row]
+    const int64_t per_tile = QGEMM_LANES * QGEMM_GROUPS;
+    for (int64_t g = 0; g < n_groups; g += QGEMM_GROUPS) {
+        int G = n_groups - g < QGEMM_GROUPS ? (int)(n_groups - g) : QGEMM_GROUPS;
+        for (int gg = 0; gg < G; gg++)
+            a[gg] = ctx->act + (size_t)(g + gg) * qgemm_group_bytes(k);
+        ctx->kern->tile(panel, k, G, a, out);
+        int64_t i0 = g * QGEMM_LANES;
+        int C = ctx->m - i0 < per_tile ? (int)(ctx->m - i0) : (int)per_tile;
+        for (int c = 0; c < C; c++) {
+            float *yr = (float *)cpu_row(ctx->c->dst, i0 + c) + j0;
+            for (int r = 0; r < R; r++)
+                yr[r] = out[c * QGEMM_PANEL + r] + bias[r];
+        }
+    }
+}
+
+static void qgemm_decode_task(void *p, int task, int thread)
+{
+    (void)thread;
+    const struct qgemm_ctx *ctx = p;
+    const struct tensor *w = ctx->c->src[1];
+    int64_t j0 = (int64_t)task * QGEMM_PANEL;
+    int64_t j1 = j0 + QGEMM_PANEL < ctx->n ? j0 + QGEMM_PANEL : ctx->n;
+    const size_t pf_ahead = QGEMM_PREFETCH_TILES * 4 * dtype_row_bytes(w->dtype, ctx->k);
+    float *y = (float *)cpu_row(ctx->c->dst, 0);
+    const uint8_t *wr[4];
+    float out[4];
+    for (int64_t j = j0; j < j1; j += 4) {
+        int R = j1 - j < 4 ? (int)(j1 - j) : 4;
+        // Short tiles repeat their last row: the same arithmetic, outputs dropped.
+        for (int r = 0; r < 4; r++)
+            wr[r] = tensor_row(w, j + (r < R ? r : R - 1));
+        ctx->kern->gemv(wr, ctx->act, ctx->k, (const uint8_t *)tensor_row(w, j) + pf_ahead, out);
+        for (int r = 0; r < R; r++)
+            y[j + r] = out[r] + qgemm_bias(ctx, j + r);
+    }
+}
+
+// Scratch: the backend's, reused from call to call, or for a call without a
+// backend an allocation the caller frees (*owned).
+static uint8_t *qgemm_scratch(const struct op_call *c, size_t n_bytes, uint8_t **owned)
+{
+    *owned = NULL;
+    if (c->backend)
+        return op_scratch(c, n_bytes);
+    *owned = mem_alloc_aligned(64, n_bytes);
+    return *owned;
+}
+
+enum vllmc_status qgemm_run(const struct qgemm_isa *isa, const struct op_call *c)
+{
+    struct qgemm_ctx ctx = {
+        .isa = isa,
+        .kern = qgemm_find_kernel(isa, c->src[1]->dtype),
+        .c = c,
+        .m = tensor_n_rows(c->src[0]),
+        .n = c->src[1]->ne[1],
+        .k = c->src[0]->ne[0],
+    };
+    if (!ctx.kern)
+        return op_fail(c, VLLMC_ERR_UNSUPPORTED, "%s: no kernel for %s", isa->name,
+                       dtype_name(c->src[1]->dtype));
+    if (ctx.m == 0 || ctx.n == 0)
+        return VLLMC_OK;
+    struct threadpool *pool = op_call_pool(c);
+    const int n_tasks = (int)((ctx.n + QGEMM_PANEL - 1) / QGEMM_PANEL);
+    uint8_t *owned;
+    if (ctx.m == 1) {
+        ctx.act = qgemm_scratch(c, (qgemm_row_bytes(ctx.k) + 63) / 64 * 64, &owned);
+        if (!ctx.act)
+            return op_fail(c, VLLMC_ERR_NOMEM, "%s: out of memory", isa->name);
+        isa->quantize_row(cpu_row(c->src[0], 0), ctx.k, ctx.act);
+        threadpool_run(pool, qgemm_decode_task, &ctx, n_tasks);
+        mem_free(owned);
+        return VLLMC_OK;
+    }
+    const int64_t n_groups = (ctx.m + QGEMM_LANES - 1) / QGEMM_LANES;
+    const size_t act_bytes = (size_t)n_groups * qgemm_group_bytes(ctx.k);
+    ctx.panel_bytes = QGEMM_PANEL * qgemm_panel_row_bytes(ctx.k);
+    const int n_threads = threadpool_n_threads(pool);
+    // 20 bytes per token and 4 values, and per thread a panel of 16 rows of 1.75 k bytes.
+    ctx.act = qgemm_scratch(c, act_bytes + (size_t)n_threads * ctx.panel_bytes, &owned);
+    if (!ctx.act)
+        return op_fail(c, VLLMC_ERR_NOMEM, "%s: out of memory for %lld activation rows",
+                       isa->name, (long long)ctx.m);
+    ctx.panels = ctx.act + act_bytes;
+    // The empty lanes of a short last group stay zero: computed on, then dropped.
+    if (ctx.m % QGEMM_LANES)
+        memset(ctx.act + act_bytes - qgemm_group_bytes(ctx.k), 0, qgemm_group_bytes(ctx.k));
+    threadpool_run(pool, qgemm_quantize_task, &ctx, (int)n_groups);
+    threadpool_run(pool, qgemm_matmul_task, &ctx, n_tasks);
+    mem_free(owned);
+    return VLLMC_OK;
+}

@@ -1,0 +1,105 @@
+// Token-lane quantized matmul: 16 tokens sit in the 16 int32 lanes of one
+// vector, so a weight dword broadcast from memory meets 16 tokens in one
+// vpdpbusd, a lane's sum is a whole 32-block's dot product, and one float
+// multiply-add per block per row scales 16 tokens at once. The ISA-independent
+// driver (gate, activation quantization, weight panels, threading); the
+// kernels live in src/backend/cpu/avx512/qgemm_avx512.c.
+//
+// Arithmetic (every path, so a token's result never depends on its batch):
+// for weight row r and token x, with the weight's scale blocks j (32 values,
+// 16 for Q6_K) in order, inside activation 32-block b,
+//     acc = fma((float)isum_j, ws_j * d_b, acc)      isum_j = sum w_i q_i, exact
+//     acc = fma(wm_j, asum_b, acc)                   (types with a min only)
+// where the weight value is ws_j * w_i (+ wm_j), x_i ~= d_b * q_i (q int8,
+// d_b = max|x| / 127) and asum_b = d_b * sum q_i.
+#ifndef VLLMC_BACKEND_CPU_QUANT_QGEMM_H
+#define VLLMC_BACKEND_CPU_QUANT_QGEMM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backend/op.h"
+#include "core/dtype.h"
+
+#define QGEMM_LANES 16 // tokens per activation group
+#define QGEMM_PANEL 16 // weight rows per task, unpacked once into a panel
+#define QGEMM_GROUPS 2 // largest number of token groups one tile pass covers
+
+// One group of 16 tokens (missing ones zero), k values, nb = k / 32 blocks:
+//   q    uint8 [k / 4][16][4]  q + 128 (4 consecutive values of a token per lane)
+//   d    float [nb][16]
+//   asum float [nb][16]        d * sum(q) of the block
+static inline size_t qgemm_group_d_off(int64_t k) { return 16 * (size_t)k; }
+static inline size_t qgemm_group_asum_off(int64_t k) { return 18 * (size_t)k; }
+static inline size_t qgemm_group_bytes(int64_t k) { return 20 * (size_t)k; }
+
+// One token alone (decode), sections 16-byte aligned:
+//   q      int8  [k]
+//   d      float [nb]
+//   asum   float [nb]
+//   qsum   int32 [nb]      sum(q) of the block
+//   qsum16 int32 [k / 16]  sum(q) of each 16 values
+static inline size_t qgemm_row_d_off(int64_t k) { return (size_t)k; }
+static inline size_t qgemm_row_asum_off(int64_t k) { return (size_t)k + (size_t)k / 8; }
+static inline size_t qgemm_row_qsum_off(int64_t k) { return (size_t)k + (size_t)k / 4; }
+static inline size_t qgemm_row_qsum16_off(int64_t k) { return (size_t)k + 3 * (size_t)k / 8; }
+static inline size_t qgemm_row_bytes(int64_t k) { return (size_t)k + 5 * (size_t)k / 8; }
+
+// One weight row unpacked into a panel (k % 128 == 0), ns = k / (the
+// kernel's scale block) <= k / 16 scale blocks:
+//   w    int8  [k]    the weight values w_i (zero point removed)
+//   corr int32 [ns]   -128 * sum of the scale block's w_i (the groups hold q + 128)
+//   ws   float [ns]
+//   wm   float [ns]   (types with a min)
+static inline size_t qgemm_panel_corr_off(int64_t k) { return (size_t)k; }
+static inline size_t qgemm_panel_ws_off(int64_t k) { return (size_t)k + (size_t)k / 4; }
+static inline size_t qgemm_panel_wm_off(int64_t k) { return (size_t)k + (size_t)k / 2; }
+static inline size_t qgemm_panel_row_bytes(int64_t k)
+{
+    return ((size_t)k + 3 * (size_t)k / 4 + 63) / 64 * 64;
+}
+
+// Token t (< 16) of the group at dst from x [k].
+typedef void (*qgemm_quantize_group_fn)(const float *x, int64_t k, int t, uint8_t *dst);
+// A lone token at dst (decode layout) from x [k].
+typedef void (*qgemm_quantize_row_fn)(const float *x, int64_t k, uint8_t *dst);
+// Weight row w (packed, k values) into the panel row at dst.
+typedef void (*qgemm_unpack_fn)(const uint8_t *w, int64_t k, uint8_t *dst);
+// out[(16 g + t) * QGEMM_PANEL + r] = dot(panel row r, token t of group a[g])
+// for r < QGEMM_PANEL, g < n_groups (<= QGEMM_GROUPS), t < 16.
+typedef void (*qgemm_tile_fn)(const uint8_t *panel, int64_t k, int n_groups,
+                              const uint8_t *const *a, float *out);
+// Decode: out[r] = dot(packed weight row w[r], the lone token at a) for r < 4,
+// the same arithmetic as the tile. Prefetches as many bytes at pf as the 4
+// rows hold (the rows of the tiles that follow).
+typedef void (*qgemm_gemv_fn)(const uint8_t *const *w, const uint8_t *a, int64_t k,
+                              const uint8_t *pf, float *out);
+
+struct qgemm_kernel {
+    enum dtype dtype;
+    int k_multiple; // k must be a multiple of this (128 or 256)
+    qgemm_unpack_fn unpack;
+    qgemm_tile_fn tile; // for the type's scale block and min
+    qgemm_gemv_fn gemv;
+};
+
+struct qgemm_isa {
+    const char *name; // provider name
+    qgemm_quantize_group_fn quantize_group;
+    qgemm_quantize_row_fn quantize_row;
+    const struct qgemm_kernel *kernels; // [n_kernels]
+    int n_kernels;
+};
+
+// The gate: f32 x and dst rows, a weight dtype isa has a kernel for, k a
+// multiple of its block, optional plain-float bias.
+bool qgemm_supports(const struct qgemm_isa *isa, const struct op_call *c);
+
+// Runs an OP_MATMUL the gate accepted, threaded on the backend's pool.
+enum vllmc_status qgemm_run(const struct qgemm_isa *isa, const struct op_call *c);
+
+extern const struct qgemm_isa qgemm_isa_avx512;
+extern const struct op_provider cpu_qgemm_avx512_matmul; // AVX-512 F/BW/VL/VNNI
+
+#endif
