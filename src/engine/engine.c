@@ -189,10 +189,14 @@ static enum vllmc_status engine_kv_dtype(const struct vllmc_engine_params *p, en
 {
     const char *d =
         p->kv_cache_dtype && strcmp(p->kv_cache_dtype, "auto") ? p->kv_cache_dtype : NULL;
-    // "auto" keeps the KV cache in f32, the precision the forward pass computes
-    // in, so that results do not depend on the cache dtype.
+    // "auto" is DTYPE_COUNT here; kv_cache_auto_dtype settles it once the
+    // model and the backend are known.
     *out = DTYPE_F32;
-    if (!d || dtype_name_is(d, "f32", "float32", "float"))
+    if (!d) {
+        *out = DTYPE_COUNT;
+        return VLLMC_OK;
+    }
+    if (dtype_name_is(d, "f32", "float32", "float"))
         return VLLMC_OK;
     if (dtype_name_is(d, "f16", "float16", "half")) {
         *out = DTYPE_F16;
@@ -292,6 +296,8 @@ static enum vllmc_status engine_build(struct vllmc_engine *eng)
     rc = model_load(eng->model_path, eng->be, &lp, &eng->model, &err);
     if (rc)
         return fail(rc, "%s", err.msg);
+    if (kv_dtype == DTYPE_COUNT)
+        kv_dtype = kv_cache_auto_dtype(eng->model);
     const struct model_hparams *hp = &eng->model->hp;
     eng->n_vocab = hp->n_vocab;
     eng->max_model_len = p->max_model_len ? p->max_model_len : hp->n_ctx_train;

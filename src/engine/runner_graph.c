@@ -98,6 +98,10 @@ static bool graph_verify(struct runner *r, struct runner_graph *g, const struct 
         worst = d > worst ? d : worst;
     }
     mem_free(replay);
+    if (ok)
+        log_info("runner: decode graph for %d sequences, context %d: replay matches the eager "
+                 "pass (largest |logit diff| %g)",
+                 g->n_seqs, g->max_ctx, worst);
     if (!ok)
         log_error("runner: decode graph for %d sequences, context %d disagrees with the eager "
                   "pass (|diff| up to %g or a failed call); running it eagerly",

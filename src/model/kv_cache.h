@@ -21,6 +21,14 @@ struct kv_cache_params {
 
 void kv_cache_params_default(struct kv_cache_params *p);
 
+// The cache dtype of --kv-cache-dtype auto for m on its backend. On the CPU:
+// f32, the precision the forward pass computes in, so that results do not
+// depend on the cache (docs/engine.md gives the cost). On a GPU, as vLLM's
+// auto: the weights' float type (bf16 or f16; f32 stays f32), and f16 for
+// quantized weights, as llama.cpp; decode attention there is bound by reading
+// the cache, which this halves.
+enum dtype kv_cache_auto_dtype(const struct model *m);
+
 struct kv_cache {
     struct backend *backend; // borrowed
     int n_layers;

@@ -48,6 +48,17 @@ struct bench {
     int32_t *ids;          // [max(n_prompt, 1)] random tokens
     void *logits;          // [n_vocab] f32 in backend memory
     int n_threads;         // what the backend runs with
+    // Decode steps replayed from graphs (VLLMC_CUDA_GRAPHS=1, as the engine):
+    // one per context bucket (powers of two from 64), captured on its second
+    // step; a bucket whose capture fails runs eagerly.
+    bool use_graphs;
+    struct bench_graph {
+        int ctx;
+        bool warmed, failed;
+        struct backend_graph *g;
+    } graphs[24];
+    int n_graphs;
+    long n_graph_steps;
 };
 
 static void bench_usage(FILE *f)
@@ -115,6 +126,8 @@ static int bench_setup(struct bench *b)
     int rc = cli_backend_create(o->device, b->n_threads, o->log_providers, &b->be);
     if (rc)
         return rc;
+    const char *graphs = getenv("VLLMC_CUDA_GRAPHS");
+    b->use_graphs = backend_has_graphs(b->be) && graphs && !strcmp(graphs, "1");
     struct err err = {0};
     struct model_load_params lp;
     model_load_params_default(&lp);
@@ -134,6 +147,7 @@ static int bench_setup(struct bench *b)
     kv_cache_params_default(&kp);
     kp.block_size = BENCH_BLOCK_SIZE;
     kp.n_blocks = b->n_blocks;
+    kp.dtype = kv_cache_auto_dtype(b->m); // the engine's --kv-cache-dtype auto
     if (kv_cache_create(b->m, &kp, &b->kv, &err)) {
         fprintf(stderr, "vllmc: %s\n", err.msg);
         return 1;
@@ -161,6 +175,8 @@ static int bench_setup(struct bench *b)
 
 static void bench_teardown(struct bench *b)
 {
+    for (int i = 0; i < b->n_graphs; i++)
+        backend_graph_free(b->be, b->graphs[i].g);
     if (b->logits)
         backend_buffer_free(b->be, b->logits);
     if (b->bb.host)
@@ -170,6 +186,66 @@ static void bench_teardown(struct bench *b)
     kv_cache_free(b->kv);
     model_free(b->m);
     backend_free(b->be);
+}
+
+// One decode step through the graph of its context bucket. mb's max_seq_len
+// is raised to the bucket's, so that every step of a bucket launches the same
+// attention grid (keys past the context are masked by the sequence length).
+static int bench_decode_graph(struct bench *b, struct model_batch *mb, struct tensor *lt)
+{
+    struct err err = {0};
+    int ctx = 64;
+    while (ctx < mb->max_seq_len)
+        ctx *= 2;
+    if (ctx > b->n_blocks * BENCH_BLOCK_SIZE)
+        ctx = b->n_blocks * BENCH_BLOCK_SIZE;
+    if (ctx < mb->max_seq_len)
+        ctx = mb->max_seq_len;
+    mb->max_seq_len = ctx;
+    struct bench_graph *g = NULL;
+    for (int i = 0; i < b->n_graphs && !g; i++)
+        if (b->graphs[i].ctx == ctx)
+            g = &b->graphs[i];
+    if (!g && b->n_graphs < (int)(sizeof b->graphs / sizeof b->graphs[0])) {
+        g = &b->graphs[b->n_graphs++];
+        *g = (struct bench_graph){.ctx = ctx};
+    }
+    enum vllmc_status rc = VLLMC_OK;
+    if (g && g->g && !backend_graph_valid(b->be, g->g)) {
+        backend_graph_free(b->be, g->g);
+        g->g = NULL;
+        g->warmed = false;
+    }
+    if (g && !g->g && !g->failed && g->warmed) {
+        rc = backend_graph_begin(b->be);
+        if (!rc) {
+            enum vllmc_status fwd = model_forward(b->m, mb, b->kv, lt, &err);
+            rc = backend_graph_end(b->be, fwd == VLLMC_OK, &g->g);
+            if (!rc && fwd)
+                rc = fwd;
+        }
+        if (rc || !g->g) {
+            fprintf(stderr, "vllmc bench: decode graph for context %d: capture failed (%s); "
+                            "running it eagerly\n",
+                    ctx, err.msg[0] ? err.msg : backend_err(b->be)->msg);
+            g->failed = true;
+            g->g = NULL;
+            memset(&err, 0, sizeof err);
+        }
+    }
+    if (g && g->g) {
+        rc = backend_graph_launch(b->be, g->g);
+        b->n_graph_steps += !rc;
+    } else {
+        if (g)
+            g->warmed = true;
+        rc = model_forward(b->m, mb, b->kv, lt, &err);
+    }
+    if (rc || backend_sync(b->be)) {
+        fprintf(stderr, "vllmc: forward: %s\n", err.msg[0] ? err.msg : backend_err(b->be)->msg);
+        return 1;
+    }
+    return 0;
 }
 
 // One forward call over ids[0, n) at positions pos0.. with the last row's logits.
@@ -187,6 +263,8 @@ static int bench_forward(struct bench *b, const int32_t *ids, int n, int pos0)
     }
     tensor_init_2d(&lt, DTYPE_F32, b->logits, b->m->hp.n_vocab, 1);
     lt.location = backend_location(b->be);
+    if (n == 1 && b->use_graphs)
+        return bench_decode_graph(b, &mb, &lt);
     if (model_forward(b->m, &mb, b->kv, &lt, &err)) {
         fprintf(stderr, "vllmc: forward: %s\n", err.msg);
         return 1;
@@ -371,6 +449,9 @@ int bench_main(int argc, char **argv)
     rc = bench_setup(&b);
     if (!rc)
         rc = bench_pp_tg(&b);
+    if (b.use_graphs)
+        fprintf(stderr, "decode graphs: %ld steps replayed from %d context buckets\n",
+                b.n_graph_steps, b.n_graphs);
     bench_teardown(&b);
     return rc;
 }

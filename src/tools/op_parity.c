@@ -446,6 +446,13 @@ static void grid_attention(struct parity *pr)
         {8, 2, 128, 16, 3, {300, 1, 77}, {1, 1, 1}},
         {32, 8, 128, 16, 2, {1000, 513}, {1, 1}},
         {12, 1, 256, 16, 2, {40, 129}, {1, 1}},
+        // The pipelined decode kernel: GQA groups 1, 2, 8; head_dim 32 and
+        // 256; a block size of 64, so that 32-key splits start inside a block.
+        {16, 8, 128, 16, 3, {700, 33, 2}, {1, 1, 1}},
+        {16, 2, 64, 16, 2, {513, 1000}, {1, 1}},
+        {4, 4, 32, 16, 2, {50, 1}, {1, 1}},
+        {8, 1, 128, 64, 2, {1025, 47}, {1, 1}},
+        {8, 4, 256, 16, 2, {333, 64}, {1, 1}},
         {6, 6, 48, 16, 3, {190, 1, 77}, {1, 1, 1}}, // stories-sized heads
         {6, 6, 48, 16, 2, {40, 21}, {40, 3}},
         // Prefill (tensor cores on CUDA): 1, 17, 128 and 300 query tokens, contexts

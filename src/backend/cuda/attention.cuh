@@ -9,10 +9,11 @@ extern "C" {
 
 #include "backend/op.h"
 
-// Decode-only batches (max_q_len 1 with max_seq_len given) use a kernel of
-// their own unless this turns it off (VLLMC_CUDA_DECODE_ATTENTION=0 at
-// backend creation); the tiled kernel then serves every batch.
-void cuda_attention_set_decode(bool on);
+// Decode-only batches (max_q_len 1 with max_seq_len given) use kernels of
+// their own: mode 2 (the default) the pipelined decode kernel, 1 the first
+// decode kernel, 0 none (the tiled kernel serves every batch). Set from
+// VLLMC_CUDA_DECODE_ATTENTION at backend creation, for comparisons.
+void cuda_attention_set_decode(int mode);
 
 bool cuda_attention_supports(const struct op_call *c);
 enum vllmc_status cuda_attention_run(const struct op_call *c);

@@ -429,7 +429,7 @@ enum vllmc_status cuda_backend_create(const struct backend_options *o, struct ba
         cuda_gemv_set_max_m(atoi(gemv_m));
     const char *decode_att = getenv("VLLMC_CUDA_DECODE_ATTENTION");
     if (decode_att && *decode_att)
-        cuda_attention_set_decode(atoi(decode_att) != 0);
+        cuda_attention_set_decode(atoi(decode_att));
     log_info("backend cuda: %s (sm_%d%d, %d SMs), GEMV up to m=%d", dev->name, dev->cc_major,
              dev->cc_minor, dev->n_sms, cuda_gemv_max_m());
     *out = be;
