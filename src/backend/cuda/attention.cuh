@@ -22,6 +22,8 @@ enum vllmc_status cuda_attention_run(const struct op_call *c);
 // tokens per sequence; f16/bf16 operands, so op parity holds it to 5e-4.
 bool cuda_attention_tc_supports(const struct op_call *c);
 enum vllmc_status cuda_attention_tc_run(const struct op_call *c);
+// The same kernel reading its mma operands from shared memory with ldmatrix.
+enum vllmc_status cuda_attention_tc_ldsm_run(const struct op_call *c);
 
 #ifdef __cplusplus
 }

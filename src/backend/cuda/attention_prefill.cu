@@ -99,6 +99,27 @@ __device__ __forceinline__ void tc_mma<__nv_bfloat16>(float c[4], const uint32_t
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
+// Four 8x8 matrices of 16-bit elements from shared memory: lane l gives the
+// (16-byte aligned) address of row l % 8 of matrix l / 8, and r[i] gets
+// matrix i's row g, columns 2t..2t+1 (PTX ISA, ldmatrix) — a B fragment when
+// the rows run along n. The .trans form gives rows 2t..2t+1 of column g
+// instead: a B fragment when the rows run along k.
+__device__ __forceinline__ void tc_ldsm4(uint32_t r[4], const uint16_t *row)
+{
+    const uint32_t addr = (uint32_t)__cvta_generic_to_shared(row);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(addr));
+}
+
+__device__ __forceinline__ void tc_ldsm4_trans(uint32_t r[4], const uint16_t *row)
+{
+    const uint32_t addr = (uint32_t)__cvta_generic_to_shared(row);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(addr));
+}
+
 // Eight cache elements (16-byte aligned) as eight operands in one uint4.
 template <typename TC, typename OT> __device__ __forceinline__ uint4 tc_load8(const TC *src)
 {
@@ -125,7 +146,7 @@ template <typename TC, typename OT> __device__ __forceinline__ uint4 tc_load8(co
 // whole GQA group. Warp w owns rows 16w..16w+15; lane (g, t) holds rows g and
 // g + 8. With several splits each block writes its unnormalised partial state
 // (an empty split included) for att_tc_combine_kernel.
-template <typename TC, typename OT, int D>
+template <typename TC, typename OT, int D, bool LDSM>
 static __global__ void __launch_bounds__(TC_THREADS) att_tc_kernel(const struct tc_params p)
 {
     constexpr int LDS = D + TC_PAD;                    // shared row stride in elements
@@ -222,14 +243,33 @@ static __global__ void __launch_bounds__(TC_THREADS) att_tc_kernel(const struct 
         // S = Q.K^T over the tile: B(d, key) = K[key][d], pairs along d.
         float s[TC_KT / 8][4];
 #pragma unroll
-        for (int n = 0; n < TC_KT / 8; n++) {
+        for (int n = 0; n < TC_KT / 8; n++)
 #pragma unroll
             for (int i = 0; i < 4; i++)
                 s[n][i] = 0.0f;
+        if (LDSM) {
+            // One ldmatrix gives b0, b1 of key tiles 2np and 2np + 1: lane l
+            // points at key 16np + l % 8 + 8 (l / 16), dims 16kk + 8 (l / 8 % 2).
 #pragma unroll
-            for (int kk = 0; kk < D / 16; kk++) {
-                const uint16_t *kr = ks + (n * 8 + g) * LDS + kk * 16 + 2 * t;
-                tc_mma<OT>(s[n], qf[kk], *(const uint32_t *)kr, *(const uint32_t *)(kr + 8));
+            for (int np = 0; np < TC_KT / 16; np++) {
+                const uint16_t *kr =
+                    ks + (np * 16 + (lane & 7) + ((lane >> 4) << 3)) * LDS + ((lane >> 3) & 1) * 8;
+#pragma unroll
+                for (int kk = 0; kk < D / 16; kk++) {
+                    uint32_t b[4];
+                    tc_ldsm4(b, kr + kk * 16);
+                    tc_mma<OT>(s[2 * np], qf[kk], b[0], b[1]);
+                    tc_mma<OT>(s[2 * np + 1], qf[kk], b[2], b[3]);
+                }
+            }
+        } else {
+#pragma unroll
+            for (int n = 0; n < TC_KT / 8; n++) {
+#pragma unroll
+                for (int kk = 0; kk < D / 16; kk++) {
+                    const uint16_t *kr = ks + (n * 8 + g) * LDS + kk * 16 + 2 * t;
+                    tc_mma<OT>(s[n], qf[kk], *(const uint32_t *)kr, *(const uint32_t *)(kr + 8));
+                }
             }
         }
 
@@ -267,14 +307,15 @@ static __global__ void __launch_bounds__(TC_THREADS) att_tc_kernel(const struct 
             }
         }
 #pragma unroll
-        for (int n = 0; n < D / 8; n++)
+        for (int n = 0; n < D / 8; n++) {
 #pragma unroll
             for (int i = 0; i < 4; i++)
                 o[n][i] *= alpha[i >> 1];
+        }
 
-                // O += P.V: the C fragments of two adjacent 8-key column tiles of S
-                // are exactly the A fragment of one 16-key step. B(key, d) = V[key][d],
-                // pairs along the key.
+        // O += P.V: the C fragments of two adjacent 8-key column tiles of S
+        // are exactly the A fragment of one 16-key step. B(key, d) = V[key][d],
+        // pairs along the key.
 #pragma unroll
         for (int kk = 0; kk < TC_KT / 16; kk++) {
             const uint32_t a[4] = {
@@ -283,12 +324,25 @@ static __global__ void __launch_bounds__(TC_THREADS) att_tc_kernel(const struct 
                 tc_pack<OT>(s[2 * kk + 1][0], s[2 * kk + 1][1]),
                 tc_pack<OT>(s[2 * kk + 1][2], s[2 * kk + 1][3]),
             };
+            if (LDSM) {
+                // Transposed: b0, b1 of dim tiles 2np and 2np + 1; lane l points
+                // at key 16kk + l % 16, dims 16np + 8 (l / 16).
+                const uint16_t *vr = vs + (kk * 16 + (lane & 15)) * LDS + (lane >> 4) * 8;
 #pragma unroll
-            for (int n = 0; n < D / 8; n++) {
-                const uint16_t *vr = vs + (kk * 16 + 2 * t) * LDS + n * 8 + g;
-                const uint32_t b0 = (uint32_t)vr[0] | (uint32_t)vr[LDS] << 16;
-                const uint32_t b1 = (uint32_t)vr[8 * LDS] | (uint32_t)vr[9 * LDS] << 16;
-                tc_mma<OT>(o[n], a, b0, b1);
+                for (int np = 0; np < D / 16; np++) {
+                    uint32_t b[4];
+                    tc_ldsm4_trans(b, vr + np * 16);
+                    tc_mma<OT>(o[2 * np], a, b[0], b[1]);
+                    tc_mma<OT>(o[2 * np + 1], a, b[2], b[3]);
+                }
+            } else {
+#pragma unroll
+                for (int n = 0; n < D / 8; n++) {
+                    const uint16_t *vr = vs + (kk * 16 + 2 * t) * LDS + n * 8 + g;
+                    const uint32_t b0 = (uint32_t)vr[0] | (uint32_t)vr[LDS] << 16;
+                    const uint32_t b1 = (uint32_t)vr[8 * LDS] | (uint32_t)vr[9 * LDS] << 16;
+                    tc_mma<OT>(o[n], a, b0, b1);
+                }
             }
         }
     }
@@ -353,15 +407,19 @@ static __global__ void att_tc_combine_kernel(const struct tc_params p, int head_
 // ---- launcher ----
 
 template <typename TC, typename OT>
-static cudaError_t att_tc_launch(const struct tc_params *p, int head_dim, int n_seqs, int n_tiles,
-                                 cudaStream_t stream)
+static cudaError_t att_tc_launch(const struct tc_params *p, int head_dim, bool ldsm, int n_seqs,
+                                 int n_tiles, cudaStream_t stream)
 {
     const dim3 grid((unsigned)n_tiles, (unsigned)(n_seqs * p->n_kv_heads * p->n_hchunks),
                     (unsigned)p->n_splits);
-    if (head_dim == 64)
-        att_tc_kernel<TC, OT, 64><<<grid, TC_THREADS, 0, stream>>>(*p);
+    if (head_dim == 64 && ldsm)
+        att_tc_kernel<TC, OT, 64, true><<<grid, TC_THREADS, 0, stream>>>(*p);
+    else if (head_dim == 64)
+        att_tc_kernel<TC, OT, 64, false><<<grid, TC_THREADS, 0, stream>>>(*p);
+    else if (ldsm)
+        att_tc_kernel<TC, OT, 128, true><<<grid, TC_THREADS, 0, stream>>>(*p);
     else
-        att_tc_kernel<TC, OT, 128><<<grid, TC_THREADS, 0, stream>>>(*p);
+        att_tc_kernel<TC, OT, 128, false><<<grid, TC_THREADS, 0, stream>>>(*p);
     cudaError_t rc = cudaGetLastError();
     if (rc != cudaSuccess || p->n_splits == 1)
         return rc;
@@ -390,7 +448,9 @@ extern "C" bool cuda_attention_tc_supports(const struct op_call *c)
            att_tc_aligned(c->dst->data, c->dst->nb[2], 8);
 }
 
-extern "C" enum vllmc_status cuda_attention_tc_run(const struct op_call *c)
+// ldsm: fragments through ldmatrix (one instruction per two mma B operands)
+// instead of 32- and 16-bit shared loads.
+static enum vllmc_status att_tc_run(const struct op_call *c, bool ldsm)
 {
     struct cuda_device *dev = cuda_device_of(c);
     struct err *err = dev->err;
@@ -466,15 +526,25 @@ extern "C" enum vllmc_status cuda_attention_tc_run(const struct op_call *c)
     // past f16's range saturate, see tc_pack).
     switch (kc->dtype) {
     case DTYPE_BF16:
-        CUDA_TRY(
-            (att_tc_launch<__nv_bfloat16, __nv_bfloat16>(&p, D, n_seqs, n_tiles, dev->stream)));
+        CUDA_TRY((att_tc_launch<__nv_bfloat16, __nv_bfloat16>(&p, D, ldsm, n_seqs, n_tiles,
+                                                              dev->stream)));
         break;
     case DTYPE_F16:
-        CUDA_TRY((att_tc_launch<__half, __half>(&p, D, n_seqs, n_tiles, dev->stream)));
+        CUDA_TRY((att_tc_launch<__half, __half>(&p, D, ldsm, n_seqs, n_tiles, dev->stream)));
         break;
     default:
-        CUDA_TRY((att_tc_launch<float, __half>(&p, D, n_seqs, n_tiles, dev->stream)));
+        CUDA_TRY((att_tc_launch<float, __half>(&p, D, ldsm, n_seqs, n_tiles, dev->stream)));
         break;
     }
     return VLLMC_OK;
+}
+
+extern "C" enum vllmc_status cuda_attention_tc_run(const struct op_call *c)
+{
+    return att_tc_run(c, false);
+}
+
+extern "C" enum vllmc_status cuda_attention_tc_ldsm_run(const struct op_call *c)
+{
+    return att_tc_run(c, true);
 }

@@ -66,6 +66,16 @@ static const struct op_provider cuda_p_attention_tc = {
     .run = cuda_attention_tc_run,
     .parity_bar = 5e-4,
 };
+// The same kernel with ldmatrix operand loads: below the plain one until a
+// GPU run has checked it and bench-ops shows it faster.
+static const struct op_provider cuda_p_attention_tc_ldsm = {
+    .name = "cuda-attn-prefill-tc-ldsm",
+    .op = OP_ATTENTION,
+    .priority = 105,
+    .supports = cuda_attention_tc_supports,
+    .run = cuda_attention_tc_ldsm_run,
+    .parity_bar = 5e-4,
+};
 CUDA_PROVIDER(cuda_p_qembedding, "cuda-q", OP_EMBEDDING, 100, cuda_qembedding);
 CUDA_PROVIDER(cuda_p_qgemv, "cuda-qgemv", OP_MATMUL, 100, cuda_qgemv);
 CUDA_PROVIDER(cuda_p_qgemm, "cuda-qgemm", OP_MATMUL, 90, cuda_qgemm);
@@ -75,11 +85,16 @@ CUDA_PROVIDER(cuda_p_int4g_gemm, "cuda-int4g-gemm", OP_MATMUL, 90, cuda_int4g_ge
 CUDA_PROVIDER(cuda_p_sample, "cuda-sample", OP_SAMPLE, 100, cuda_sample);
 
 static const struct op_provider *const cuda_provider_table[] = {
-    &cuda_p_embedding,    &cuda_p_rmsnorm,      &cuda_p_add_rmsnorm, &cuda_p_gemv,
-    &cuda_p_cublaslt,     &cuda_p_matmul_tiled, &cuda_p_rope,        &cuda_p_qk_norm_rope,
-    &cuda_p_silu_mul,     &cuda_p_add,          &cuda_p_kv_store,    &cuda_p_attention,
-    &cuda_p_attention_tc, &cuda_p_qembedding,   &cuda_p_qgemv,       &cuda_p_qgemm,
-    &cuda_p_int4g_gemv,   &cuda_p_int4g_gemm,   &cuda_p_sample,
+    &cuda_p_embedding,    &cuda_p_rmsnorm,
+    &cuda_p_add_rmsnorm,  &cuda_p_gemv,
+    &cuda_p_cublaslt,     &cuda_p_matmul_tiled,
+    &cuda_p_rope,         &cuda_p_qk_norm_rope,
+    &cuda_p_silu_mul,     &cuda_p_add,
+    &cuda_p_kv_store,     &cuda_p_attention,
+    &cuda_p_attention_tc, &cuda_p_attention_tc_ldsm,
+    &cuda_p_qembedding,   &cuda_p_qgemv,
+    &cuda_p_qgemm,        &cuda_p_int4g_gemv,
+    &cuda_p_int4g_gemm,   &cuda_p_sample,
 };
 
 #define CUDA_N_PROVIDERS (sizeof cuda_provider_table / sizeof cuda_provider_table[0])
