@@ -1,8 +1,11 @@
 // Op micro-benchmarks: each case runs once per provider of its op, the
 // others switched off through the backend's disable list, and prints
 //   op=matmul dtype=bf16 m=1 n=4096 k=4096 provider=cpu-avx2 us=812.3 gflops=41.3 gbps=41.3
-// (median of the repeats; gbps counts weight or cache bytes read once).
-// usage: bench_ops [--op NAME] [--threads N] [--min-ms MS]
+//   cpu_share=97% cpu_gflops=42.6
+// (median of the repeats; gbps counts weight or cache bytes read once;
+// cpu_gflops is per CPU-second, which other tenants of the cores disturb less).
+// usage: bench_ops [--op NAME] [--dtype T] [--m ROWS] [--provider P] [--threads N] [--min-ms MS]
+// (--dtype and --m pick matmul cases: weight dtype, rows)
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +19,9 @@
 static int n_threads = 0;
 static double min_ms = 300;
 static const char *only_op;
+static const char *only_dtype; // matmul: weights of this dtype only
+static int64_t only_m;         // matmul: shapes of this many rows only
+static const char *only_provider;
 
 static float frand(void)
 {
@@ -67,8 +73,10 @@ static void bench_call(struct op_call *c, const char *label, double flops, doubl
     }
     size_t n_all;
     const struct op_provider *const *all = backend_providers(probe, &n_all);
+    c->backend = probe; // gates may look at the backend
     for (size_t i = 0; i < n_all; i++) {
-        if (all[i]->op != c->op || !all[i]->supports(c))
+        if (all[i]->op != c->op || !all[i]->supports(c) ||
+            (only_provider && strcmp(only_provider, all[i]->name)))
             continue;
         // Disable every other provider name of this op.
         char disable[512] = "";
@@ -88,20 +96,27 @@ static void bench_call(struct op_call *c, const char *label, double flops, doubl
         int n = 0;
         double start = time_now_s();
         enum vllmc_status rc = backend_run_op(be, c); // warm-up
+        double wall0 = time_now_s(), cpu0 = time_process_cpu_s();
         while (!rc && n < 200 && (n < 3 || (time_now_s() - start) * 1e3 < min_ms)) {
             double t0 = time_now_s();
             rc = backend_run_op(be, c);
             times[n++] = time_now_s() - t0;
         }
+        double wall = time_now_s() - wall0, cpu = time_process_cpu_s() - cpu0;
         if (rc) {
             fprintf(stderr, "bench: %s: %s\n", all[i]->name, backend_err(be)->msg);
         } else {
             qsort(times, (size_t)n, sizeof times[0], cmp_double);
             double t = times[n / 2];
-            printf("op=%s %s provider=%s threads=%d us=%.1f gflops=%.1f gbps=%.1f\n",
-                   op_kind_name(c->op), label, all[i]->name,
-                   o.n_threads ? o.n_threads : threadpool_cpu_count(), t * 1e6, flops / t * 1e-9,
-                   bytes / t * 1e-9);
+            // On a shared machine the threads get part of the cores: cpu_share is
+            // the CPU time the process got over wall time x threads, and
+            // cpu_gflops the rate per CPU-second (x threads), what the op
+            // would reach with the cores to itself.
+            int nt = o.n_threads ? o.n_threads : threadpool_cpu_count();
+            printf("op=%s %s provider=%s threads=%d us=%.1f gflops=%.1f gbps=%.1f cpu_share=%.0f%% "
+                   "cpu_gflops=%.1f\n",
+                   op_kind_name(c->op), label, all[i]->name, nt, t * 1e6, flops / t * 1e-9,
+                   bytes / t * 1e-9, 100 * cpu / (wall * nt), flops * n / cpu * nt * 1e-9);
             fflush(stdout);
         }
         backend_free(be);
@@ -118,14 +133,17 @@ static void bench_matmul(void)
 {
     // Decode (m = 1) and prefill shapes of Qwen3-0.6B- and Llama-8B-sized layers.
     static const int64_t shapes[][3] = {
-        {1, 1024, 1024}, {1, 3072, 1024},  {1, 4096, 4096},  {1, 151936, 1024}, {16, 4096, 4096},
-        {8, 1024, 1024}, {32, 1024, 1024}, {64, 1024, 1024}, {128, 3072, 1024}, {512, 1024, 1024},
+        {1, 1024, 1024},   {1, 3072, 1024},   {1, 4096, 4096},   {1, 151936, 1024},
+        {16, 4096, 4096},  {8, 1024, 1024},   {32, 1024, 1024},  {64, 1024, 1024},
+        {128, 3072, 1024}, {512, 1024, 1024}, {512, 2048, 1024}, {512, 3072, 1024},
+        {512, 1024, 2048}, {512, 1024, 3072},
     };
     static const enum dtype types[] = {DTYPE_F32, DTYPE_F16, DTYPE_BF16};
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
         int64_t m = shapes[i][0], n = shapes[i][1], k = shapes[i][2];
         for (size_t t = 0; t < 3; t++) {
-            if (n > 100000 && types[t] == DTYPE_F32)
+            if ((n > 100000 && types[t] == DTYPE_F32) ||
+                (only_dtype && strcmp(only_dtype, dtype_name(types[t]))) || (only_m && only_m != m))
                 continue;
             struct tensor x, w, y;
             if (!make(&x, DTYPE_F32, 2, (int64_t[]){k, m}) ||
@@ -258,10 +276,17 @@ int main(int argc, char **argv)
             only_op = argv[++i];
         } else if (!strcmp(argv[i], "--threads") && i + 1 < argc) {
             n_threads = atoi(argv[++i]);
+        } else if (!strcmp(argv[i], "--dtype") && i + 1 < argc) {
+            only_dtype = argv[++i];
+        } else if (!strcmp(argv[i], "--provider") && i + 1 < argc) {
+            only_provider = argv[++i];
+        } else if (!strcmp(argv[i], "--m") && i + 1 < argc) {
+            only_m = atoll(argv[++i]);
         } else if (!strcmp(argv[i], "--min-ms") && i + 1 < argc) {
             min_ms = atof(argv[++i]);
         } else {
-            fprintf(stderr, "usage: bench_ops [--op NAME] [--threads N] [--min-ms MS]\n");
+            fprintf(stderr, "usage: bench_ops [--op NAME] [--dtype T] [--m ROWS] [--provider P] "
+                            "[--threads N] [--min-ms MS]\n");
             return 2;
         }
     }

@@ -408,10 +408,12 @@ static struct backend *cpu_backend(int n_threads, const char *disable)
     return be;
 }
 
-static void check_matmul_batch_invariance(int64_t K, const char *disable)
+// Each of M rows alone gives the same bits as inside the M-row call; M past
+// 64 spreads the rows over several row blocks (tasks) of the tiled driver.
+static void check_matmul_batch_invariance(int64_t K, int M, const char *disable)
 {
-    enum { M = 7, N = 67, K_MAX = 259 };
-    static float x[M * K_MAX], w[N * K_MAX], y1[N], y7[M * N];
+    enum { M_MAX = 150, N = 67, K_MAX = 259 };
+    static float x[M_MAX * K_MAX], w[N * K_MAX], y1[N], y7[M_MAX * N];
     static uint16_t wh[N * K_MAX], wf16[N * K_MAX];
     unsigned seed = 11;
     for (int i = 0; i < M * K; i++)
@@ -431,7 +433,7 @@ static void check_matmul_batch_invariance(int64_t K, const char *disable)
         tensor_init_2d(&ty7, DTYPE_F32, y7, N, M);
         struct op_call c7 = {.op = OP_MATMUL, .dst = &ty7, .src = {&tx7, &tw}};
         CHECK_EQ_INT(backend_run_op(be, &c7), VLLMC_OK);
-        printf("matmul m=7 k=%lld wtype=%s provider=%s\n", (long long)K, dtype_name(tw.dtype),
+        printf("matmul m=%d k=%lld wtype=%s provider=%s\n", M, (long long)K, dtype_name(tw.dtype),
                backend_select_provider(be, &c7)->name);
         for (int r = 0; r < M; r++) {
             tensor_init_2d(&tx1, DTYPE_F32, x + r * K, K, 1);
@@ -447,10 +449,14 @@ static void check_matmul_batch_invariance(int64_t K, const char *disable)
 
 static void test_matmul_batch_invariance(void)
 {
-    check_matmul_batch_invariance(259, ""); // odd k: tails
-    check_matmul_batch_invariance(256, "");
+    check_matmul_batch_invariance(259, 7, ""); // odd k: tails
+    check_matmul_batch_invariance(256, 7, "");
+    check_matmul_batch_invariance(259, 150, ""); // three row blocks, the last partial
+    check_matmul_batch_invariance(256, 150, "");
+    check_matmul_batch_invariance(250, 150, ""); // bf16 pairs with a tail of 13 pairs
     // The next providers in line (AVX2 where the CPU has AVX-512 and AVX512_BF16).
-    check_matmul_batch_invariance(256, "cpu-avx512,cpu-avx512bf16");
+    check_matmul_batch_invariance(256, 7, "cpu-avx512,cpu-avx512bf16");
+    check_matmul_batch_invariance(256, 150, "cpu-avx512,cpu-avx512bf16");
 }
 
 // A query alone gives the same row as inside a 3-sequence batch.

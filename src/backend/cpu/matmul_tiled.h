@@ -19,13 +19,20 @@
 typedef void (*cpu_mm_tile_fn)(int R, int C, const float *const *x, const void *const *w, int64_t k,
                                float *out);
 
+// The same written straight into the output: y[r][c] = dot(...) + bias[c]
+// (bias [C], zeros without a bias). Saves the round trip through out, whose
+// reloads stall on the vector stores that wrote it (~5% of a prefill matmul).
+typedef void (*cpu_mm_tile_store_fn)(int R, int C, const float *const *x, const void *const *w,
+                                     int64_t k, float *const *y, const float *bias);
+
 // out [C, out_stride] (f32) = the weight rows w[0..C) converted; lanes past k
 // may hold anything.
 typedef void (*cpu_mm_panel_fn)(int C, const void *const *w, int64_t k, float *out,
                                 size_t out_stride);
 
 struct cpu_mm_kernel {
-    cpu_mm_tile_fn tile;
+    cpu_mm_tile_fn tile; // one of tile and tile_store
+    cpu_mm_tile_store_fn tile_store;
     int r_max, c_max; // largest tile the kernel handles
     int c_max_r1;     // largest C when R = 1 (decode: more columns in flight)
     // Optional, for calls of more than r_max rows: a column tile's weights are

@@ -104,9 +104,12 @@ static void tile_bf16(int R, int C, const float *const *x, const void *const *w,
     TILE_CASES(DTYPE_BF16)
 }
 
-static const struct cpu_mm_kernel kernel_f32 = {tile_f32, R_MAX, C_MAX, C_MAX_R1, NULL, NULL};
-static const struct cpu_mm_kernel kernel_f16 = {tile_f16, R_MAX, C_MAX, C_MAX_R1, NULL, NULL};
-static const struct cpu_mm_kernel kernel_bf16 = {tile_bf16, R_MAX, C_MAX, C_MAX_R1, NULL, NULL};
+static const struct cpu_mm_kernel kernel_f32 = {
+    .tile = tile_f32, .r_max = R_MAX, .c_max = C_MAX, .c_max_r1 = C_MAX_R1};
+static const struct cpu_mm_kernel kernel_f16 = {
+    .tile = tile_f16, .r_max = R_MAX, .c_max = C_MAX, .c_max_r1 = C_MAX_R1};
+static const struct cpu_mm_kernel kernel_bf16 = {
+    .tile = tile_bf16, .r_max = R_MAX, .c_max = C_MAX, .c_max_r1 = C_MAX_R1};
 
 static const struct cpu_mm_float_kernels kernels = {&kernel_f32, &kernel_f16, &kernel_bf16};
 

@@ -64,6 +64,24 @@ static inline __attribute__((always_inline)) __m512 avx512_sums16(const __m512 *
     return sums;
 }
 
+// The dot products of an R x C tile (R * C <= 32), flat r * C + c in lanes
+// of sums [2], to their rows: y[r][c] = sums + bias[c] for c < C. One
+// permute per row brings its C sums to lanes 0..C-1.
+static inline __attribute__((always_inline)) void
+avx512_store_rows(const int R, const int C, const __m512 *sums, float *const *y, const float *bias)
+{
+    __mmask16 mc = (__mmask16)((1u << C) - 1u);
+    __m512 b = _mm512_maskz_loadu_ps(mc, bias);
+    __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+#pragma GCC unroll 8
+    for (int r = 0; r < R; r++) {
+        __m512 v = r == 0 ? sums[0]
+                          : _mm512_permutex2var_ps(
+                                sums[0], _mm512_add_epi32(lane, _mm512_set1_epi32(r * C)), sums[1]);
+        _mm512_mask_storeu_ps(y[r], mc, _mm512_add_ps(v, b));
+    }
+}
+
 #endif
 
 #endif

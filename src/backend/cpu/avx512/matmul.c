@@ -12,32 +12,58 @@
 #define C_MAX 6
 #define C_MAX_R1 8
 
-static inline __attribute__((always_inline)) void tile(const int R, const int C, const int wt,
-                                                       const float *const *x, const void *const *w,
-                                                       int64_t k, float *out)
+// 16 values of dtype wt at p as f32: without a mask for full blocks (a
+// masked load is markedly slower on Zen 4; with all lanes on it reads the
+// same values), else under m.
+static inline __attribute__((always_inline)) __m512 load16(const int wt, const void *p, __mmask16 m,
+                                                           const bool full)
+{
+    if (!full)
+        return avx512_load16(wt, p, m);
+    if (wt == DTYPE_F16)
+        return _mm512_cvtph_ps(_mm256_loadu_si256(p));
+    if (wt == DTYPE_BF16)
+        return _mm512_castsi512_ps(
+            _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256(p)), 16));
+    return _mm512_loadu_ps(p);
+}
+
+// acc[r][c] += x[r][l..l+16) * w[c][l..l+16) (lanes under m).
+static inline __attribute__((always_inline)) void
+tile_step(const int R, const int C, const int wt, const float *const *x, const void *const *w,
+          int64_t l, __mmask16 m, const bool full, __m512 acc[R_MAX][C_MAX_R1])
 {
     size_t esz = wt == DTYPE_F32 ? 4 : 2;
+    __m512 xv[R_MAX];
+#pragma GCC unroll 8
+    for (int r = 0; r < R; r++)
+        xv[r] = load16(DTYPE_F32, x[r] + l, m, full);
+#pragma GCC unroll 8
+    for (int c = 0; c < C; c++) {
+        __m512 wv = load16(wt, (const char *)w[c] + (size_t)l * esz, m, full);
+#pragma GCC unroll 8
+        for (int r = 0; r < R; r++)
+            acc[r][c] = _mm512_fmadd_ps(xv[r], wv, acc[r][c]);
+    }
+}
+
+static inline __attribute__((always_inline)) void tile(const int R, const int C, const int wt,
+                                                       const float *const *x, const void *const *w,
+                                                       int64_t k, float *const *y,
+                                                       const float *bias)
+{
     __m512 acc[R_MAX][C_MAX_R1];
 #pragma GCC unroll 8
     for (int r = 0; r < R; r++)
 #pragma GCC unroll 8
         for (int c = 0; c < C; c++)
             acc[r][c] = _mm512_setzero_ps();
-    for (int64_t l = 0; l < k; l += 16) {
-        __mmask16 m = (__mmask16)(k - l >= 16 ? 0xffffu : (1u << (k - l)) - 1u);
-        __m512 xv[R_MAX];
-#pragma GCC unroll 8
-        for (int r = 0; r < R; r++)
-            xv[r] = _mm512_maskz_loadu_ps(m, x[r] + l);
-#pragma GCC unroll 8
-        for (int c = 0; c < C; c++) {
-            __m512 wv = avx512_load16(wt, (const char *)w[c] + (size_t)l * esz, m);
-#pragma GCC unroll 8
-            for (int r = 0; r < R; r++)
-                acc[r][c] = _mm512_fmadd_ps(xv[r], wv, acc[r][c]);
-        }
-    }
-    __m512 flat[R_MAX * C_MAX_R1];
+    int64_t l = 0;
+    for (; l + 16 <= k; l += 16)
+        tile_step(R, C, wt, x, w, l, 0xffff, true, acc);
+    if (l < k)
+        tile_step(R, C, wt, x, w, l, (__mmask16)((1u << (k - l)) - 1u), false, acc);
+    __m512 flat[R_MAX * C_MAX_R1], sums[2];
 #pragma GCC unroll 8
     for (int r = 0; r < R; r++)
 #pragma GCC unroll 8
@@ -45,10 +71,13 @@ static inline __attribute__((always_inline)) void tile(const int R, const int C,
             flat[r * C + c] = acc[r][c];
 #pragma GCC unroll 4
     for (int i = 0; i < R * C; i += 16)
-        avx512_sums16(flat + i, R * C - i < 16 ? R * C - i : 16, out + i);
+        sums[i / 16] = avx512_sums16(flat + i, R * C - i < 16 ? R * C - i : 16, NULL);
+    if (R * C <= 16)
+        sums[1] = sums[0];
+    avx512_store_rows(R, C, sums, y, bias);
 }
 
-#define T(r, c, wt) tile(r, c, wt, x, w, k, out)
+#define T(r, c, wt) tile(r, c, wt, x, w, k, y, bias)
 #define TILE_CASES(wt)                                                                             \
     switch (R * 16 + C) { /* R <= 4; C <= 8 only when R = 1, else C <= 6 */                        \
     case 16 + 1:                                                                                   \
@@ -132,19 +161,19 @@ static inline __attribute__((always_inline)) void tile(const int R, const int C,
     }
 
 static void tile_f32(int R, int C, const float *const *x, const void *const *w, int64_t k,
-                     float *out)
+                     float *const *y, const float *bias)
 {
     TILE_CASES(DTYPE_F32)
 }
 
 static void tile_f16(int R, int C, const float *const *x, const void *const *w, int64_t k,
-                     float *out)
+                     float *const *y, const float *bias)
 {
     TILE_CASES(DTYPE_F16)
 }
 
 static void tile_bf16(int R, int C, const float *const *x, const void *const *w, int64_t k,
-                      float *out)
+                      float *const *y, const float *bias)
 {
     TILE_CASES(DTYPE_BF16)
 }
@@ -173,11 +202,20 @@ static void panel_bf16(int C, const void *const *w, int64_t k, float *out, size_
     panel(DTYPE_BF16, C, w, k, out, out_stride);
 }
 
-static const struct cpu_mm_kernel kernel_f32 = {tile_f32, R_MAX, C_MAX, C_MAX_R1, NULL, NULL};
-static const struct cpu_mm_kernel kernel_f16 = {tile_f16, R_MAX,     C_MAX,
-                                                C_MAX_R1, panel_f16, &kernel_f32};
-static const struct cpu_mm_kernel kernel_bf16 = {tile_bf16, R_MAX,      C_MAX,
-                                                 C_MAX_R1,  panel_bf16, &kernel_f32};
+static const struct cpu_mm_kernel kernel_f32 = {
+    .tile_store = tile_f32, .r_max = R_MAX, .c_max = C_MAX, .c_max_r1 = C_MAX_R1};
+static const struct cpu_mm_kernel kernel_f16 = {.tile_store = tile_f16,
+                                                .r_max = R_MAX,
+                                                .c_max = C_MAX,
+                                                .c_max_r1 = C_MAX_R1,
+                                                .panel = panel_f16,
+                                                .panel_kernel = &kernel_f32};
+static const struct cpu_mm_kernel kernel_bf16 = {.tile_store = tile_bf16,
+                                                 .r_max = R_MAX,
+                                                 .c_max = C_MAX,
+                                                 .c_max_r1 = C_MAX_R1,
+                                                 .panel = panel_bf16,
+                                                 .panel_kernel = &kernel_f32};
 
 static const struct cpu_mm_float_kernels kernels = {&kernel_f32, &kernel_f16, &kernel_bf16};
 
