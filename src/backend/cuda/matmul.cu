@@ -552,6 +552,13 @@ static enum vllmc_status lt_run(struct cuda_device *dev, const struct matmul_arg
     return VLLMC_OK;
 }
 
+static bool lt_split_x = true;
+
+extern "C" void cuda_matmul_set_split_x(bool on)
+{
+    lt_split_x = on;
+}
+
 extern "C" enum vllmc_status cuda_cublaslt_run(const struct op_call *c)
 {
     struct cuda_device *dev = cuda_device_of(c);
@@ -567,7 +574,7 @@ extern "C" enum vllmc_status cuda_cublaslt_run(const struct op_call *c)
         if (rc)
             return rc;
     }
-    return lt_run(dev, &a, wt, xc, true);
+    return lt_run(dev, &a, wt, xc, lt_split_x);
 }
 
 // Bytes of the bf16 W [n, k] at the start of the scratch, rounded up so the

@@ -21,6 +21,10 @@ extern "C" {
 // Sets the gate (clamped to 0..CUDA_GEMV_KERNEL_MAX_M) for every backend; the
 // cuBLASLt provider (lower priority) takes every call the GEMV declines.
 void cuda_gemv_set_max_m(int m);
+// Whether cuBLASLt takes bf16 weights' activations as hi + lo bf16 terms (two
+// GEMMs, the default) or rounded to bf16 once (one GEMM, as vLLM and
+// llama.cpp compute): VLLMC_CUDA_BF16_ACTIVATIONS=1 at backend creation.
+void cuda_matmul_set_split_x(bool on);
 int cuda_gemv_max_m(void);
 
 bool cuda_gemv_supports(const struct op_call *c);
