@@ -18,15 +18,19 @@
 #     pkgconf-bin libpkgconf3 libcurl4-openssl-dev
 #
 # GPU_CHECK_STAGES (comma list) picks stages: deps,build,tests,ops,roofline,
-# bench,hf,serve,hf8b,sanitizer (default: all but hf8b, which writes a 16 GB
+# bench,hf,ab,serve,hf8b,sanitizer (default: all but hf8b, which writes a 16 GB
 # checkpoint; a machine call has 10 minutes, so split the stages over calls).
-# GPU_CHECK_CPU_PARITY=0 leaves out the (informational) CPU parity runs.
+# GPU_CHECK_CPU_PARITY=0 leaves out the (informational) CPU parity runs;
+# GPU_CHECK_HF_MODELS (default: qwen3-0.6b llama3-1b qwen2-0.5b stories int4)
+# picks the checkpoints of the hf stage. The ab stage runs the side-by-side
+# comparisons behind the engine's defaults (decode attention kernels, decode
+# graphs, prefill activation precision) on the 0.6B shape.
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT" || exit 1
 OUT=${OUT:-$ROOT/gpu-out}
 mkdir -p "$OUT"
-STAGES=${GPU_CHECK_STAGES:-deps,build,tests,ops,roofline,bench,hf,serve,sanitizer}
+STAGES=${GPU_CHECK_STAGES:-deps,build,tests,ops,roofline,bench,hf,ab,serve,sanitizer}
 BUILD=$ROOT/build-gpu
 VLLMC=$BUILD/vllmc
 DATA=$ROOT/.gpu-data
@@ -238,24 +242,29 @@ make_model() {
     esac
 }
 
+HF_MODELS=" ${GPU_CHECK_HF_MODELS:-qwen3-0.6b llama3-1b qwen2-0.5b stories int4} "
+hf_want() { case $HF_MODELS in *" $1 "*) return 0 ;; esac; return 1; }
 if want hf; then
-    make_model qwen3-0.6b qwen3-0.6b-random
-    make_model llama3-1b llama3-1b-random
-    make_model qwen2-0.5b qwen2-0.5b-random
-    stage "hf: references stories260K-hf" "$OUT/hf-parity.log" 300 \
-        python3 "$ROOT/tools/reference/hf_reference.py" refs "$DATA/stories260K-hf" \
-        "$DATA/stories260K-hf.refs.json"
     # The CPU runs at batch 8 only for the large vocabularies (time).
-    for m in qwen3-0.6b-random llama3-1b-random qwen2-0.5b-random; do
-        parity_runs $m cuda:1 cuda:8 cpu:8
+    for shape in qwen3-0.6b llama3-1b qwen2-0.5b; do
+        hf_want $shape || continue
+        make_model $shape $shape-random
+        parity_runs $shape-random cuda:1 cuda:8 cpu:8
     done
-    parity_runs stories260K-hf cuda:1 cuda:8 cpu:1 cpu:8
+    if hf_want stories; then
+        stage "hf: references stories260K-hf" "$OUT/hf-parity.log" 300 \
+            python3 "$ROOT/tools/reference/hf_reference.py" refs "$DATA/stories260K-hf" \
+            "$DATA/stories260K-hf.refs.json"
+        parity_runs stories260K-hf cuda:1 cuda:8 cpu:1 cpu:8
+    fi
     # AWQ/GPTQ INT4 checkpoints against transformers on their dequantized weights.
-    stage "hf: make int4 AWQ/GPTQ checkpoints + references" "$OUT/hf-parity.log" 400 \
-        python3 "$ROOT/tools/reference/int4_reference.py" "$DATA"
-    for m in int4-awq-g128 int4-awq-g64 int4-gptq-g128-act int4-gptq-gall; do
-        [ -d "$DATA/$m" ] && parity_runs $m cuda:1 cuda:8 cpu:1 cpu:8
-    done
+    if hf_want int4; then
+        stage "hf: make int4 AWQ/GPTQ checkpoints + references" "$OUT/hf-parity.log" 400 \
+            python3 "$ROOT/tools/reference/int4_reference.py" "$DATA"
+        for m in int4-awq-g128 int4-awq-g64 int4-gptq-g128-act int4-gptq-gall; do
+            [ -d "$DATA/$m" ] && parity_runs $m cuda:1 cuda:8 cpu:1 cpu:8
+        done
+    fi
 fi
 
 # ---- the engine's own benchmarks on the Qwen3-0.6B-shaped checkpoint ----
@@ -265,6 +274,37 @@ if want hf && [ -d "$DATA/qwen3-0.6b-random" ]; then
     stage "vllmc bench throughput cuda (0.6B, 64x512/128)" "$OUT/bench.log" 150 \
         "$VLLMC" bench throughput --model "$DATA/qwen3-0.6b-random" --device cuda \
         --num-prompts 64 --input-len 512 --output-len 128 --max-num-seqs 64
+fi
+
+# ---- side by side: the choices behind the engine's defaults ----
+# ab NAME ENV CMD...: CMD once with ENV (VAR=VALUE ...) set, into ab.log.
+ab() {
+    local name=$1 envs=$2
+    shift 2
+    stage "ab: $name [$envs]" "$OUT/ab.log" 150 env $envs "$@"
+    grep -h "tok/s\|^op=attention\|graphs:\|^parity:" "$OUT/ab.log" | tail -n 4 | sed "s|^|  [$envs] |" >>"$SUMMARY"
+}
+if want ab; then
+    for mode in 1 2; do
+        ab "decode attention kernel" "VLLMC_CUDA_DECODE_ATTENTION=$mode" \
+            "$VLLMC" bench-ops --device cuda --section attention --iters 50
+    done
+    if [ -d "$DATA/qwen3-0.6b-random" ]; then
+        for g in 0 1; do
+            ab "decode graphs, 0.6B tg128" "VLLMC_CUDA_GRAPHS=$g" \
+                "$VLLMC" bench --model "$DATA/qwen3-0.6b-random" --device cuda -p 0 -n 128 -r 3
+            ab "decode graphs, 0.6B 64 x 512/128" "VLLMC_CUDA_GRAPHS=$g" \
+                "$VLLMC" bench throughput --model "$DATA/qwen3-0.6b-random" --device cuda \
+                --num-prompts 64 --input-len 512 --output-len 128 --max-num-seqs 64
+        done
+        for x in 0 1; do
+            ab "bf16 activations, 0.6B pp512" "VLLMC_CUDA_BF16_ACTIVATIONS=$x" \
+                "$VLLMC" bench --model "$DATA/qwen3-0.6b-random" --device cuda -p 512 -n 0 -r 3
+        done
+        ab "bf16 activations, parity 0.6B b8" "VLLMC_CUDA_BF16_ACTIVATIONS=1" \
+            "$VLLMC" parity --model "$DATA/qwen3-0.6b-random" \
+            --reference "$DATA/qwen3-0.6b-random.refs.json" --pass default --device cuda --batch 8
+    fi
 fi
 
 # ---- serving: start-up time and vllmc bench serve (512 in, 128 out, 64 in flight) ----
