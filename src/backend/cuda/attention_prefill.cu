@@ -124,7 +124,7 @@ __device__ __forceinline__ void tc_ldsm4_trans(uint32_t r[4], const uint16_t *ro
 template <typename TC, typename OT> __device__ __forceinline__ uint4 tc_load8(const TC *src)
 {
     float f[8];
-    if (sizeof(TC) == 4) {
+    if constexpr (sizeof(TC) == 4) {
         cuda_widen16(*(const uint4 *)src, f, (const TC *)nullptr);
         cuda_widen16(*(const uint4 *)(src + 4), f + 4, (const TC *)nullptr);
     } else {
