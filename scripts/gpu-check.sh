@@ -304,6 +304,11 @@ if want ab; then
         ab "bf16 activations, parity 0.6B b8" "VLLMC_CUDA_BF16_ACTIVATIONS=1" \
             "$VLLMC" parity --model "$DATA/qwen3-0.6b-random" \
             --reference "$DATA/qwen3-0.6b-random.refs.json" --pass default --device cuda --batch 8
+        # Prefill attention on CUDA cores instead of tensor cores (the default
+        # run is the bench stage's pp512).
+        ab "no tensor-core prefill attention, 0.6B pp512" \
+            "VLLMC_OP_PROVIDER_DISABLE=cuda-attn-prefill-tc,cuda-attn-prefill-tc-ldsm" \
+            "$VLLMC" bench --model "$DATA/qwen3-0.6b-random" --device cuda -p 512 -n 0 -r 3
     fi
 fi
 
