@@ -282,14 +282,24 @@ ab() {
     local name=$1 envs=$2
     shift 2
     stage "ab: $name [$envs]" "$OUT/ab.log" 150 env $envs "$@"
-    grep -h "tok/s\|^op=attention\|graphs:\|^parity:" "$OUT/ab.log" | tail -n 4 | sed "s|^|  [$envs] |" >>"$SUMMARY"
+    grep -h "tok/s\|^op=attention\|graphs:\|^parity:\|^op-parity:" "$OUT/ab.log" | tail -n 4 | sed "s|^|  [$envs] |" >>"$SUMMARY"
 }
 if want ab; then
     for mode in 1 2; do
         ab "decode attention kernel" "VLLMC_CUDA_DECODE_ATTENTION=$mode" \
             "$VLLMC" bench-ops --device cuda --section attention --iters 50
     done
+    ab "op-parity, GEMV one warp per row" "VLLMC_CUDA_GEMV_WARP=1" \
+        "$VLLMC" op-parity --device cuda --op matmul
+    for w in 0 1; do
+        ab "GEMV one warp per row" "VLLMC_CUDA_GEMV_WARP=$w" \
+            "$VLLMC" bench-ops --device cuda --section gemv --iters 50
+    done
     if [ -d "$DATA/qwen3-0.6b-random" ]; then
+        for w in 0 1; do
+            ab "GEMV one warp per row, 0.6B tg128" "VLLMC_CUDA_GEMV_WARP=$w VLLMC_CUDA_GRAPHS=1" \
+                "$VLLMC" bench --model "$DATA/qwen3-0.6b-random" --device cuda -p 0 -n 128 -r 3
+        done
         for g in 0 1; do
             ab "decode graphs, 0.6B tg128" "VLLMC_CUDA_GRAPHS=$g" \
                 "$VLLMC" bench --model "$DATA/qwen3-0.6b-random" --device cuda -p 0 -n 128 -r 3

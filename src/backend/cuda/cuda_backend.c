@@ -442,6 +442,9 @@ enum vllmc_status cuda_backend_create(const struct backend_options *o, struct ba
     const char *gemv_m = getenv("VLLMC_CUDA_GEMV_MAX_M");
     if (gemv_m && *gemv_m)
         cuda_gemv_set_max_m(atoi(gemv_m));
+    const char *gemv_warp = getenv("VLLMC_CUDA_GEMV_WARP");
+    if (gemv_warp && *gemv_warp)
+        cuda_gemv_set_warp(atoi(gemv_warp) != 0);
     const char *bf16_x = getenv("VLLMC_CUDA_BF16_ACTIVATIONS");
     if (bf16_x && *bf16_x)
         cuda_matmul_set_split_x(atoi(bf16_x) == 0);

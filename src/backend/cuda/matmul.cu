@@ -117,6 +117,76 @@ static __global__ void __launch_bounds__(GEMV_THREADS_MAX)
     }
 }
 
+// One warp per output row, four rows per block (few tokens): no shared
+// memory and no block barrier, each lane keeps UNROLL 16-byte loads of its
+// row in flight, and the grid is n / 4 blocks of 128 threads, so small
+// matrices still fill every SM with many independent loads.
+#define GEMV_WARP_ROWS 4
+template <typename TW, int M, int UNROLL>
+static __global__ void __launch_bounds__(GEMV_WARP_ROWS * CUDA_WARP)
+    gemv_warp_kernel(float *dst, int64_t dst_pitch, const float *x, int64_t x_pitch, const TW *w,
+                     int64_t w_pitch, const void *bias, int bias_type, int n, int k)
+{
+    constexpr int VEC = 16 / (int)sizeof(TW);
+    const int lane = threadIdx.x % CUDA_WARP;
+    const int row = blockIdx.x * GEMV_WARP_ROWS + threadIdx.x / CUDA_WARP;
+    if (row >= n)
+        return; // the whole warp: no barrier follows
+    const uint4 *wrow = (const uint4 *)(w + (int64_t)row * w_pitch);
+    const int n_chunks = k / VEC;
+    float acc[M];
+#pragma unroll
+    for (int t = 0; t < M; t++)
+        acc[t] = 0.0f;
+    int ch = lane;
+    for (; ch + (UNROLL - 1) * CUDA_WARP < n_chunks; ch += UNROLL * CUDA_WARP) {
+        uint4 wv[UNROLL];
+#pragma unroll
+        for (int u = 0; u < UNROLL; u++)
+            wv[u] = __ldcs(wrow + ch + u * CUDA_WARP);
+#pragma unroll
+        for (int u = 0; u < UNROLL; u++) {
+            float wf[VEC];
+            cuda_widen16(wv[u], wf, (const TW *)nullptr);
+            const int64_t col = (int64_t)(ch + u * CUDA_WARP) * VEC;
+#pragma unroll
+            for (int t = 0; t < M; t++) {
+                const float4 *xv = (const float4 *)(x + t * x_pitch + col);
+#pragma unroll
+                for (int q = 0; q < VEC / 4; q++) {
+                    const float4 xq = xv[q];
+                    acc[t] += wf[4 * q] * xq.x + wf[4 * q + 1] * xq.y + wf[4 * q + 2] * xq.z +
+                              wf[4 * q + 3] * xq.w;
+                }
+            }
+        }
+    }
+    for (; ch < n_chunks; ch += CUDA_WARP) {
+        float wf[VEC];
+        cuda_widen16(__ldcs(wrow + ch), wf, (const TW *)nullptr);
+        const int64_t col = (int64_t)ch * VEC;
+#pragma unroll
+        for (int t = 0; t < M; t++) {
+            const float4 *xv = (const float4 *)(x + t * x_pitch + col);
+#pragma unroll
+            for (int q = 0; q < VEC / 4; q++) {
+                const float4 xq = xv[q];
+                acc[t] += wf[4 * q] * xq.x + wf[4 * q + 1] * xq.y + wf[4 * q + 2] * xq.z +
+                          wf[4 * q + 3] * xq.w;
+            }
+        }
+    }
+#pragma unroll
+    for (int t = 0; t < M; t++) {
+        float s = cuda_warp_sum(acc[t]);
+        if (lane == 0) {
+            if (bias)
+                s += cuda_bias_at(bias, bias_type, row);
+            dst[t * dst_pitch + row] = s;
+        }
+    }
+}
+
 // Plain tiled SIMT GEMM: 64x64 output tile per block, 4x4 per thread, any
 // sizes and alignments, f32 accumulation.
 template <typename TW>
@@ -232,11 +302,24 @@ static void gemv_launch_one(const struct matmul_args *a, cudaStream_t stream)
         a->bias_type, a->n, a->k);
 }
 
+// Whether one or two tokens take gemv_warp_kernel (VLLMC_CUDA_GEMV_WARP=1).
+static bool gemv_warp = false;
+
+extern "C" void cuda_gemv_set_warp(bool on)
+{
+    gemv_warp = on;
+}
+
 // More tokens share each weight load with more output rows per block, so the
 // activations read through L1 stay a small multiple of the weight bytes.
 template <typename TW, int M> static void gemv_launch_m(const struct matmul_args *a, cudaStream_t s)
 {
-    if (M <= 2)
+    if (M <= 2 && gemv_warp) {
+        const unsigned grid = (unsigned)((a->n + GEMV_WARP_ROWS - 1) / GEMV_WARP_ROWS);
+        gemv_warp_kernel<TW, M, 4><<<grid, GEMV_WARP_ROWS * CUDA_WARP, 0, s>>>(
+            a->dst, a->dst_pitch, a->x, a->x_pitch, (const TW *)a->w, a->w_pitch, a->bias,
+            a->bias_type, a->n, a->k);
+    } else if (M <= 2)
         gemv_launch_one<TW, M, 1, 4>(a, s);
     else if (M <= 6)
         gemv_launch_one<TW, M, 2, 2>(a, s);

@@ -25,6 +25,9 @@ void cuda_gemv_set_max_m(int m);
 // GEMMs, the default) or rounded to bf16 once (one GEMM, as vLLM and
 // llama.cpp compute): VLLMC_CUDA_BF16_ACTIVATIONS=1 at backend creation.
 void cuda_matmul_set_split_x(bool on);
+// Whether one- and two-token GEMVs run one warp per output row
+// (VLLMC_CUDA_GEMV_WARP=1 at backend creation) instead of one block per row.
+void cuda_gemv_set_warp(bool on);
 int cuda_gemv_max_m(void);
 
 bool cuda_gemv_supports(const struct op_call *c);
