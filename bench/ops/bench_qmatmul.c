@@ -5,12 +5,15 @@
 // and m = 512 (prefill, GEMM). Prints the machine's read bandwidth measured
 // in the same run, one line per op, and the tok/s the matmuls alone allow.
 //
-//   bench_qmatmul [--threads N] [--types q4_k_m,q4_0,q8_0] [--reps N] [--cpu-time] [--m 1|512]
+//   bench_qmatmul [--threads N] [--types q4_k_m,q4_0,q8_0] [--reps N] [--cpu-time] [--m M]
 //
 // --cpu-time times with the process's CPU time instead of the wall clock: on
 // a machine shared with other work it shows what the kernels cost when they
 // run, not how long they waited for a core (with one thread, the wall time an
 // idle core would take).
+//
+// --m M runs only m = M tokens (1 to 512; 16 is a batched decode step of 16
+// sequences).
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -202,11 +205,16 @@ static void run_mix(struct backend *be, const char *mix, int reps)
     for (int64_t i = 0; i < (int64_t)PREFILL * FFN; i++)
         x[i] = (float)(next_u64() % 2001) / 1000.0f - 1.0f;
 
-    const int64_t ms[2] = {1, PREFILL};
-    for (int mi = 0; mi < 2; mi++) {
+    // Decode and prefill, or with --m the one token count asked for (e.g. 16,
+    // a batched decode step).
+    int64_t ms[2] = {1, PREFILL};
+    int n_ms = 2;
+    if (only_m > 0 && only_m <= PREFILL) {
+        ms[0] = only_m;
+        n_ms = 1;
+    }
+    for (int mi = 0; mi < n_ms; mi++) {
         int64_t m = ms[mi];
-        if (only_m && m != only_m)
-            continue;
         int n_reps = m == 1 ? reps : (reps + 2) / 3;
         struct op_stats best = {{0}, {0}};
         double best_total = 1e30;

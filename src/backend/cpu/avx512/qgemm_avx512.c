@@ -1,8 +1,9 @@
 // `cpu-q-gemm-avx512`: token-lane kernels for Q8_0, Q4_0, Q4_K and Q6_K (layouts and
 // arithmetic in qgemm.h). The tile runs on unpacked panels: per 4 values, one
 // 64-byte load of 16 tokens' activations feeds every row of the tile, each
-// weight dword is broadcast from memory into vpdpbusd, and each lane ends a
-// block with the exact int32 dot product of one token. The decode kernels
+// unsigned weight dword is broadcast to all lanes for vpdpbusd, and each lane
+// ends a block with the exact int32 dot product of one token (the group's
+// per-token correction removes the zero point). The decode kernels
 // read packed rows, 4 at a time with the rows in the lanes, and reduce to the
 // same exact block sums before the same float steps.
 #include <immintrin.h>
@@ -39,29 +40,28 @@ ALWAYS_INLINE __m128i sum_i8x16(__m128i q)
     return _mm_add_epi32(h, _mm_shuffle_epi32(h, 0xB1));
 }
 
-// Sum of the 32 signed bytes of q.
-ALWAYS_INLINE int32_t sum_i8x32(__m256i q)
-{
-    __m256i s = _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_set1_epi8(1), q);
-    __m128i h = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
-    h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0x4E));
-    h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0xB1));
-    return _mm_cvtsi128_si32(h);
-}
 
-static void quantize_group(const float *x, int64_t k, int t, uint8_t *dst)
+static void quantize_group(const float *x, int64_t k, int t, int zp, int sb, uint8_t *dst)
 {
     float *dd = (float *)(dst + qgemm_group_d_off(k));
     float *asum = (float *)(dst + qgemm_group_asum_off(k));
+    int32_t *corr = (int32_t *)(dst + qgemm_group_corr_off(k));
     // Dword s of a block goes to lane t of 4-value step s: 64 bytes apart.
     const __m256i idx = _mm256_setr_epi32(0, 64, 128, 192, 256, 320, 384, 448);
     for (int64_t b = 0; b < k / 32; b++) {
         float d;
         __m256i q = quant_block(x + 32 * b, &d);
-        __m256i qu = _mm256_xor_si256(q, _mm256_set1_epi8((char)0x80));
-        _mm256_i32scatter_epi32(dst + 512 * b + 4 * t, idx, qu, 1);
+        _mm256_i32scatter_epi32(dst + 512 * b + 4 * t, idx, q, 1);
+        int32_t s0 = _mm_cvtsi128_si32(sum_i8x16(_mm256_castsi256_si128(q)));
+        int32_t s1 = _mm_cvtsi128_si32(sum_i8x16(_mm256_extracti128_si256(q, 1)));
         dd[16 * b + t] = d;
-        asum[16 * b + t] = d * (float)sum_i8x32(q);
+        asum[16 * b + t] = d * (float)(s0 + s1);
+        if (sb == 32) {
+            corr[16 * b + t] = -zp * (s0 + s1);
+        } else {
+            corr[32 * b + t] = -zp * s0;
+            corr[32 * b + 16 + t] = -zp * s1;
+        }
     }
 }
 
@@ -87,7 +87,7 @@ static void quantize_row(const float *x, int64_t k, uint8_t *dst)
 
 // ---- the tile: R panel rows x G token groups per pass over k ----
 
-ALWAYS_INLINE int32_t load_i32(const int8_t *p)
+ALWAYS_INLINE int32_t load_i32(const uint8_t *p)
 {
     int32_t v;
     memcpy(&v, p, 4);
@@ -120,19 +120,19 @@ ALWAYS_INLINE void lanes_tile(const int R, const int G, const int SUB, const boo
 {
     const size_t prb = qgemm_panel_row_bytes(k);
     const float *ad[QGEMM_GROUPS], *as[QGEMM_GROUPS];
+    const int32_t *ac[QGEMM_GROUPS];
     for (int g = 0; g < G; g++) {
         ad[g] = (const float *)(a[g] + qgemm_group_d_off(k));
         as[g] = (const float *)(a[g] + qgemm_group_asum_off(k));
+        ac[g] = (const int32_t *)(a[g] + qgemm_group_corr_off(k));
     }
     for (int r0 = 0; r0 < QGEMM_PANEL; r0 += R) {
-        const int8_t *wq[8];
-        const int32_t *corr[8];
+        const uint8_t *wq[8];
         const float *ws[8], *wm[8];
         UNROLL
         for (int r = 0; r < R; r++) {
             const uint8_t *row = panel + (size_t)(r0 + r) * prb;
-            wq[r] = (const int8_t *)row;
-            corr[r] = (const int32_t *)(row + qgemm_panel_corr_off(k));
+            wq[r] = row;
             ws[r] = (const float *)(row + qgemm_panel_ws_off(k));
             wm[r] = (const float *)(row + qgemm_panel_wm_off(k));
         }
@@ -145,10 +145,12 @@ ALWAYS_INLINE void lanes_tile(const int R, const int G, const int SUB, const boo
         for (int64_t j = 0; j < k / SUB; j++) {
             __m512i ia[8][QGEMM_GROUPS];
             UNROLL
-            for (int r = 0; r < R; r++)
+            for (int g = 0; g < G; g++) {
+                __m512i c = _mm512_load_si512(ac[g] + 16 * j);
                 UNROLL
-                for (int g = 0; g < G; g++)
-                    ia[r][g] = _mm512_set1_epi32(corr[r][j]);
+                for (int r = 0; r < R; r++)
+                    ia[r][g] = c;
+            }
             UNROLL
             for (int s = 0; s < SUB / 4; s++) {
                 __m512i A[QGEMM_GROUPS];
@@ -160,7 +162,7 @@ ALWAYS_INLINE void lanes_tile(const int R, const int G, const int SUB, const boo
                     __m512i W = _mm512_set1_epi32(load_i32(wq[r] + SUB * j + 4 * s));
                     UNROLL
                     for (int g = 0; g < G; g++)
-                        ia[r][g] = _mm512_dpbusd_epi32(ia[r][g], A[g], W);
+                        ia[r][g] = _mm512_dpbusd_epi32(ia[r][g], W, A[g]);
                 }
             }
             UNROLL
@@ -218,52 +220,59 @@ static void tile_16(const uint8_t *panel, int64_t k, int n_groups, const uint8_t
 
 // ---- weight panels ----
 
+// The unpacking prefetches the same bytes of the next panel's row into L2,
+// one panel ahead: the rows stream in from memory once per call, and with a
+// few tokens the tiles alone are too short to hide them.
+ALWAYS_INLINE void prefetch_next(const uint8_t *pf, const void *w, const void *p)
+{
+    _mm_prefetch((const char *)pf + ((const char *)p - (const char *)w), _MM_HINT_T1);
+}
+
 struct panel_row {
-    int8_t *w;
-    int32_t *corr;
+    uint8_t *w;
     float *ws, *wm;
 };
 
 ALWAYS_INLINE struct panel_row panel_row_at(uint8_t *dst, int64_t k)
 {
     struct panel_row p = {
-        .w = (int8_t *)dst,
-        .corr = (int32_t *)(dst + qgemm_panel_corr_off(k)),
+        .w = dst,
         .ws = (float *)(dst + qgemm_panel_ws_off(k)),
         .wm = (float *)(dst + qgemm_panel_wm_off(k)),
     };
     return p;
 }
 
-static void q8_0_unpack(const uint8_t *w, int64_t k, uint8_t *dst)
+static void q8_0_unpack(const uint8_t *w, int64_t k, const uint8_t *pf, uint8_t *dst)
 {
     const struct block_q8_0 *b = (const struct block_q8_0 *)w;
     struct panel_row p = panel_row_at(dst, k);
+    const __m256i flip = _mm256_set1_epi8((char)0x80);
     for (int64_t j = 0; j < k / 32; j++) {
+        if (j % 2 == 0)
+            prefetch_next(pf, w, &b[j]);
         __m256i q = _mm256_loadu_si256((const __m256i *)b[j].qs);
-        _mm256_storeu_si256((__m256i *)(p.w + 32 * j), q);
-        p.corr[j] = -128 * sum_i8x32(q);
+        _mm256_storeu_si256((__m256i *)(p.w + 32 * j), _mm256_xor_si256(q, flip));
         p.ws[j] = fp16(b[j].d);
     }
 }
 
-static void q4_0_unpack(const uint8_t *w, int64_t k, uint8_t *dst)
+static void q4_0_unpack(const uint8_t *w, int64_t k, const uint8_t *pf, uint8_t *dst)
 {
     const struct block_q4_0 *b = (const struct block_q4_0 *)w;
     struct panel_row p = panel_row_at(dst, k);
-    const __m128i m4 = _mm_set1_epi8(0x0F), eight = _mm_set1_epi8(8);
+    const __m128i m4 = _mm_set1_epi8(0x0F);
     for (int64_t j = 0; j < k / 32; j++) {
+        if (j % 4 == 0)
+            prefetch_next(pf, w, &b[j]);
         __m128i x = _mm_loadu_si128((const __m128i *)b[j].qs);
-        __m128i lo = _mm_sub_epi8(_mm_and_si128(x, m4), eight);
-        __m128i hi = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(x, 4), m4), eight);
-        __m256i q = _mm256_set_m128i(hi, lo);
-        _mm256_storeu_si256((__m256i *)(p.w + 32 * j), q);
-        p.corr[j] = -128 * sum_i8x32(q);
+        __m128i lo = _mm_and_si128(x, m4), hi = _mm_and_si128(_mm_srli_epi16(x, 4), m4);
+        _mm256_storeu_si256((__m256i *)(p.w + 32 * j), _mm256_set_m128i(hi, lo));
         p.ws[j] = fp16(b[j].d);
     }
 }
 
-static void q4_k_unpack(const uint8_t *w, int64_t k, uint8_t *dst)
+static void q4_k_unpack(const uint8_t *w, int64_t k, const uint8_t *pf, uint8_t *dst)
 {
     const struct block_q4_k *b = (const struct block_q4_k *)w;
     struct panel_row p = panel_row_at(dst, k);
@@ -274,12 +283,12 @@ static void q4_k_unpack(const uint8_t *w, int64_t k, uint8_t *dst)
         _mm256_storeu_ps(p.ws + 8 * s, sc);
         _mm256_storeu_ps(p.wm + 8 * s, mn);
         for (int c = 0; c < 4; c++) {
+            if (c % 2 == 0)
+                prefetch_next(pf, w, b[s].qs + 32 * c);
             __m256i x = _mm256_loadu_si256((const __m256i *)(b[s].qs + 32 * c));
             __m256i lo = _mm256_and_si256(x, m4), hi = _mm256_and_si256(_mm256_srli_epi16(x, 4), m4);
             _mm256_storeu_si256((__m256i *)(p.w + 256 * s + 64 * c), lo);
             _mm256_storeu_si256((__m256i *)(p.w + 256 * s + 64 * c + 32), hi);
-            p.corr[8 * s + 2 * c] = -128 * sum_i8x32(lo);
-            p.corr[8 * s + 2 * c + 1] = -128 * sum_i8x32(hi);
         }
     }
 }
@@ -300,33 +309,20 @@ ALWAYS_INLINE void q6_k_half(const struct block_q6_k *b, int h, __m512i *lo, __m
     *hi = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(x, 4), m4), _mm512_slli_epi16(h_hi, 4));
 }
 
-// -128 * the sums of the 4 16-byte quarters of v, stored at corr[0..3].
-ALWAYS_INLINE void corr16_store(__m512i v, int32_t *corr)
-{
-    __m512i s = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8(1), v);
-    s = _mm512_add_epi32(s, _mm512_shuffle_epi32(s, 0x4E));
-    s = _mm512_add_epi32(s, _mm512_shuffle_epi32(s, 0xB1));
-    __m128i q = _mm512_castsi512_si128(_mm512_maskz_compress_epi32(0x1111, s));
-    _mm_storeu_si128((__m128i *)corr, _mm_sub_epi32(_mm_setzero_si128(), _mm_slli_epi32(q, 7)));
-}
-
-static void q6_k_unpack(const uint8_t *w, int64_t k, uint8_t *dst)
+static void q6_k_unpack(const uint8_t *w, int64_t k, const uint8_t *pf, uint8_t *dst)
 {
     const struct block_q6_k *b = (const struct block_q6_k *)w;
     struct panel_row p = panel_row_at(dst, k);
-    const __m512i bias = _mm512_set1_epi8(32);
     for (int64_t s = 0; s < k / QK_K; s++) {
         __m512 sc = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)b[s].scales)));
         _mm512_storeu_ps(p.ws + 16 * s, _mm512_mul_ps(sc, _mm512_set1_ps(fp16(b[s].d))));
         for (int h = 0; h < 2; h++) {
+            prefetch_next(pf, w, (const uint8_t *)&b[s] + 105 * h);
+            prefetch_next(pf, w, (const uint8_t *)&b[s] + 105 * h + 64);
             __m512i lo, hi;
             q6_k_half(&b[s], h, &lo, &hi);
-            lo = _mm512_sub_epi8(lo, bias);
-            hi = _mm512_sub_epi8(hi, bias);
             _mm512_storeu_si512(p.w + QK_K * s + 128 * h, lo);
             _mm512_storeu_si512(p.w + QK_K * s + 128 * h + 64, hi);
-            corr16_store(lo, p.corr + 16 * s + 8 * h);
-            corr16_store(hi, p.corr + 16 * s + 8 * h + 4);
         }
     }
 }
@@ -608,19 +604,29 @@ static void q6_k_gemv(const uint8_t *const *w, const uint8_t *a, int64_t k, cons
     _mm_storeu_ps(out, acc);
 }
 
+static void store_rows(const float *out, const float *bias, int n_tokens, int n_rows,
+                       float *const *y)
+{
+    const __mmask16 mask = (__mmask16)((1u << n_rows) - 1);
+    const __m512 b = _mm512_maskz_loadu_ps(mask, bias);
+    for (int c = 0; c < n_tokens; c++)
+        _mm512_mask_storeu_ps(y[c], mask, _mm512_add_ps(_mm512_loadu_ps(out + c * QGEMM_PANEL), b));
+}
+
 // ---- the provider ----
 
 static const struct qgemm_kernel kernels[] = {
-    {DTYPE_Q8_0, 128, q8_0_unpack, tile_32, q8_0_gemv},
-    {DTYPE_Q4_0, 128, q4_0_unpack, tile_32, q4_0_gemv},
-    {DTYPE_Q4_K, QK_K, q4_k_unpack, tile_32_min, q4_k_gemv},
-    {DTYPE_Q6_K, QK_K, q6_k_unpack, tile_16, q6_k_gemv},
+    {DTYPE_Q8_0, 128, 128, 32, q8_0_unpack, tile_32, q8_0_gemv},
+    {DTYPE_Q4_0, 128, 8, 32, q4_0_unpack, tile_32, q4_0_gemv},
+    {DTYPE_Q4_K, QK_K, 0, 32, q4_k_unpack, tile_32_min, q4_k_gemv},
+    {DTYPE_Q6_K, QK_K, 32, 16, q6_k_unpack, tile_16, q6_k_gemv},
 };
 
 const struct qgemm_isa qgemm_isa_avx512 = {
     .name = "cpu-q-gemm-avx512",
     .quantize_group = quantize_group,
     .quantize_row = quantize_row,
+    .store = store_rows,
     .kernels = kernels,
     .n_kernels = (int)(sizeof kernels / sizeof kernels[0]),
 };

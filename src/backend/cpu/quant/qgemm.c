@@ -36,9 +36,11 @@ struct qgemm_ctx {
     const struct qgemm_kernel *kern;
     const struct op_call *c;
     int64_t m, n, k;
+    float **y_rows;      // [m] the dst rows
     uint8_t *act;        // [n_groups, qgemm_group_bytes(k)], or one decode row
     uint8_t *panels;     // [n_threads, QGEMM_PANEL, qgemm_panel_row_bytes(k)]
     size_t panel_bytes;  // of one thread's panel
+    int64_t panels_per_task;
 };
 
 static void qgemm_quantize_task(void *p, int task, int thread)
@@ -49,7 +51,8 @@ static void qgemm_quantize_task(void *p, int task, int thread)
     int64_t i1 = i0 + QGEMM_LANES < ctx->m ? i0 + QGEMM_LANES : ctx->m;
     uint8_t *group = ctx->act + (size_t)task * qgemm_group_bytes(ctx->k);
     for (int64_t i = i0; i < i1; i++)
-        ctx->isa->quantize_group(cpu_row(ctx->c->src[0], i), ctx->k, (int)(i - i0), group);
+        ctx->isa->quantize_group(cpu_row(ctx->c->src[0], i), ctx->k, (int)(i - i0),
+                                 ctx->kern->zp, ctx->kern->sb, group);
 }
 
 static float qgemm_bias(const struct qgemm_ctx *ctx, int64_t j)
@@ -58,18 +61,22 @@ static float qgemm_bias(const struct qgemm_ctx *ctx, int64_t j)
     return bias ? cpu_load(bias->dtype, bias->data, j) : 0.0f;
 }
 
-static void qgemm_matmul_task(void *p, int task, int thread)
+// Panel p of the call: rows 16 p.. of the weight, with the products of all tokens.
+static void qgemm_panel_run(const struct qgemm_ctx *ctx, int64_t p, uint8_t *panel)
 {
-    const struct qgemm_ctx *ctx = p;
     const struct tensor *w = ctx->c->src[1];
     const int64_t k = ctx->k;
-    int64_t j0 = (int64_t)task * QGEMM_PANEL;
-    int R = ctx->n - j0 < QGEMM_PANEL ? (int)(ctx->n - j0) : QGEMM_PANEL;
-    uint8_t *panel = ctx->panels + (size_t)thread * ctx->panel_bytes;
+    const int64_t j0 = p * QGEMM_PANEL;
+    const int R = ctx->n - j0 < QGEMM_PANEL ? (int)(ctx->n - j0) : QGEMM_PANEL;
     const size_t prb = qgemm_panel_row_bytes(k);
+    // The rows of the task's next panel start to stream in while this one's
+    // tiles run (rows past n: the prefetches of a valid address are harmless).
+    const int64_t j_next = j0 + QGEMM_PANEL < ctx->n ? j0 + QGEMM_PANEL : j0;
     for (int r = 0; r < QGEMM_PANEL; r++) {
         if (r < R)
-            ctx->kern->unpack(tensor_row(w, j0 + r), k, panel + (size_t)r * prb);
+            ctx->kern->unpack(tensor_row(w, j0 + r), k,
+                              tensor_row(w, j_next + r < ctx->n ? j_next + r : j0),
+                              panel + (size_t)r * prb);
         else // rows past n: zeros, their outputs dropped
             memset(panel + (size_t)r * prb, 0, prb);
     }
@@ -87,12 +94,21 @@ static void qgemm_matmul_task(void *p, int task, int thread)
         ctx->kern->tile(panel, k, G, a, out);
         int64_t i0 = g * QGEMM_LANES;
         int C = ctx->m - i0 < per_tile ? (int)(ctx->m - i0) : (int)per_tile;
-        for (int c = 0; c < C; c++) {
-            float *yr = (float *)cpu_row(ctx->c->dst, i0 + c) + j0;
-            for (int r = 0; r < R; r++)
-                yr[r] = out[c * QGEMM_PANEL + r] + bias[r];
-        }
+        float *y[QGEMM_LANES * QGEMM_GROUPS];
+        for (int c = 0; c < C; c++)
+            y[c] = ctx->y_rows[i0 + c] + j0;
+        ctx->isa->store(out, bias, C, R, y);
     }
+}
+
+// A run of consecutive panels, so each prefetches the next one's rows.
+static void qgemm_matmul_task(void *p, int task, int thread)
+{
+    const struct qgemm_ctx *ctx = p;
+    const int64_t n_panels = (ctx->n + QGEMM_PANEL - 1) / QGEMM_PANEL;
+    const int64_t p1 = ((int64_t)task + 1) * ctx->panels_per_task;
+    for (int64_t pi = (int64_t)task * ctx->panels_per_task; pi < p1 && pi < n_panels; pi++)
+        qgemm_panel_run(ctx, pi, ctx->panels + (size_t)thread * ctx->panel_bytes);
 }
 
 static void qgemm_decode_task(void *p, int task, int thread)
@@ -159,17 +175,26 @@ enum vllmc_status qgemm_run(const struct qgemm_isa *isa, const struct op_call *c
     const size_t act_bytes = (size_t)n_groups * qgemm_group_bytes(ctx.k);
     ctx.panel_bytes = QGEMM_PANEL * qgemm_panel_row_bytes(ctx.k);
     const int n_threads = threadpool_n_threads(pool);
-    // 20 bytes per token and 4 values, and per thread a panel of 16 rows of 1.75 k bytes.
-    ctx.act = qgemm_scratch(c, act_bytes + (size_t)n_threads * ctx.panel_bytes, &owned);
+    // 24 bytes per token and 4 values, and per thread a panel of 16 rows of 1.5 k bytes.
+    const size_t panels_bytes = (size_t)n_threads * ctx.panel_bytes;
+    ctx.act = qgemm_scratch(c, act_bytes + panels_bytes + (size_t)ctx.m * sizeof(float *), &owned);
     if (!ctx.act)
         return op_fail(c, VLLMC_ERR_NOMEM, "%s: out of memory for %lld activation rows",
                        isa->name, (long long)ctx.m);
     ctx.panels = ctx.act + act_bytes;
+    ctx.y_rows = (float **)(ctx.panels + panels_bytes);
+    for (int64_t i = 0; i < ctx.m; i++)
+        ctx.y_rows[i] = cpu_row(c->dst, i);
     // The empty lanes of a short last group stay zero: computed on, then dropped.
     if (ctx.m % QGEMM_LANES)
         memset(ctx.act + act_bytes - qgemm_group_bytes(ctx.k), 0, qgemm_group_bytes(ctx.k));
     threadpool_run(pool, qgemm_quantize_task, &ctx, (int)n_groups);
-    threadpool_run(pool, qgemm_matmul_task, &ctx, n_tasks);
+    // A few runs of panels per thread: long enough to stream, enough to balance.
+    const int64_t n_panels = (ctx.n + QGEMM_PANEL - 1) / QGEMM_PANEL;
+    const int64_t n_runs = 4 * (int64_t)n_threads < n_panels ? 4 * (int64_t)n_threads : n_panels;
+    ctx.panels_per_task = (n_panels + n_runs - 1) / n_runs;
+    threadpool_run(pool, qgemm_matmul_task, &ctx,
+                   (int)((n_panels + ctx.panels_per_task - 1) / ctx.panels_per_task));
     mem_free(owned);
     return VLLMC_OK;
 }

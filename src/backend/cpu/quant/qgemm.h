@@ -1,6 +1,6 @@
 // Token-lane quantized matmul: 16 tokens sit in the 16 int32 lanes of one
-// vector, so a weight dword broadcast from memory meets 16 tokens in one
-// vpdpbusd, a lane's sum is a whole 32-block's dot product, and one float
+// vector, so a broadcast weight dword meets 16 tokens in one vpdpbusd, a
+// lane's sum is a whole scale block's dot product, and one float
 // multiply-add per block per row scales 16 tokens at once. The ISA-independent
 // driver (gate, activation quantization, weight panels, threading); the
 // kernels live in src/backend/cpu/avx512/qgemm_avx512.c.
@@ -26,13 +26,17 @@
 #define QGEMM_PANEL 16 // weight rows per task, unpacked once into a panel
 #define QGEMM_GROUPS 2 // largest number of token groups one tile pass covers
 
-// One group of 16 tokens (missing ones zero), k values, nb = k / 32 blocks:
-//   q    uint8 [k / 4][16][4]  q + 128 (4 consecutive values of a token per lane)
+// One group of 16 tokens (missing ones zero), k values, nb = k / 32 blocks,
+// for a weight type whose unsigned panel bytes are w_i + zp in scale blocks
+// of sb values (ns = k / sb):
+//   q    int8  [k / 4][16][4]  (4 consecutive values of a token per lane)
 //   d    float [nb][16]
 //   asum float [nb][16]        d * sum(q) of the block
+//   corr int32 [ns][16]        -zp * sum(q) of the scale block
 static inline size_t qgemm_group_d_off(int64_t k) { return 16 * (size_t)k; }
 static inline size_t qgemm_group_asum_off(int64_t k) { return 18 * (size_t)k; }
-static inline size_t qgemm_group_bytes(int64_t k) { return 20 * (size_t)k; }
+static inline size_t qgemm_group_corr_off(int64_t k) { return 20 * (size_t)k; }
+static inline size_t qgemm_group_bytes(int64_t k) { return 24 * (size_t)k; }
 
 // One token alone (decode), sections 16-byte aligned:
 //   q      int8  [k]
@@ -46,30 +50,33 @@ static inline size_t qgemm_row_qsum_off(int64_t k) { return (size_t)k + (size_t)
 static inline size_t qgemm_row_qsum16_off(int64_t k) { return (size_t)k + 3 * (size_t)k / 8; }
 static inline size_t qgemm_row_bytes(int64_t k) { return (size_t)k + 5 * (size_t)k / 8; }
 
-// One weight row unpacked into a panel (k % 128 == 0), ns = k / (the
-// kernel's scale block) <= k / 16 scale blocks:
-//   w    int8  [k]    the weight values w_i (zero point removed)
-//   corr int32 [ns]   -128 * sum of the scale block's w_i (the groups hold q + 128)
+// One weight row unpacked into a panel (k % 128 == 0), ns = k / sb <= k / 16:
+//   w    uint8 [k]    the weight values plus the zero point, w_i + zp
 //   ws   float [ns]
 //   wm   float [ns]   (types with a min)
-static inline size_t qgemm_panel_corr_off(int64_t k) { return (size_t)k; }
-static inline size_t qgemm_panel_ws_off(int64_t k) { return (size_t)k + (size_t)k / 4; }
-static inline size_t qgemm_panel_wm_off(int64_t k) { return (size_t)k + (size_t)k / 2; }
+static inline size_t qgemm_panel_ws_off(int64_t k) { return (size_t)k; }
+static inline size_t qgemm_panel_wm_off(int64_t k) { return (size_t)k + (size_t)k / 4; }
 static inline size_t qgemm_panel_row_bytes(int64_t k)
 {
-    return ((size_t)k + 3 * (size_t)k / 4 + 63) / 64 * 64;
+    return ((size_t)k + (size_t)k / 2 + 63) / 64 * 64;
 }
 
-// Token t (< 16) of the group at dst from x [k].
-typedef void (*qgemm_quantize_group_fn)(const float *x, int64_t k, int t, uint8_t *dst);
+// Token t (< 16) of the group at dst from x [k], for zero point zp and
+// scale blocks of sb values.
+typedef void (*qgemm_quantize_group_fn)(const float *x, int64_t k, int t, int zp, int sb,
+                                        uint8_t *dst);
 // A lone token at dst (decode layout) from x [k].
 typedef void (*qgemm_quantize_row_fn)(const float *x, int64_t k, uint8_t *dst);
-// Weight row w (packed, k values) into the panel row at dst.
-typedef void (*qgemm_unpack_fn)(const uint8_t *w, int64_t k, uint8_t *dst);
+// Weight row w (packed, k values) into the panel row at dst, prefetching the
+// packed row pf (of the panel to come) into L2 as it goes.
+typedef void (*qgemm_unpack_fn)(const uint8_t *w, int64_t k, const uint8_t *pf, uint8_t *dst);
 // out[(16 g + t) * QGEMM_PANEL + r] = dot(panel row r, token t of group a[g])
 // for r < QGEMM_PANEL, g < n_groups (<= QGEMM_GROUPS), t < 16.
 typedef void (*qgemm_tile_fn)(const uint8_t *panel, int64_t k, int n_groups,
                               const uint8_t *const *a, float *out);
+// y[c][r] = out[c * QGEMM_PANEL + r] + bias[r] for c < n_tokens, r < n_rows.
+typedef void (*qgemm_store_fn)(const float *out, const float *bias, int n_tokens, int n_rows,
+                               float *const *y);
 // Decode: out[r] = dot(packed weight row w[r], the lone token at a) for r < 4,
 // the same arithmetic as the tile. Prefetches as many bytes at pf as the 4
 // rows hold (the rows of the tiles that follow).
@@ -79,6 +86,8 @@ typedef void (*qgemm_gemv_fn)(const uint8_t *const *w, const uint8_t *a, int64_t
 struct qgemm_kernel {
     enum dtype dtype;
     int k_multiple; // k must be a multiple of this (128 or 256)
+    int zp;         // of the panel bytes
+    int sb;         // values per weight scale (32 or 16)
     qgemm_unpack_fn unpack;
     qgemm_tile_fn tile; // for the type's scale block and min
     qgemm_gemv_fn gemv;
@@ -88,6 +97,7 @@ struct qgemm_isa {
     const char *name; // provider name
     qgemm_quantize_group_fn quantize_group;
     qgemm_quantize_row_fn quantize_row;
+    qgemm_store_fn store;
     const struct qgemm_kernel *kernels; // [n_kernels]
     int n_kernels;
 };
