@@ -48,6 +48,141 @@ static inline __attribute__((always_inline)) __m512 exp16(__m512 x)
     return _mm512_mul_ps(y, _mm512_castsi512_ps(n));
 }
 
+// Key j's slice i (16 dims): from the chunk's f32 copy or the cache.
+static inline __attribute__((always_inline)) __m512 key_slice(const int dtype, const bool copy,
+                                                              const float (*kf)[ATTN_MAX_HEAD_DIM],
+                                                              const char *const *kp, int j, int i)
+{
+    size_t esz = dtype == DTYPE_F32 ? 4 : 2;
+    return copy ? _mm512_load_ps(kf[j] + i * 16)
+                : avx512_load16(dtype, kp[j] + (size_t)i * 16 * esz, 0xffff);
+}
+
+// dots[j] = the 16 lane products of q and key j (j < n) summed over the nd
+// slices in order; dots[j >= n] = 0.
+static inline __attribute__((always_inline)) void
+chunk_dots1(const int dtype, const int nd, const bool copy, const float *q,
+            const float (*kf)[ATTN_MAX_HEAD_DIM], const char *const *kp, int n, __m512 *dots)
+{
+#pragma GCC unroll 16
+    for (int j = 0; j < ATTN_CHUNK; j++)
+        dots[j] = _mm512_setzero_ps();
+    for (int i = 0; i < nd; i++) {
+        __m512 qv = _mm512_loadu_ps(q + i * 16);
+#pragma GCC unroll 16
+        for (int j = 0; j < ATTN_CHUNK; j++)
+            if (j < n)
+                dots[j] = _mm512_fmadd_ps(qv, key_slice(dtype, copy, kf, kp, j, i), dots[j]);
+    }
+}
+
+// chunk_dots1 for two query rows at once, eight keys at a time (32
+// accumulators would not fit the registers); each row's sums are the same.
+static inline __attribute__((always_inline)) void
+chunk_dots2(const int dtype, const int nd, const bool copy, const float *q0, const float *q1,
+            const float (*kf)[ATTN_MAX_HEAD_DIM], const char *const *kp, int n,
+            __m512 dots[2][ATTN_CHUNK])
+{
+    for (int h = 0; h < ATTN_CHUNK; h += 8) {
+        __m512 d0[8], d1[8];
+#pragma GCC unroll 8
+        for (int j = 0; j < 8; j++)
+            d0[j] = d1[j] = _mm512_setzero_ps();
+        for (int i = 0; h < n && i < nd; i++) {
+            __m512 qv0 = _mm512_loadu_ps(q0 + i * 16), qv1 = _mm512_loadu_ps(q1 + i * 16);
+#pragma GCC unroll 8
+            for (int j = 0; j < 8; j++)
+                if (h + j < n) {
+                    __m512 kv = key_slice(dtype, copy, kf, kp, h + j, i);
+                    d0[j] = _mm512_fmadd_ps(qv0, kv, d0[j]);
+                    d1[j] = _mm512_fmadd_ps(qv1, kv, d1[j]);
+                }
+        }
+#pragma GCC unroll 8
+        for (int j = 0; j < 8; j++) {
+            dots[0][h + j] = d0[j];
+            dots[1][h + j] = d1[j];
+        }
+    }
+}
+
+// Online softmax step of one row over the chunk's n scores sc [16]: sc =
+// e^(score - new max) for j < n, else 0; *m and *l updated. Returns the
+// factor that rescales the row's earlier accumulation.
+static inline __attribute__((always_inline)) float chunk_softmax(int n, float *m, float *l,
+                                                                 float *sc)
+{
+    __mmask16 live = (__mmask16)((1u << n) - 1u);
+    __m512 sv = _mm512_load_ps(sc);
+    float mc = _mm512_mask_reduce_max_ps(live, sv);
+    mc = mc > *m ? mc : *m;
+    float corr = expf(*m - mc); // 0 on the first chunk (m = -inf)
+    *m = mc;
+    __m512 pv16 = _mm512_maskz_mov_ps(live, exp16(_mm512_sub_ps(sv, _mm512_set1_ps(mc))));
+    _mm512_store_ps(sc, pv16);
+    *l = *l * corr + _mm512_reduce_add_ps(pv16);
+    return corr;
+}
+
+// Value j's slice i: from the chunk's f32 copy or the cache.
+static inline __attribute__((always_inline)) __m512
+value_slice(const int dtype, const bool copy, const float (*vf)[ATTN_MAX_HEAD_DIM],
+            const char *const *vp, int j, int i)
+{
+    size_t esz = dtype == DTYPE_F32 ? 4 : 2;
+    return copy ? _mm512_load_ps(vf[j] + i * 16)
+                : avx512_load16(dtype, vp[j] + (size_t)i * 16 * esz, 0xffff);
+}
+
+// acc [D] = acc * corr + sum_j p[j] v_j (j < n in order), the nd slices side
+// by side in registers.
+static inline __attribute__((always_inline)) void
+chunk_values1(const int dtype, const int nd, const bool copy, const float (*vf)[ATTN_MAX_HEAD_DIM],
+              const char *const *vp, int n, const float *p, float corr, float *acc)
+{
+    __m512 cv = _mm512_set1_ps(corr), a[16];
+#pragma GCC unroll 16
+    for (int i = 0; i < nd; i++)
+        a[i] = _mm512_mul_ps(_mm512_load_ps(acc + i * 16), cv);
+    for (int j = 0; j < n; j++) {
+        __m512 pv = _mm512_set1_ps(p[j]);
+#pragma GCC unroll 16
+        for (int i = 0; i < nd; i++)
+            a[i] = _mm512_fmadd_ps(pv, value_slice(dtype, copy, vf, vp, j, i), a[i]);
+    }
+#pragma GCC unroll 16
+    for (int i = 0; i < nd; i++)
+        _mm512_store_ps(acc + i * 16, a[i]);
+}
+
+// chunk_values1 for two rows (nd <= 8) sharing each value load.
+static inline __attribute__((always_inline)) void
+chunk_values2(const int dtype, const int nd, const bool copy, const float (*vf)[ATTN_MAX_HEAD_DIM],
+              const char *const *vp, int n, const float *p0, const float *p1, const float *corr,
+              float *acc0, float *acc1)
+{
+    __m512 c0 = _mm512_set1_ps(corr[0]), c1 = _mm512_set1_ps(corr[1]), a0[8], a1[8];
+#pragma GCC unroll 8
+    for (int i = 0; i < nd; i++) {
+        a0[i] = _mm512_mul_ps(_mm512_load_ps(acc0 + i * 16), c0);
+        a1[i] = _mm512_mul_ps(_mm512_load_ps(acc1 + i * 16), c1);
+    }
+    for (int j = 0; j < n; j++) {
+        __m512 pv0 = _mm512_set1_ps(p0[j]), pv1 = _mm512_set1_ps(p1[j]);
+#pragma GCC unroll 8
+        for (int i = 0; i < nd; i++) {
+            __m512 vv = value_slice(dtype, copy, vf, vp, j, i);
+            a0[i] = _mm512_fmadd_ps(pv0, vv, a0[i]);
+            a1[i] = _mm512_fmadd_ps(pv1, vv, a1[i]);
+        }
+    }
+#pragma GCC unroll 8
+    for (int i = 0; i < nd; i++) {
+        _mm512_store_ps(acc0 + i * 16, a0[i]);
+        _mm512_store_ps(acc1 + i * 16, a1[i]);
+    }
+}
+
 // Query tokens tok0 .. tok0 + nq - 1 of sequence s (positions pos0 ..) against
 // their keys of kv head kvh, for the group of query heads that share it.
 // nd = head_dim / 16 slices: a constant, so the slices of a value row and
@@ -67,7 +202,7 @@ attend_block(const int dtype, const int nd, const bool copy, const struct attn_c
     _Alignas(64) float kf[ATTN_CHUNK][ATTN_MAX_HEAD_DIM];      // the chunk's keys
     _Alignas(64) float vf[ATTN_CHUNK][ATTN_MAX_HEAD_DIM];      // and values as f32
     float m[ATTN_MAX_ROWS], l[ATTN_MAX_ROWS];
-    _Alignas(64) float sc[ATTN_MAX_ROWS][ATTN_CHUNK]; // [rows, chunk] probabilities
+    _Alignas(64) float sc[ATTN_MAX_ROWS][ATTN_CHUNK]; // [rows, chunk] scores, probabilities
     const float *q[ATTN_MAX_ROWS];                    // row r = token r / G, head r % G
     const char *kp[ATTN_CHUNK], *vp[ATTN_CHUNK];
     size_t esz = dtype == DTYPE_F32 ? 4 : 2;
@@ -102,56 +237,44 @@ attend_block(const int dtype, const int nd, const bool copy, const struct attn_c
                                 avx512_load16(dtype, vp[j] + (size_t)i * 16 * esz, 0xffff));
             }
         }
+        // Three passes over the rows (scores, softmax, values) rather than
+        // one row at a time: the softmax's chain of reductions and
+        // exponentials then overlaps other rows' work instead of stalling.
+        // Two query heads of one token see the same keys and share each key
+        // and value load. Every row runs its own operations in the same
+        // order whatever the grouping.
+        int nk[ATTN_MAX_ROWS]; // keys row r sees in the chunk: up to its position
+        float corr[ATTN_MAX_ROWS];
         for (int r = 0; r < rows; r++) {
-            // The keys this row sees in the chunk: up to its own position.
             int64_t pos = pos0 + r / G;
-            int n = (int)((t1 < pos + 1 ? t1 : pos + 1) - t0);
-            if (n <= 0)
-                continue;
-            // sc[r][j] = scale * (q . k_j): 16 slices in order, one fixed sum.
-            __m512 dots[ATTN_CHUNK];
-#pragma GCC unroll 16
-            for (int j = 0; j < ATTN_CHUNK; j++)
-                dots[j] = _mm512_setzero_ps();
-            for (int i = 0; i < nd; i++) {
-                __m512 qv = _mm512_loadu_ps(q[r] + i * 16);
-#pragma GCC unroll 16
-                for (int j = 0; j < ATTN_CHUNK; j++)
-                    if (j < n)
-                        dots[j] = _mm512_fmadd_ps(
-                            qv,
-                            copy ? _mm512_load_ps(kf[j] + i * 16)
-                                 : avx512_load16(dtype, kp[j] + (size_t)i * 16 * esz, 0xffff),
-                            dots[j]);
+            nk[r] = (int)((t1 < pos + 1 ? t1 : pos + 1) - t0);
+        }
+        for (int r = 0; r < rows;) {
+            int n = nk[r], nr = nd <= 8 && r + 1 < rows && (r + 1) / G == r / G ? 2 : 1;
+            if (n > 0) {
+                // scale * (q . k_j): 16 slices in order, one fixed sum.
+                __m512 dots[2][ATTN_CHUNK];
+                if (nr == 1)
+                    chunk_dots1(dtype, nd, copy, q[r], kf, kp, n, dots[0]);
+                else
+                    chunk_dots2(dtype, nd, copy, q[r], q[r + 1], kf, kp, n, dots);
+                for (int h = 0; h < nr; h++)
+                    _mm512_store_ps(sc[r + h], _mm512_mul_ps(avx512_sums16(dots[h], n, NULL),
+                                                             _mm512_set1_ps(c->p.scale)));
             }
-            __mmask16 live = (__mmask16)((1u << n) - 1u);
-            __m512 sv = _mm512_mul_ps(avx512_sums16(dots, n, NULL), _mm512_set1_ps(c->p.scale));
-            // Online softmax, the chunk's n scores in one vector.
-            float mc = _mm512_mask_reduce_max_ps(live, sv);
-            mc = mc > m[r] ? mc : m[r];
-            float corr = expf(m[r] - mc); // 0 on the first chunk (m = -inf)
-            m[r] = mc;
-            __m512 pv16 = _mm512_maskz_mov_ps(live, exp16(_mm512_sub_ps(sv, _mm512_set1_ps(mc))));
-            _mm512_store_ps(sc[r], pv16);
-            l[r] = l[r] * corr + _mm512_reduce_add_ps(pv16);
-            // acc = acc * corr + sum_j p_j v_j, the nd slices side by side.
-            __m512 cv = _mm512_set1_ps(corr), a[16];
-#pragma GCC unroll 16
-            for (int i = 0; i < nd; i++)
-                a[i] = _mm512_mul_ps(_mm512_load_ps(acc + r * D + i * 16), cv);
-            for (int j = 0; j < n; j++) {
-                __m512 pv = _mm512_set1_ps(sc[r][j]);
-#pragma GCC unroll 16
-                for (int i = 0; i < nd; i++)
-                    a[i] = _mm512_fmadd_ps(
-                        pv,
-                        copy ? _mm512_load_ps(vf[j] + i * 16)
-                             : avx512_load16(dtype, vp[j] + (size_t)i * 16 * esz, 0xffff),
-                        a[i]);
-            }
-#pragma GCC unroll 16
-            for (int i = 0; i < nd; i++)
-                _mm512_store_ps(acc + r * D + i * 16, a[i]);
+            r += nr;
+        }
+        for (int r = 0; r < rows; r++)
+            if (nk[r] > 0)
+                corr[r] = chunk_softmax(nk[r], &m[r], &l[r], sc[r]);
+        for (int r = 0; r < rows;) {
+            int n = nk[r], nr = nd <= 8 && r + 1 < rows && (r + 1) / G == r / G ? 2 : 1;
+            if (n > 0 && nr == 1)
+                chunk_values1(dtype, nd, copy, vf, vp, n, sc[r], corr[r], acc + r * D);
+            else if (n > 0)
+                chunk_values2(dtype, nd, copy, vf, vp, n, sc[r], sc[r + 1], corr + r, acc + r * D,
+                              acc + (r + 1) * D);
+            r += nr;
         }
     }
     for (int r = 0; r < rows; r++) {
