@@ -138,6 +138,60 @@ template <typename TC, typename OT> __device__ __forceinline__ uint4 tc_load8(co
     return u;
 }
 
+// ---- asynchronous tile copies (the ldmatrix variant, f16/bf16 caches) ----
+
+// Whether a kernel variant double-buffers its K/V tiles with cp.async: only
+// the ldmatrix one, and only when the cache already holds the operand type.
+template <typename TC, bool LDSM> __host__ __device__ constexpr bool tc_pipelined()
+{
+    return LDSM && sizeof(TC) == 2;
+}
+
+// 16 bytes global -> shared without staging in registers; a zero fill
+// (nothing read) when !valid.
+__device__ __forceinline__ void tc_cp_async16(uint16_t *dst, const void *src, bool valid)
+{
+    const uint32_t addr = (uint32_t)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(addr), "l"(src),
+                 "r"(valid ? 16 : 0)
+                 : "memory");
+}
+
+__device__ __forceinline__ void tc_cp_async_commit()
+{
+    asm volatile("cp.async.commit_group;" ::: "memory");
+}
+
+// Waits for every committed group of this thread but the most recent one.
+__device__ __forceinline__ void tc_cp_async_wait_all_but_last()
+{
+    asm volatile("cp.async.wait_group 1;" ::: "memory");
+}
+
+// Queues the copy of keys kt0..kt0+TC_KT-1 of one KV head (zeros from
+// k_end on) into kdst, vdst [TC_KT][D + TC_PAD]; each thread its share.
+template <typename TC, int D>
+__device__ __forceinline__ void tc_copy_tile(uint16_t *kdst, uint16_t *vdst, const TC *kc,
+                                             const TC *vc, const int32_t *bt, int block_size,
+                                             int64_t kv_row, int kvh, int kt0, int k_end)
+{
+    constexpr int LDS = D + TC_PAD;
+    for (int e = (int)threadIdx.x; e < TC_KT * D / 8; e += TC_THREADS) {
+        const int j = e / (D / 8), c = e % (D / 8), kp = kt0 + j;
+        const bool valid = kp < k_end;
+        const TC *ksrc = kc, *vsrc = vc; // a zero fill reads nothing, any address will do
+        if (valid) {
+            const int64_t off =
+                ((int64_t)bt[kp / block_size] * block_size + kp % block_size) * kv_row +
+                (int64_t)kvh * D + c * 8;
+            ksrc = kc + off;
+            vsrc = vc + off;
+        }
+        tc_cp_async16(kdst + j * LDS + c * 8, ksrc, valid);
+        tc_cp_async16(vdst + j * LDS + c * 8, vsrc, valid);
+    }
+}
+
 // ---- the kernel ----
 
 // One block per (query tile, head chunk of a KV group and sequence, key
@@ -149,9 +203,12 @@ template <typename TC, typename OT> __device__ __forceinline__ uint4 tc_load8(co
 template <typename TC, typename OT, int D, bool LDSM>
 static __global__ void __launch_bounds__(TC_THREADS) att_tc_kernel(const struct tc_params p)
 {
-    constexpr int LDS = D + TC_PAD;                    // shared row stride in elements
-    __shared__ __align__(16) uint16_t ks[TC_KT * LDS]; // [TC_KT][D]: keys of the tile
-    __shared__ __align__(16) uint16_t vs[TC_KT * LDS]; // [TC_KT][D]: values of the tile
+    constexpr int LDS = D + TC_PAD;   // shared row stride in elements
+    constexpr int TILE = TC_KT * LDS; // elements of one K or V tile
+    constexpr bool PIPE = tc_pipelined<TC, LDSM>();
+    __shared__ __align__(16) uint16_t ks_one[PIPE ? 8 : TILE]; // [TC_KT][D]: keys of the tile
+    __shared__ __align__(16) uint16_t vs_one[PIPE ? 8 : TILE]; // [TC_KT][D]: values
+    extern __shared__ __align__(16) uint16_t tc_stages[];      // PIPE: [2][K, V][TC_KT][D]
 
     // Tiles late in a sequence see the most keys: start them first.
     const int tile = (int)(gridDim.x - 1 - blockIdx.x);
@@ -220,23 +277,46 @@ static __global__ void __launch_bounds__(TC_THREADS) att_tc_kernel(const struct 
     const int64_t kv_row = (int64_t)p.n_kv_heads * D;
     const int32_t *bt = p.block_tables + (int64_t)seq * p.bt_stride;
 
-    for (int kt0 = k_begin; kt0 < k_end; kt0 += TC_KT) {
-        __syncthreads(); // every warp is done with the previous tile
-        // Keys past k_end are zeros: masked out of S, and 0 * V stays finite.
-        for (int e = (int)threadIdx.x; e < TC_KT * D / 8; e += TC_THREADS) {
-            const int j = e / (D / 8), c = e % (D / 8), kp = kt0 + j;
-            uint4 kw = make_uint4(0, 0, 0, 0), vw = make_uint4(0, 0, 0, 0);
-            if (kp < k_end) {
-                const int64_t off =
-                    ((int64_t)bt[kp / p.block_size] * p.block_size + kp % p.block_size) * kv_row +
-                    (int64_t)kvh * D + c * 8;
-                kw = tc_load8<TC, OT>(kc + off);
-                vw = tc_load8<TC, OT>(vc + off);
+    if (PIPE && k_begin < k_end) {
+        tc_copy_tile<TC, D>(tc_stages, tc_stages + TILE, kc, vc, bt, p.block_size, kv_row, kvh,
+                            k_begin, k_end);
+        tc_cp_async_commit();
+    }
+    for (int kt0 = k_begin, it = 0; kt0 < k_end; kt0 += TC_KT, it++) {
+        const uint16_t *ks = ks_one, *vs = vs_one;
+        if constexpr (PIPE) {
+            // Stage it & 1 holds this tile (copied one iteration ahead); the
+            // next tile goes to the other stage, read by every warp in the
+            // previous iteration, while this one is computed.
+            __syncthreads();
+            uint16_t *next = tc_stages + ((it + 1) & 1) * 2 * TILE;
+            if (kt0 + TC_KT < k_end)
+                tc_copy_tile<TC, D>(next, next + TILE, kc, vc, bt, p.block_size, kv_row, kvh,
+                                    kt0 + TC_KT, k_end);
+            tc_cp_async_commit();
+            tc_cp_async_wait_all_but_last();
+            __syncthreads();
+            ks = tc_stages + (it & 1) * 2 * TILE;
+            vs = ks + TILE;
+        } else {
+            __syncthreads(); // every warp is done with the previous tile
+            // Keys past k_end are zeros: masked out of S, and 0 * V stays finite.
+            for (int e = (int)threadIdx.x; e < TC_KT * D / 8; e += TC_THREADS) {
+                const int j = e / (D / 8), c = e % (D / 8), kp = kt0 + j;
+                uint4 kw = make_uint4(0, 0, 0, 0), vw = make_uint4(0, 0, 0, 0);
+                if (kp < k_end) {
+                    const int64_t off =
+                        ((int64_t)bt[kp / p.block_size] * p.block_size + kp % p.block_size) *
+                            kv_row +
+                        (int64_t)kvh * D + c * 8;
+                    kw = tc_load8<TC, OT>(kc + off);
+                    vw = tc_load8<TC, OT>(vc + off);
+                }
+                *(uint4 *)&ks_one[j * LDS + c * 8] = kw;
+                *(uint4 *)&vs_one[j * LDS + c * 8] = vw;
             }
-            *(uint4 *)&ks[j * LDS + c * 8] = kw;
-            *(uint4 *)&vs[j * LDS + c * 8] = vw;
+            __syncthreads();
         }
-        __syncthreads();
         if (!warp_rows || kt0 > warp_last_pos)
             continue; // causal: this warp's rows see none of these keys
 
@@ -406,21 +486,44 @@ static __global__ void att_tc_combine_kernel(const struct tc_params p, int head_
 
 // ---- launcher ----
 
+// Launches one kernel variant; the double-buffered ones take their two
+// stages as dynamic shared memory, past the 48 KiB a block gets unasked for
+// head_dim 128, so the limit is raised once (engine thread).
+template <typename TC, typename OT, int D, bool LDSM>
+static cudaError_t att_tc_launch_one(const struct tc_params *p, dim3 grid, cudaStream_t stream)
+{
+    size_t smem = 0;
+    if (tc_pipelined<TC, LDSM>()) {
+        static bool raised;
+        smem = 4 * (size_t)TC_KT * (D + TC_PAD) * sizeof(uint16_t);
+        if (!raised) {
+            const cudaError_t rc =
+                cudaFuncSetAttribute(att_tc_kernel<TC, OT, D, LDSM>,
+                                     cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+            if (rc != cudaSuccess)
+                return rc;
+            raised = true;
+        }
+    }
+    att_tc_kernel<TC, OT, D, LDSM><<<grid, TC_THREADS, smem, stream>>>(*p);
+    return cudaGetLastError();
+}
+
 template <typename TC, typename OT>
 static cudaError_t att_tc_launch(const struct tc_params *p, int head_dim, bool ldsm, int n_seqs,
                                  int n_tiles, cudaStream_t stream)
 {
     const dim3 grid((unsigned)n_tiles, (unsigned)(n_seqs * p->n_kv_heads * p->n_hchunks),
                     (unsigned)p->n_splits);
+    cudaError_t rc;
     if (head_dim == 64 && ldsm)
-        att_tc_kernel<TC, OT, 64, true><<<grid, TC_THREADS, 0, stream>>>(*p);
+        rc = att_tc_launch_one<TC, OT, 64, true>(p, grid, stream);
     else if (head_dim == 64)
-        att_tc_kernel<TC, OT, 64, false><<<grid, TC_THREADS, 0, stream>>>(*p);
+        rc = att_tc_launch_one<TC, OT, 64, false>(p, grid, stream);
     else if (ldsm)
-        att_tc_kernel<TC, OT, 128, true><<<grid, TC_THREADS, 0, stream>>>(*p);
+        rc = att_tc_launch_one<TC, OT, 128, true>(p, grid, stream);
     else
-        att_tc_kernel<TC, OT, 128, false><<<grid, TC_THREADS, 0, stream>>>(*p);
-    cudaError_t rc = cudaGetLastError();
+        rc = att_tc_launch_one<TC, OT, 128, false>(p, grid, stream);
     if (rc != cudaSuccess || p->n_splits == 1)
         return rc;
     const dim3 cgrid((unsigned)p->n_tokens, (unsigned)p->n_heads);
@@ -449,7 +552,8 @@ extern "C" bool cuda_attention_tc_supports(const struct op_call *c)
 }
 
 // ldsm: fragments through ldmatrix (one instruction per two mma B operands)
-// instead of 32- and 16-bit shared loads.
+// instead of 32- and 16-bit shared loads, and for f16/bf16 caches K/V tiles
+// double-buffered with cp.async.
 static enum vllmc_status att_tc_run(const struct op_call *c, bool ldsm)
 {
     struct cuda_device *dev = cuda_device_of(c);

@@ -66,8 +66,9 @@ static const struct op_provider cuda_p_attention_tc = {
     .run = cuda_attention_tc_run,
     .parity_bar = 5e-4,
 };
-// The same kernel with ldmatrix operand loads: below the plain one until a
-// GPU run has checked it and bench-ops shows it faster.
+// The same kernel with ldmatrix operand loads and cp.async double-buffered
+// K/V tiles: below the plain one until a GPU run has checked it and bench-ops
+// shows it faster.
 static const struct op_provider cuda_p_attention_tc_ldsm = {
     .name = "cuda-attn-prefill-tc-ldsm",
     .op = OP_ATTENTION,
