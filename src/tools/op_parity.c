@@ -267,7 +267,8 @@ static bool weight_type_usable(enum dtype t, int64_t k)
 static void grid_matmul(struct parity *pr)
 {
     // m, n, k. The last two give the 256-weight types (k-quants, IQ4_XS) an
-    // odd n with few tokens and a token count just past the GEMV bounds.
+    // odd n with few tokens, and more tokens than one GEMV launch takes with
+    // an odd n (output rows too unaligned for a GEMM library).
     static const int64_t shapes[][3] = {
         {1, 1, 1},     {1, 17, 33},    {1, 64, 256}, {2, 33, 64},    {3, 67, 259},
         {7, 128, 512}, {16, 96, 1024}, {33, 80, 96}, {64, 256, 128}, {5, 300, 768},

@@ -3,7 +3,8 @@
 // IQ4_XS. Decode (m <= CUDA_QGEMV_MAX_M) dots x directly against the blocks, a
 // warp per output row and a lane per 32-weight sub-block, so each packed byte
 // is read once; larger m dequantizes W to bf16 in scratch and runs the
-// cuBLASLt GEMM; the embedding gathers and dequantizes rows. The arithmetic
+// cuBLASLt GEMM (where its alignment allows; else the GEMV, 8 tokens a
+// launch); the embedding gathers and dequantizes rows. The arithmetic
 // follows the formats' reference dequantization (cpu/quant/dequant.c), in f32.
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/matmul.cuh"
@@ -114,29 +115,34 @@ static __global__ void qdequant_kernel(TO *out, int64_t out_pitch, const uint8_t
 
 // ---- launchers ----
 
+// Tokens t0 .. t0 + M - 1 of the call.
 template <int T, int M>
-static void qgemv_launch_m(const struct op_call *c, cudaStream_t stream)
+static void qgemv_launch_m(const struct op_call *c, int64_t t0, cudaStream_t stream)
 {
     const struct tensor *x = c->src[0], *w = c->src[1], *b = c->src[2];
     const int n = (int)w->ne[1];
+    const int64_t x_pitch = cuda_row_pitch(x), dst_pitch = cuda_row_pitch(c->dst);
     qgemv_kernel<T, M><<<(unsigned)((n + QGEMV_WARPS - 1) / QGEMV_WARPS),
                          QGEMV_WARPS * CUDA_WARP, 0, stream>>>(
-        (float *)c->dst->data, cuda_row_pitch(c->dst), (const float *)x->data, cuda_row_pitch(x),
-        (const uint8_t *)w->data, (int64_t)w->nb[1], b ? b->data : nullptr,
+        (float *)c->dst->data + t0 * dst_pitch, dst_pitch, (const float *)x->data + t0 * x_pitch,
+        x_pitch, (const uint8_t *)w->data, (int64_t)w->nb[1], b ? b->data : nullptr,
         b ? (int)b->dtype : (int)DTYPE_F32, n, (int)x->ne[0]);
 }
 
-template <int T> static void qgemv_launch(const struct op_call *c, int m, cudaStream_t stream)
+// Every token of the call, CUDA_QGEMV_MAX_M at a time.
+template <int T> static void qgemv_launch(const struct op_call *c, int64_t m, cudaStream_t stream)
 {
-    switch (m) {
-    case 1: qgemv_launch_m<T, 1>(c, stream); break;
-    case 2: qgemv_launch_m<T, 2>(c, stream); break;
-    case 3: qgemv_launch_m<T, 3>(c, stream); break;
-    case 4: qgemv_launch_m<T, 4>(c, stream); break;
-    case 5: qgemv_launch_m<T, 5>(c, stream); break;
-    case 6: qgemv_launch_m<T, 6>(c, stream); break;
-    case 7: qgemv_launch_m<T, 7>(c, stream); break;
-    default: qgemv_launch_m<T, 8>(c, stream); break;
+    for (int64_t t0 = 0; t0 < m; t0 += CUDA_QGEMV_MAX_M) {
+        switch (m - t0) {
+        case 1: qgemv_launch_m<T, 1>(c, t0, stream); break;
+        case 2: qgemv_launch_m<T, 2>(c, t0, stream); break;
+        case 3: qgemv_launch_m<T, 3>(c, t0, stream); break;
+        case 4: qgemv_launch_m<T, 4>(c, t0, stream); break;
+        case 5: qgemv_launch_m<T, 5>(c, t0, stream); break;
+        case 6: qgemv_launch_m<T, 6>(c, t0, stream); break;
+        case 7: qgemv_launch_m<T, 7>(c, t0, stream); break;
+        default: qgemv_launch_m<T, 8>(c, t0, stream); break;
+        }
     }
 }
 
@@ -200,21 +206,22 @@ static bool q_matmul_ok(const struct op_call *c)
            x->ne[0] <= INT32_MAX && (uintptr_t)x->data % 16 == 0 && x->nb[1] % 16 == 0;
 }
 
+// Up to CUDA_QGEMV_MAX_M tokens; more only where the dequantizing GEMM's
+// alignment gate declines the call (e.g. an odd n makes dst rows unaligned),
+// run CUDA_QGEMV_MAX_M tokens per launch.
 extern "C" bool cuda_qgemv_supports(const struct op_call *c)
 {
-    return q_matmul_ok(c) && tensor_n_rows(c->src[0]) >= 1 &&
-           tensor_n_rows(c->src[0]) <= CUDA_QGEMV_MAX_M;
+    const int64_t m = tensor_n_rows(c->src[0]);
+    return q_matmul_ok(c) && m >= 1 && (m <= CUDA_QGEMV_MAX_M || !cuda_qgemm_supports(c));
 }
 
 extern "C" enum vllmc_status cuda_qgemv_run(const struct op_call *c)
 {
     struct cuda_device *dev = cuda_device_of(c);
     struct err *err = dev->err;
-    const int m = (int)tensor_n_rows(c->src[0]);
+    const int64_t m = tensor_n_rows(c->src[0]);
     if (m == 0 || c->src[1]->ne[1] == 0)
         return VLLMC_OK;
-    if (m > CUDA_QGEMV_MAX_M)
-        return op_fail(c, VLLMC_ERR_UNSUPPORTED, "cuda-qgemv: m=%d above %d", m, CUDA_QGEMV_MAX_M);
     switch (c->src[1]->dtype) {
 #define Q_CASE(t, ...)                                                                             \
     case t: qgemv_launch<t>(c, m, dev->stream); break;
