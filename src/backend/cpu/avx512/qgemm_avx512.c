@@ -116,8 +116,13 @@ ALWAYS_INLINE void store_4x16(__m512 v0, __m512 v1, __m512 v2, __m512 v3, float 
 
 // SUB values per weight scale (32 or 16).
 ALWAYS_INLINE void lanes_tile(const int R, const int G, const int SUB, const bool has_min,
-                              const uint8_t *panel, int64_t k, const uint8_t *const *a, float *out)
+                              const uint8_t *panel, int64_t k, const uint8_t *const *a, float *out,
+                              const uint8_t *pf, size_t pf_bytes)
 {
+    // Prefetch lines [line, line_end) of pf, a share per block step.
+    const size_t n_lines = (pf_bytes + 63) / 64;
+    const size_t n_steps = (size_t)(QGEMM_PANEL / R) * (size_t)(k / SUB);
+    size_t line = 0, step = 0;
     const size_t prb = qgemm_panel_row_bytes(k);
     const float *ad[QGEMM_GROUPS], *as[QGEMM_GROUPS];
     const int32_t *ac[QGEMM_GROUPS];
@@ -143,6 +148,8 @@ ALWAYS_INLINE void lanes_tile(const int R, const int G, const int SUB, const boo
             for (int g = 0; g < G; g++)
                 acc[r][g] = _mm512_setzero_ps();
         for (int64_t j = 0; j < k / SUB; j++) {
+            for (const size_t end = ++step * n_lines / n_steps; line < end; line++)
+                _mm_prefetch((const char *)pf + 64 * line, _MM_HINT_T1);
             __m512i ia[8][QGEMM_GROUPS];
             UNROLL
             for (int g = 0; g < G; g++) {
@@ -192,41 +199,34 @@ ALWAYS_INLINE void lanes_tile(const int R, const int G, const int SUB, const boo
 _Static_assert(QGEMM_GROUPS == 2, "the tiles cover 1 or 2 groups");
 
 static void tile_32(const uint8_t *panel, int64_t k, int n_groups, const uint8_t *const *a,
-                    float *out)
+                    float *out, const uint8_t *pf, size_t pf_bytes)
 {
     if (n_groups == 2)
-        lanes_tile(4, 2, 32, false, panel, k, a, out);
+        lanes_tile(4, 2, 32, false, panel, k, a, out, pf, pf_bytes);
     else
-        lanes_tile(8, 1, 32, false, panel, k, a, out);
+        lanes_tile(8, 1, 32, false, panel, k, a, out, pf, pf_bytes);
 }
 
 static void tile_32_min(const uint8_t *panel, int64_t k, int n_groups, const uint8_t *const *a,
-                        float *out)
+                        float *out, const uint8_t *pf, size_t pf_bytes)
 {
     if (n_groups == 2)
-        lanes_tile(4, 2, 32, true, panel, k, a, out);
+        lanes_tile(4, 2, 32, true, panel, k, a, out, pf, pf_bytes);
     else
-        lanes_tile(8, 1, 32, true, panel, k, a, out);
+        lanes_tile(8, 1, 32, true, panel, k, a, out, pf, pf_bytes);
 }
 
 static void tile_16(const uint8_t *panel, int64_t k, int n_groups, const uint8_t *const *a,
-                    float *out)
+                    float *out, const uint8_t *pf, size_t pf_bytes)
 {
     if (n_groups == 2)
-        lanes_tile(4, 2, 16, false, panel, k, a, out);
+        lanes_tile(4, 2, 16, false, panel, k, a, out, pf, pf_bytes);
     else
-        lanes_tile(8, 1, 16, false, panel, k, a, out);
+        lanes_tile(8, 1, 16, false, panel, k, a, out, pf, pf_bytes);
 }
 
 // ---- weight panels ----
 
-// The unpacking prefetches the same bytes of the next panel's row into L2,
-// one panel ahead: the rows stream in from memory once per call, and with a
-// few tokens the tiles alone are too short to hide them.
-ALWAYS_INLINE void prefetch_next(const uint8_t *pf, const void *w, const void *p)
-{
-    _mm_prefetch((const char *)pf + ((const char *)p - (const char *)w), _MM_HINT_T1);
-}
 
 struct panel_row {
     uint8_t *w;
@@ -243,28 +243,24 @@ ALWAYS_INLINE struct panel_row panel_row_at(uint8_t *dst, int64_t k)
     return p;
 }
 
-static void q8_0_unpack(const uint8_t *w, int64_t k, const uint8_t *pf, uint8_t *dst)
+static void q8_0_unpack(const uint8_t *w, int64_t k, uint8_t *dst)
 {
     const struct block_q8_0 *b = (const struct block_q8_0 *)w;
     struct panel_row p = panel_row_at(dst, k);
     const __m256i flip = _mm256_set1_epi8((char)0x80);
     for (int64_t j = 0; j < k / 32; j++) {
-        if (j % 2 == 0)
-            prefetch_next(pf, w, &b[j]);
         __m256i q = _mm256_loadu_si256((const __m256i *)b[j].qs);
         _mm256_storeu_si256((__m256i *)(p.w + 32 * j), _mm256_xor_si256(q, flip));
         p.ws[j] = fp16(b[j].d);
     }
 }
 
-static void q4_0_unpack(const uint8_t *w, int64_t k, const uint8_t *pf, uint8_t *dst)
+static void q4_0_unpack(const uint8_t *w, int64_t k, uint8_t *dst)
 {
     const struct block_q4_0 *b = (const struct block_q4_0 *)w;
     struct panel_row p = panel_row_at(dst, k);
     const __m128i m4 = _mm_set1_epi8(0x0F);
     for (int64_t j = 0; j < k / 32; j++) {
-        if (j % 4 == 0)
-            prefetch_next(pf, w, &b[j]);
         __m128i x = _mm_loadu_si128((const __m128i *)b[j].qs);
         __m128i lo = _mm_and_si128(x, m4), hi = _mm_and_si128(_mm_srli_epi16(x, 4), m4);
         _mm256_storeu_si256((__m256i *)(p.w + 32 * j), _mm256_set_m128i(hi, lo));
@@ -272,7 +268,7 @@ static void q4_0_unpack(const uint8_t *w, int64_t k, const uint8_t *pf, uint8_t 
     }
 }
 
-static void q4_k_unpack(const uint8_t *w, int64_t k, const uint8_t *pf, uint8_t *dst)
+static void q4_k_unpack(const uint8_t *w, int64_t k, uint8_t *dst)
 {
     const struct block_q4_k *b = (const struct block_q4_k *)w;
     struct panel_row p = panel_row_at(dst, k);
@@ -283,8 +279,6 @@ static void q4_k_unpack(const uint8_t *w, int64_t k, const uint8_t *pf, uint8_t 
         _mm256_storeu_ps(p.ws + 8 * s, sc);
         _mm256_storeu_ps(p.wm + 8 * s, mn);
         for (int c = 0; c < 4; c++) {
-            if (c % 2 == 0)
-                prefetch_next(pf, w, b[s].qs + 32 * c);
             __m256i x = _mm256_loadu_si256((const __m256i *)(b[s].qs + 32 * c));
             __m256i lo = _mm256_and_si256(x, m4), hi = _mm256_and_si256(_mm256_srli_epi16(x, 4), m4);
             _mm256_storeu_si256((__m256i *)(p.w + 256 * s + 64 * c), lo);
@@ -309,7 +303,7 @@ ALWAYS_INLINE void q6_k_half(const struct block_q6_k *b, int h, __m512i *lo, __m
     *hi = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(x, 4), m4), _mm512_slli_epi16(h_hi, 4));
 }
 
-static void q6_k_unpack(const uint8_t *w, int64_t k, const uint8_t *pf, uint8_t *dst)
+static void q6_k_unpack(const uint8_t *w, int64_t k, uint8_t *dst)
 {
     const struct block_q6_k *b = (const struct block_q6_k *)w;
     struct panel_row p = panel_row_at(dst, k);
@@ -317,8 +311,6 @@ static void q6_k_unpack(const uint8_t *w, int64_t k, const uint8_t *pf, uint8_t 
         __m512 sc = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)b[s].scales)));
         _mm512_storeu_ps(p.ws + 16 * s, _mm512_mul_ps(sc, _mm512_set1_ps(fp16(b[s].d))));
         for (int h = 0; h < 2; h++) {
-            prefetch_next(pf, w, (const uint8_t *)&b[s] + 105 * h);
-            prefetch_next(pf, w, (const uint8_t *)&b[s] + 105 * h + 64);
             __m512i lo, hi;
             q6_k_half(&b[s], h, &lo, &hi);
             _mm512_storeu_si512(p.w + QK_K * s + 128 * h, lo);

@@ -62,23 +62,28 @@ static float qgemm_bias(const struct qgemm_ctx *ctx, int64_t j)
 }
 
 // Panel p of the call: rows 16 p.. of the weight, with the products of all tokens.
-static void qgemm_panel_run(const struct qgemm_ctx *ctx, int64_t p, uint8_t *panel)
+static void qgemm_panel_run(const struct qgemm_ctx *ctx, int64_t p, bool prefetch_next,
+                            uint8_t *panel)
 {
     const struct tensor *w = ctx->c->src[1];
     const int64_t k = ctx->k;
     const int64_t j0 = p * QGEMM_PANEL;
     const int R = ctx->n - j0 < QGEMM_PANEL ? (int)(ctx->n - j0) : QGEMM_PANEL;
     const size_t prb = qgemm_panel_row_bytes(k);
-    // The rows of the task's next panel start to stream in while this one's
-    // tiles run (rows past n: the prefetches of a valid address are harmless).
-    const int64_t j_next = j0 + QGEMM_PANEL < ctx->n ? j0 + QGEMM_PANEL : j0;
     for (int r = 0; r < QGEMM_PANEL; r++) {
         if (r < R)
-            ctx->kern->unpack(tensor_row(w, j0 + r), k,
-                              tensor_row(w, j_next + r < ctx->n ? j_next + r : j0),
-                              panel + (size_t)r * prb);
+            ctx->kern->unpack(tensor_row(w, j0 + r), k, panel + (size_t)r * prb);
         else // rows past n: zeros, their outputs dropped
             memset(panel + (size_t)r * prb, 0, prb);
+    }
+    // The first tile streams in the rows of the task's next panel.
+    const uint8_t *pf = NULL;
+    size_t pf_bytes = 0;
+    if (prefetch_next && j0 + QGEMM_PANEL < ctx->n) {
+        int64_t n_next = ctx->n - j0 - QGEMM_PANEL < QGEMM_PANEL ? ctx->n - j0 - QGEMM_PANEL
+                                                                 : QGEMM_PANEL;
+        pf = tensor_row(w, j0 + QGEMM_PANEL);
+        pf_bytes = (size_t)n_next * dtype_row_bytes(w->dtype, k);
     }
     float bias[QGEMM_PANEL];
     for (int r = 0; r < R; r++)
@@ -91,7 +96,8 @@ static void qgemm_panel_run(const struct qgemm_ctx *ctx, int64_t p, uint8_t *pan
         int G = n_groups - g < QGEMM_GROUPS ? (int)(n_groups - g) : QGEMM_GROUPS;
         for (int gg = 0; gg < G; gg++)
             a[gg] = ctx->act + (size_t)(g + gg) * qgemm_group_bytes(k);
-        ctx->kern->tile(panel, k, G, a, out);
+        ctx->kern->tile(panel, k, G, a, out, pf, pf_bytes);
+        pf_bytes = 0;
         int64_t i0 = g * QGEMM_LANES;
         int C = ctx->m - i0 < per_tile ? (int)(ctx->m - i0) : (int)per_tile;
         float *y[QGEMM_LANES * QGEMM_GROUPS];
@@ -108,7 +114,7 @@ static void qgemm_matmul_task(void *p, int task, int thread)
     const int64_t n_panels = (ctx->n + QGEMM_PANEL - 1) / QGEMM_PANEL;
     const int64_t p1 = ((int64_t)task + 1) * ctx->panels_per_task;
     for (int64_t pi = (int64_t)task * ctx->panels_per_task; pi < p1 && pi < n_panels; pi++)
-        qgemm_panel_run(ctx, pi, ctx->panels + (size_t)thread * ctx->panel_bytes);
+        qgemm_panel_run(ctx, pi, pi + 1 < p1, ctx->panels + (size_t)thread * ctx->panel_bytes);
 }
 
 static void qgemm_decode_task(void *p, int task, int thread)

@@ -67,13 +67,15 @@ typedef void (*qgemm_quantize_group_fn)(const float *x, int64_t k, int t, int zp
                                         uint8_t *dst);
 // A lone token at dst (decode layout) from x [k].
 typedef void (*qgemm_quantize_row_fn)(const float *x, int64_t k, uint8_t *dst);
-// Weight row w (packed, k values) into the panel row at dst, prefetching the
-// packed row pf (of the panel to come) into L2 as it goes.
-typedef void (*qgemm_unpack_fn)(const uint8_t *w, int64_t k, const uint8_t *pf, uint8_t *dst);
+// Weight row w (packed, k values) into the panel row at dst.
+typedef void (*qgemm_unpack_fn)(const uint8_t *w, int64_t k, uint8_t *dst);
 // out[(16 g + t) * QGEMM_PANEL + r] = dot(panel row r, token t of group a[g])
-// for r < QGEMM_PANEL, g < n_groups (<= QGEMM_GROUPS), t < 16.
+// for r < QGEMM_PANEL, g < n_groups (<= QGEMM_GROUPS), t < 16. Prefetches the
+// pf_bytes at pf (the packed rows of the next panel) into L2, spread over its
+// run, so they stream in while it computes.
 typedef void (*qgemm_tile_fn)(const uint8_t *panel, int64_t k, int n_groups,
-                              const uint8_t *const *a, float *out);
+                              const uint8_t *const *a, float *out, const uint8_t *pf,
+                              size_t pf_bytes);
 // y[c][r] = out[c * QGEMM_PANEL + r] + bias[r] for c < n_tokens, r < n_rows.
 typedef void (*qgemm_store_fn)(const float *out, const float *bias, int n_tokens, int n_rows,
                                float *const *y);
