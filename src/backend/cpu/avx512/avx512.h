@@ -3,6 +3,8 @@
 #ifndef VLLMC_BACKEND_CPU_AVX512_AVX512_H
 #define VLLMC_BACKEND_CPU_AVX512_AVX512_H
 
+#include <stddef.h>
+
 #include "backend/op.h"
 
 #define CPU_AVX512_PRIORITY 60
@@ -62,6 +64,24 @@ static inline __attribute__((always_inline)) __m512 avx512_sums16(const __m512 *
     if (out)
         _mm512_mask_storeu_ps(out, (__mmask16)((1u << n) - 1u), sums);
     return sums;
+}
+
+// Decode (one row of x): a tile's C weight rows, evenly strided, stream from
+// memory once, each a short stream the hardware prefetcher picks up late.
+// Byte off of each row of the next tile (C rows on) is fetched into L2 while
+// this tile computes.
+static inline __attribute__((always_inline)) ptrdiff_t avx512_next_tile(const int C,
+                                                                        const void *const *w)
+{
+    return C > 1 ? ((const char *)w[1] - (const char *)w[0]) * C : 0;
+}
+
+static inline __attribute__((always_inline)) void
+avx512_prefetch_next_tile(const int C, const void *const *w, ptrdiff_t next, size_t off)
+{
+#pragma GCC unroll 8
+    for (int c = 0; c < C; c++)
+        _mm_prefetch((const char *)w[c] + next + off, _MM_HINT_T1);
 }
 
 // The dot products of an R x C tile (R * C <= 32), flat r * C + c in lanes

@@ -59,8 +59,12 @@ static inline __attribute__((always_inline)) void tile(const int R, const int C,
         for (int c = 0; c < C; c++)
             acc[r][c] = _mm512_setzero_ps();
     int64_t l = 0;
-    for (; l + 16 <= k; l += 16)
+    ptrdiff_t next = R == 1 ? avx512_next_tile(C, w) : 0;
+    for (; l + 16 <= k; l += 16) {
+        if (R == 1 && C > 1 && (wt == DTYPE_F32 || l % 32 == 0)) // one per 64-byte line
+            avx512_prefetch_next_tile(C, w, next, (size_t)l * (wt == DTYPE_F32 ? 4 : 2));
         tile_step(R, C, wt, x, w, l, 0xffff, true, acc);
+    }
     if (l < k)
         tile_step(R, C, wt, x, w, l, (__mmask16)((1u << (k - l)) - 1u), false, acc);
     __m512 flat[R_MAX * C_MAX_R1], sums[2];

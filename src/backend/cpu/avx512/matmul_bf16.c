@@ -58,8 +58,12 @@ static inline __attribute__((always_inline)) void tile(const int R, const int C,
         for (int c = 0; c < C; c++)
             acc[r][c] = _mm512_setzero_ps();
     int64_t n_pairs = k / 2, p = 0;
-    for (; p + 16 <= n_pairs; p += 16)
+    ptrdiff_t next = R == 1 ? avx512_next_tile(C, w) : 0;
+    for (; p + 16 <= n_pairs; p += 16) {
+        if (R == 1 && C > 1)
+            avx512_prefetch_next_tile(C, w, next, (size_t)p * 4);
         tile_step(R, C, x, w, p, 0xffff, true, acc);
+    }
     if (p < n_pairs)
         tile_step(R, C, x, w, p, (__mmask16)((1u << (n_pairs - p)) - 1u), false, acc);
     __m512 flat[R_MAX * C_MAX_R1], sums[2];
