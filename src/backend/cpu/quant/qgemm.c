@@ -96,10 +96,13 @@ static void qgemm_panel_run(const struct qgemm_ctx *ctx, int64_t p, bool prefetc
         int G = n_groups - g < QGEMM_GROUPS ? (int)(n_groups - g) : QGEMM_GROUPS;
         for (int gg = 0; gg < G; gg++)
             a[gg] = ctx->act + (size_t)(g + gg) * qgemm_group_bytes(k);
-        ctx->kern->tile(panel, k, G, a, out, pf, pf_bytes);
-        pf_bytes = 0;
         int64_t i0 = g * QGEMM_LANES;
         int C = ctx->m - i0 < per_tile ? (int)(ctx->m - i0) : (int)per_tile;
+        // The destination lines, one per token far apart, load while the tile runs.
+        for (int c = 0; c < C; c++)
+            __builtin_prefetch(ctx->y_rows[i0 + c] + j0, 1, 3);
+        ctx->kern->tile(panel, k, G, a, out, pf, pf_bytes);
+        pf_bytes = 0;
         float *y[QGEMM_LANES * QGEMM_GROUPS];
         for (int c = 0; c < C; c++)
             y[c] = ctx->y_rows[i0 + c] + j0;
@@ -122,8 +125,10 @@ static void qgemm_decode_task(void *p, int task, int thread)
     (void)thread;
     const struct qgemm_ctx *ctx = p;
     const struct tensor *w = ctx->c->src[1];
-    int64_t j0 = (int64_t)task * QGEMM_PANEL;
-    int64_t j1 = j0 + QGEMM_PANEL < ctx->n ? j0 + QGEMM_PANEL : ctx->n;
+    // A run of panels: one stream of rows, prefetched ahead.
+    int64_t j0 = (int64_t)task * ctx->panels_per_task * QGEMM_PANEL;
+    int64_t j1 = j0 + ctx->panels_per_task * QGEMM_PANEL;
+    j1 = j1 < ctx->n ? j1 : ctx->n;
     const size_t pf_ahead = QGEMM_PREFETCH_TILES * 4 * dtype_row_bytes(w->dtype, ctx->k);
     float *y = (float *)cpu_row(ctx->c->dst, 0);
     const uint8_t *wr[4];
@@ -166,7 +171,12 @@ enum vllmc_status qgemm_run(const struct qgemm_isa *isa, const struct op_call *c
     if (ctx.m == 0 || ctx.n == 0)
         return VLLMC_OK;
     struct threadpool *pool = op_call_pool(c);
-    const int n_tasks = (int)((ctx.n + QGEMM_PANEL - 1) / QGEMM_PANEL);
+    const int n_threads = threadpool_n_threads(pool);
+    // A few runs of panels per thread: long enough to stream, enough to balance.
+    const int64_t n_panels = (ctx.n + QGEMM_PANEL - 1) / QGEMM_PANEL;
+    const int64_t n_runs = 4 * (int64_t)n_threads < n_panels ? 4 * (int64_t)n_threads : n_panels;
+    ctx.panels_per_task = (n_panels + n_runs - 1) / n_runs;
+    const int n_tasks = (int)((n_panels + ctx.panels_per_task - 1) / ctx.panels_per_task);
     uint8_t *owned;
     if (ctx.m == 1) {
         ctx.act = qgemm_scratch(c, (qgemm_row_bytes(ctx.k) + 63) / 64 * 64, &owned);
@@ -180,7 +190,6 @@ enum vllmc_status qgemm_run(const struct qgemm_isa *isa, const struct op_call *c
     const int64_t n_groups = (ctx.m + QGEMM_LANES - 1) / QGEMM_LANES;
     const size_t act_bytes = (size_t)n_groups * qgemm_group_bytes(ctx.k);
     ctx.panel_bytes = QGEMM_PANEL * qgemm_panel_row_bytes(ctx.k);
-    const int n_threads = threadpool_n_threads(pool);
     // 24 bytes per token and 4 values, and per thread a panel of 16 rows of 1.5 k bytes.
     const size_t panels_bytes = (size_t)n_threads * ctx.panel_bytes;
     ctx.act = qgemm_scratch(c, act_bytes + panels_bytes + (size_t)ctx.m * sizeof(float *), &owned);
@@ -195,12 +204,7 @@ enum vllmc_status qgemm_run(const struct qgemm_isa *isa, const struct op_call *c
     if (ctx.m % QGEMM_LANES)
         memset(ctx.act + act_bytes - qgemm_group_bytes(ctx.k), 0, qgemm_group_bytes(ctx.k));
     threadpool_run(pool, qgemm_quantize_task, &ctx, (int)n_groups);
-    // A few runs of panels per thread: long enough to stream, enough to balance.
-    const int64_t n_panels = (ctx.n + QGEMM_PANEL - 1) / QGEMM_PANEL;
-    const int64_t n_runs = 4 * (int64_t)n_threads < n_panels ? 4 * (int64_t)n_threads : n_panels;
-    ctx.panels_per_task = (n_panels + n_runs - 1) / n_runs;
-    threadpool_run(pool, qgemm_matmul_task, &ctx,
-                   (int)((n_panels + ctx.panels_per_task - 1) / ctx.panels_per_task));
+    threadpool_run(pool, qgemm_matmul_task, &ctx, n_tasks);
     mem_free(owned);
     return VLLMC_OK;
 }
