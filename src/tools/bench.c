@@ -48,7 +48,8 @@ struct bench {
     int32_t *ids;          // [max(n_prompt, 1)] random tokens
     void *logits;          // [n_vocab] f32 in backend memory
     int n_threads;         // what the backend runs with
-    // Decode steps replayed from graphs (VLLMC_CUDA_GRAPHS=1, as the engine):
+    // Decode steps replayed from graphs where the backend has them, as in the
+    // engine (VLLMC_CUDA_GRAPHS=0 runs them eagerly):
     // one per context bucket (powers of two from 64), captured on its second
     // step; a bucket whose capture fails runs eagerly.
     bool use_graphs;
@@ -127,7 +128,7 @@ static int bench_setup(struct bench *b)
     if (rc)
         return rc;
     const char *graphs = getenv("VLLMC_CUDA_GRAPHS");
-    b->use_graphs = backend_has_graphs(b->be) && graphs && !strcmp(graphs, "1");
+    b->use_graphs = backend_has_graphs(b->be) && !(graphs && !strcmp(graphs, "0"));
     struct err err = {0};
     struct model_load_params lp;
     model_load_params_default(&lp);

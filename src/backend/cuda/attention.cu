@@ -35,6 +35,7 @@ struct att_params {
     int n_hchunks;           // group / hc
     int n_splits, split_len; // keys per split (multiple of ATT_KT)
     float scale;
+    int bs_shift;            // log2(block_size) when a power of two, else -1
 };
 
 // ---- kernels ----
@@ -403,7 +404,9 @@ template <typename TC, int GMAX> static __global__ void __launch_bounds__(ATT_TH
             const int kk = base + u * keys_per_pass + key_slot;
             if (kk < n_keys) {
                 const int r = first + kk;
-                const TC *row = kc + ((int64_t)bts[r / bs] * bs + r % bs) * kv_row + head_off;
+                const int bi = p.bs_shift >= 0 ? r >> p.bs_shift : r / bs;
+                const int slot = p.bs_shift >= 0 ? r & (bs - 1) : r % bs;
+                const TC *row = kc + ((int64_t)bts[bi] * bs + slot) * kv_row + head_off;
 #pragma unroll
                 for (int c = 0; c < CHMAX; c++)
                     if (c < CH)
@@ -483,7 +486,9 @@ template <typename TC, int GMAX> static __global__ void __launch_bounds__(ATT_TH
                 const int kk = base + u * n_kg;
                 if (kk < n_keys) {
                     const int r = first + kk;
-                    vr[u] = *(const uint4 *)(vc + ((int64_t)bts[r / bs] * bs + r % bs) * kv_row +
+                    const int bi = p.bs_shift >= 0 ? r >> p.bs_shift : r / bs;
+                    const int slot = p.bs_shift >= 0 ? r & (bs - 1) : r % bs;
+                    vr[u] = *(const uint4 *)(vc + ((int64_t)bts[bi] * bs + slot) * kv_row +
                                              head_off + cc * VEC);
                 }
             }
@@ -710,18 +715,36 @@ extern "C" void cuda_attention_set_decode(int mode)
     att_decode_pipe_enabled = mode == 2;
 }
 
+// Keys per decode split at most, and the blocks per SM the split aims for
+// (VLLMC_CUDA_DECODE_SPLIT=MAX_KEYS,BLOCKS_PER_SM at backend creation).
+static int att_decode_split_max = 512, att_decode_waves = 2;
+
+extern "C" void cuda_attention_set_decode_split(int max_keys, int blocks_per_sm)
+{
+    if (max_keys >= 32)
+        for (att_decode_split_max = 32; att_decode_split_max * 2 <= max_keys;)
+            att_decode_split_max *= 2;
+    if (blocks_per_sm >= 1)
+        att_decode_waves = blocks_per_sm;
+}
+
 // Decode batches: keys split so that the grid covers the GPU about twice.
 static enum vllmc_status att_decode_run(struct cuda_device *dev, struct att_params *p, int n_seqs,
                                         int max_seq, enum dtype cache_type)
 {
     struct err *err = dev->err;
-    int split_len = 512;
+    int split_len = att_decode_split_max;
     for (;;) {
         const int64_t n_splits = (max_seq + split_len - 1) / split_len;
-        if (split_len <= 32 || (int64_t)n_seqs * p->n_kv_heads * n_splits >= 2 * dev->n_sms)
+        if (split_len <= 32 ||
+            (int64_t)n_seqs * p->n_kv_heads * n_splits >= att_decode_waves * dev->n_sms)
             break;
         split_len /= 2;
     }
+    p->bs_shift = -1;
+    for (int sh = 0; sh < 31; sh++)
+        if (p->block_size == 1 << sh)
+            p->bs_shift = sh;
     p->split_len = split_len;
     p->n_splits = (max_seq + split_len - 1) / split_len;
     if (p->n_splits < 1)

@@ -1,12 +1,13 @@
 // Matmul providers. Decode (m <= CUDA_GEMV_MAX_M) is bandwidth-bound: the
 // GEMV reads each weight byte once with 16-byte loads and keeps all m tokens'
 // sums in registers. Prefill goes to cuBLASLt on tensor cores (f32
-// accumulation and output). Activations are f32 in this engine, so for bf16
-// weights they are split into two bf16 terms, x = hi + lo, and multiplied
-// twice (W.hi + W.lo): 16 significant bits instead of 8, which keeps prefill
-// logits within ~1e-3 of an f32 reference where one bf16 rounding of x moved
-// them by ~1e-1 on a 16-layer model. f16 weights take x rounded to f16 (11
-// bits) once. The tiled
+// accumulation and output). Activations are f32 in this engine; for bf16
+// weights they are rounded to bf16 once (what vLLM and llama.cpp compute). The
+// split into two bf16 terms, x = hi + lo, multiplied twice (W.hi + W.lo),
+// keeps 16 significant bits instead of 8 at about half the speed
+// (VLLMC_CUDA_BF16_ACTIVATIONS=0); on the H200 one rounding moved the 0.6B
+// shape's pp512 from 79,000 to 105,000 tok/s with its transformers parity
+// unchanged. f16 weights take x rounded to f16 (11 bits) once. The tiled
 // kernel serves any shape and alignment the other two refuse.
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/matmul.cuh"
@@ -302,19 +303,32 @@ static void gemv_launch_one(const struct matmul_args *a, cudaStream_t stream)
         a->bias_type, a->n, a->k);
 }
 
-// Whether one or two tokens take gemv_warp_kernel (VLLMC_CUDA_GEMV_WARP=1).
-static bool gemv_warp = false;
+// Whether one or two tokens take gemv_warp_kernel: -1 by shape (default),
+// 0 never, 1 always (VLLMC_CUDA_GEMV_WARP).
+static int gemv_warp = -1;
 
-extern "C" void cuda_gemv_set_warp(bool on)
+extern "C" void cuda_gemv_set_warp(int mode)
 {
-    gemv_warp = on;
+    gemv_warp = mode;
+}
+
+// Measured on the H200 (bench-ops gemv, bf16): one warp per row wins on rows
+// up to 4096 elements (0.6B qkv 6.1 -> 4.1 us, lm_head 95.8 -> 73.6 us, 8B o
+// 11.0 -> 8.3 us) and loses on long rows over few outputs (0.6B down, k 3072
+// n 1024: 4.0 -> 4.3 us; 8B down, k 12288: 27.2 -> 28.6 us), where n / 4
+// blocks of one-row warps leave the SMs with too few loads in flight.
+static bool gemv_warp_wins(int n, int k)
+{
+    if (gemv_warp >= 0)
+        return gemv_warp == 1;
+    return k <= 4096 && (k <= 2048 || n >= 2048);
 }
 
 // More tokens share each weight load with more output rows per block, so the
 // activations read through L1 stay a small multiple of the weight bytes.
 template <typename TW, int M> static void gemv_launch_m(const struct matmul_args *a, cudaStream_t s)
 {
-    if (M <= 2 && gemv_warp) {
+    if (M <= 2 && gemv_warp_wins(a->n, a->k)) {
         const unsigned grid = (unsigned)((a->n + GEMV_WARP_ROWS - 1) / GEMV_WARP_ROWS);
         gemv_warp_kernel<TW, M, 4><<<grid, GEMV_WARP_ROWS * CUDA_WARP, 0, s>>>(
             a->dst, a->dst_pitch, a->x, a->x_pitch, (const TW *)a->w, a->w_pitch, a->bias,
@@ -635,7 +649,7 @@ static enum vllmc_status lt_run(struct cuda_device *dev, const struct matmul_arg
     return VLLMC_OK;
 }
 
-static bool lt_split_x = true;
+static bool lt_split_x = false;
 
 extern "C" void cuda_matmul_set_split_x(bool on)
 {

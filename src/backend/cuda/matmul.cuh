@@ -21,13 +21,15 @@ extern "C" {
 // Sets the gate (clamped to 0..CUDA_GEMV_KERNEL_MAX_M) for every backend; the
 // cuBLASLt provider (lower priority) takes every call the GEMV declines.
 void cuda_gemv_set_max_m(int m);
-// Whether cuBLASLt takes bf16 weights' activations as hi + lo bf16 terms (two
-// GEMMs, the default) or rounded to bf16 once (one GEMM, as vLLM and
-// llama.cpp compute): VLLMC_CUDA_BF16_ACTIVATIONS=1 at backend creation.
+// Whether cuBLASLt takes bf16 weights' activations rounded to bf16 once (one
+// GEMM, as vLLM and llama.cpp compute; the default) or as hi + lo bf16 terms
+// (two GEMMs, 16 significant bits): VLLMC_CUDA_BF16_ACTIVATIONS=0 at backend
+// creation picks the split.
 void cuda_matmul_set_split_x(bool on);
-// Whether one- and two-token GEMVs run one warp per output row
-// (VLLMC_CUDA_GEMV_WARP=1 at backend creation) instead of one block per row.
-void cuda_gemv_set_warp(bool on);
+// One- and two-token GEMVs: one warp per output row where that measured
+// faster (mode -1, the default), never (0) or always (1):
+// VLLMC_CUDA_GEMV_WARP at backend creation.
+void cuda_gemv_set_warp(int mode);
 int cuda_gemv_max_m(void);
 
 bool cuda_gemv_supports(const struct op_call *c);
