@@ -70,10 +70,15 @@ static void mm_task(void *p, int task, int thread)
         if (kernel->tile_store) {
             for (int64_t i = i0; i < i1; i++)
                 y_cols[i - i0] = y_rows[i - i0] + j;
+            // Decode streams each weight row once: the tile fetches the next
+            // one's rows, within this task (another task's rows would land
+            // in the wrong core's L2).
+            const void *next =
+                i1 - i0 == 1 && !panel && j + c_max < j1 ? tensor_row(w, j + c_max) : NULL;
             for (int64_t i = i0; i < i1; i += r_max) {
                 int R = i1 - i < r_max ? (int)(i1 - i) : r_max;
                 kernel->tile_store(R, C, x_rows + (i - i0), wr, ctx->k, y_cols + (i - i0),
-                                   bias_v + (j - j0));
+                                   bias_v + (j - j0), next);
             }
             continue;
         }

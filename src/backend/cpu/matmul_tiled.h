@@ -22,8 +22,11 @@ typedef void (*cpu_mm_tile_fn)(int R, int C, const float *const *x, const void *
 // The same written straight into the output: y[r][c] = dot(...) + bias[c]
 // (bias [C], zeros without a bias). Saves the round trip through out, whose
 // reloads stall on the vector stores that wrote it (~5% of a prefill matmul).
+// next: the first weight row of the tile the same thread runs next (its rows
+// follow with w's stride), or NULL; a kernel may fetch them ahead.
 typedef void (*cpu_mm_tile_store_fn)(int R, int C, const float *const *x, const void *const *w,
-                                     int64_t k, float *const *y, const float *bias);
+                                     int64_t k, float *const *y, const float *bias,
+                                     const void *next);
 
 // out [C, out_stride] (f32) = the weight rows w[0..C) converted; lanes past k
 // may hold anything.

@@ -66,22 +66,16 @@ static inline __attribute__((always_inline)) __m512 avx512_sums16(const __m512 *
     return sums;
 }
 
-// Decode (one row of x): a tile's C weight rows, evenly strided, stream from
-// memory once, each a short stream the hardware prefetcher picks up late.
-// Byte off of each row of the next tile (C rows on) is fetched into L2 while
-// this tile computes.
-static inline __attribute__((always_inline)) ptrdiff_t avx512_next_tile(const int C,
-                                                                        const void *const *w)
-{
-    return C > 1 ? ((const char *)w[1] - (const char *)w[0]) * C : 0;
-}
-
+// Decode (one row of x): a tile's C weight rows stream from memory once,
+// each a short stream the hardware prefetcher picks up late. Byte off of each
+// row of the next tile (next, rows with the same stride: w[c] + ahead, ahead
+// = next - w[0]) is fetched into L2 while this tile computes.
 static inline __attribute__((always_inline)) void
-avx512_prefetch_next_tile(const int C, const void *const *w, ptrdiff_t next, size_t off)
+avx512_prefetch_next_tile(const int C, const void *const *w, ptrdiff_t ahead, size_t off)
 {
 #pragma GCC unroll 8
     for (int c = 0; c < C; c++)
-        _mm_prefetch((const char *)w[c] + next + off, _MM_HINT_T1);
+        _mm_prefetch((const char *)w[c] + ahead + off, _MM_HINT_T1);
 }
 
 // The dot products of an R x C tile (R * C <= 32), flat r * C + c in lanes

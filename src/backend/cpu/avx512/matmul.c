@@ -50,7 +50,7 @@ tile_step(const int R, const int C, const int wt, const float *const *x, const v
 static inline __attribute__((always_inline)) void tile(const int R, const int C, const int wt,
                                                        const float *const *x, const void *const *w,
                                                        int64_t k, float *const *y,
-                                                       const float *bias)
+                                                       const float *bias, const void *next)
 {
     __m512 acc[R_MAX][C_MAX_R1];
 #pragma GCC unroll 8
@@ -59,10 +59,10 @@ static inline __attribute__((always_inline)) void tile(const int R, const int C,
         for (int c = 0; c < C; c++)
             acc[r][c] = _mm512_setzero_ps();
     int64_t l = 0;
-    ptrdiff_t next = R == 1 ? avx512_next_tile(C, w) : 0;
+    ptrdiff_t ahead = next ? (const char *)next - (const char *)w[0] : 0;
     for (; l + 16 <= k; l += 16) {
-        if (R == 1 && C > 1 && (wt == DTYPE_F32 || l % 32 == 0)) // one per 64-byte line
-            avx512_prefetch_next_tile(C, w, next, (size_t)l * (wt == DTYPE_F32 ? 4 : 2));
+        if (next && (wt == DTYPE_F32 || l % 32 == 0)) // one per 64-byte line
+            avx512_prefetch_next_tile(C, w, ahead, (size_t)l * (wt == DTYPE_F32 ? 4 : 2));
         tile_step(R, C, wt, x, w, l, 0xffff, true, acc);
     }
     if (l < k)
@@ -81,7 +81,7 @@ static inline __attribute__((always_inline)) void tile(const int R, const int C,
     avx512_store_rows(R, C, sums, y, bias);
 }
 
-#define T(r, c, wt) tile(r, c, wt, x, w, k, y, bias)
+#define T(r, c, wt) tile(r, c, wt, x, w, k, y, bias, next)
 #define TILE_CASES(wt)                                                                             \
     switch (R * 16 + C) { /* R <= 4; C <= 8 only when R = 1, else C <= 6 */                        \
     case 16 + 1:                                                                                   \
@@ -165,19 +165,19 @@ static inline __attribute__((always_inline)) void tile(const int R, const int C,
     }
 
 static void tile_f32(int R, int C, const float *const *x, const void *const *w, int64_t k,
-                     float *const *y, const float *bias)
+                     float *const *y, const float *bias, const void *next)
 {
     TILE_CASES(DTYPE_F32)
 }
 
 static void tile_f16(int R, int C, const float *const *x, const void *const *w, int64_t k,
-                     float *const *y, const float *bias)
+                     float *const *y, const float *bias, const void *next)
 {
     TILE_CASES(DTYPE_F16)
 }
 
 static void tile_bf16(int R, int C, const float *const *x, const void *const *w, int64_t k,
-                      float *const *y, const float *bias)
+                      float *const *y, const float *bias, const void *next)
 {
     TILE_CASES(DTYPE_BF16)
 }

@@ -49,7 +49,7 @@ tile_step(const int R, const int C, const float *const *x, const void *const *w,
 static inline __attribute__((always_inline)) void tile(const int R, const int C,
                                                        const float *const *x, const void *const *w,
                                                        int64_t k, float *const *y,
-                                                       const float *bias)
+                                                       const float *bias, const void *next)
 {
     __m512 acc[R_MAX][C_MAX_R1];
 #pragma GCC unroll 8
@@ -58,10 +58,10 @@ static inline __attribute__((always_inline)) void tile(const int R, const int C,
         for (int c = 0; c < C; c++)
             acc[r][c] = _mm512_setzero_ps();
     int64_t n_pairs = k / 2, p = 0;
-    ptrdiff_t next = R == 1 ? avx512_next_tile(C, w) : 0;
+    ptrdiff_t ahead = next ? (const char *)next - (const char *)w[0] : 0;
     for (; p + 16 <= n_pairs; p += 16) {
-        if (R == 1 && C > 1)
-            avx512_prefetch_next_tile(C, w, next, (size_t)p * 4);
+        if (next)
+            avx512_prefetch_next_tile(C, w, ahead, (size_t)p * 4);
         tile_step(R, C, x, w, p, 0xffff, true, acc);
     }
     if (p < n_pairs)
@@ -80,10 +80,10 @@ static inline __attribute__((always_inline)) void tile(const int R, const int C,
     avx512_store_rows(R, C, sums, y, bias);
 }
 
-#define T(r, c) tile(r, c, x, w, k, y, bias)
+#define T(r, c) tile(r, c, x, w, k, y, bias, next)
 
 static void tile_bf16(int R, int C, const float *const *x, const void *const *w, int64_t k,
-                      float *const *y, const float *bias)
+                      float *const *y, const float *bias, const void *next)
 {
     // R <= 4; C <= 8 only when R = 1, else C <= 6.
     switch (R * 16 + C) {
