@@ -437,16 +437,24 @@ static void q8_0_gemv(const uint8_t *const *w, const uint8_t *a, int64_t k, cons
     _mm_storeu_ps(out, acc);
 }
 
+// Q4_0 decode reads the 72 bytes of 4 blocks of a row as 36 words (x: words
+// 0-31, y: 32-35): block i's d is word 9i, its qs words 9i + 1..9i + 8.
+// QS_WORDS: the qs of block i into 128-bit lane i. D_WORDS01 (D_WORDS23):
+// word 4i + r = the d of block i of row r from x of rows 0, 1 (2, 3).
+static const uint16_t q4_0_qs_words[32] = {
+    1,  2,  3,  4,  5,  6,  7,  8,  10, 11, 12, 13, 14, 15, 16, 17,
+    19, 20, 21, 22, 23, 24, 25, 26, 28, 29, 30, 31, 32, 33, 34, 35};
+static const uint16_t q4_0_d_words01[32] = {0, 32, 0, 0, 9, 41, 0, 0, 18, 50, 0, 0, 27, 59, 0, 0};
+static const uint16_t q4_0_d_words23[32] = {0, 0, 0, 32, 0, 0, 9, 41, 0, 0, 18, 50, 0, 0, 27, 59};
+
 static void q4_0_gemv(const uint8_t *const *w, const uint8_t *a, int64_t k, const uint8_t *pf,
                       float *out)
 {
-    const struct block_q4_0 *b0 = (const struct block_q4_0 *)w[0];
-    const struct block_q4_0 *b1 = (const struct block_q4_0 *)w[1];
-    const struct block_q4_0 *b2 = (const struct block_q4_0 *)w[2];
-    const struct block_q4_0 *b3 = (const struct block_q4_0 *)w[3];
-    const struct block_q4_0 *rows[4] = {b0, b1, b2, b3};
     const struct row_act ra = row_act_at(a, k);
     const __m512i m4 = _mm512_set1_epi8(0x0F);
+    const __m512i qs_words = _mm512_loadu_si512(q4_0_qs_words);
+    const __m512i d_words01 = _mm512_loadu_si512(q4_0_d_words01);
+    const __m512i d_words23 = _mm512_loadu_si512(q4_0_d_words23);
     const size_t step = 4 * 4 * sizeof(struct block_q4_0);
     __m128 acc = _mm_setzero_ps();
     for (int64_t c = 0; c < k / 128; c++) {
@@ -455,22 +463,23 @@ static void q4_0_gemv(const uint8_t *const *w, const uint8_t *a, int64_t k, cons
         __m512i z0 = _mm512_loadu_si512(ra.q + 128 * c), z1 = _mm512_loadu_si512(ra.q + 128 * c + 64);
         // Per 128-bit lane i: values 0-15 (a_lo) and 16-31 (a_hi) of block j + i.
         __m512i a_lo = _mm512_shuffle_i64x2(z0, z1, 0x88), a_hi = _mm512_shuffle_i64x2(z0, z1, 0xDD);
-        __m512i v[4];
+        __m512i x[4], v[4];
         UNROLL
         for (int r = 0; r < 4; r++) {
-            const struct block_q4_0 *p = rows[r] + j;
-            __m512i x = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)p[0].qs));
-            x = _mm512_inserti32x4(x, _mm_loadu_si128((const __m128i *)p[1].qs), 1);
-            x = _mm512_inserti32x4(x, _mm_loadu_si128((const __m128i *)p[2].qs), 2);
-            x = _mm512_inserti32x4(x, _mm_loadu_si128((const __m128i *)p[3].qs), 3);
-            __m512i lo = _mm512_and_si512(x, m4), hi = _mm512_and_si512(_mm512_srli_epi16(x, 4), m4);
+            const uint8_t *p = w[r] + (size_t)j * sizeof(struct block_q4_0);
+            x[r] = _mm512_loadu_si512(p);
+            __m512i y = _mm512_maskz_loadu_epi16(0xF, p + 64); // the row may end at byte 72
+            __m512i q = _mm512_permutex2var_epi16(x[r], qs_words, y);
+            __m512i lo = _mm512_and_si512(q, m4), hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
             v[r] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, a_lo), hi,
                                        a_hi);
         }
         // [block j + i][row]; the nibbles are q + 8: drop 8 * sum(q).
         __m512i s = sum_quad(sum_pair(v[0], v[1]), sum_pair(v[2], v[3]));
         s = _mm512_sub_epi32(s, _mm512_slli_epi32(spread4_i32(ra.qsum + j), 3));
-        __m512 p = _mm512_mul_ps(BLOCK_SCALES16(b0, b1, b2, b3, j), spread4_f32(ra.d + j));
+        __m512i dh = _mm512_mask_blend_epi16(0xCCCC, _mm512_permutex2var_epi16(x[0], d_words01, x[1]),
+                                             _mm512_permutex2var_epi16(x[2], d_words23, x[3]));
+        __m512 p = _mm512_mul_ps(_mm512_cvtph_ps(_mm512_castsi512_si256(dh)), spread4_f32(ra.d + j));
         acc = fma_lanes(acc, _mm512_cvtepi32_ps(s), p);
     }
     _mm_storeu_ps(out, acc);
