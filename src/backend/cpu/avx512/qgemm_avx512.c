@@ -399,39 +399,57 @@ ALWAYS_INLINE struct row_act row_act_at(const uint8_t *a, int64_t k)
     return s;
 }
 
+// Q8_0 decode reads the 136 bytes of 4 blocks of a row as 68 words (x0:
+// words 0-31, x1: 32-63, x2: 64-67): block i's d is word 17i, its qs words
+// 17i + 1..17i + 16. QS01 (from x0, x1) and QS23 (from x1, x2): the qs of
+// blocks 0, 1 and 2, 3. D01 (x0 of two rows) and D23 (x1 of two rows): word
+// 4i + r = the d of block i (< 2, >= 2) of row r % 2.
+static const uint16_t q8_0_qs01_words[32] = {
+    1,  2,  3,  4,  5,  6,  7,  8,  9,  10, 11, 12, 13, 14, 15, 16,
+    18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33};
+static const uint16_t q8_0_qs23_words[32] = {
+    3,  4,  5,  6,  7,  8,  9,  10, 11, 12, 13, 14, 15, 16, 17, 18,
+    20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35};
+static const uint16_t q8_0_d01_words[32] = {0, 32, 0, 32, 17, 49, 17, 49};
+static const uint16_t q8_0_d23_words[32] = {0, 0, 0, 0, 0, 0, 0, 0, 2, 34, 2, 34, 19, 51, 19, 51};
+
 static void q8_0_gemv(const uint8_t *const *w, const uint8_t *a, int64_t k, const uint8_t *pf,
                       float *out)
 {
-    const struct block_q8_0 *b0 = (const struct block_q8_0 *)w[0];
-    const struct block_q8_0 *b1 = (const struct block_q8_0 *)w[1];
-    const struct block_q8_0 *b2 = (const struct block_q8_0 *)w[2];
-    const struct block_q8_0 *b3 = (const struct block_q8_0 *)w[3];
-    const struct block_q8_0 *rows[4] = {b0, b1, b2, b3};
     const struct row_act ra = row_act_at(a, k);
     const __m512i flip = _mm512_set1_epi8((char)0x80);
+    const __m512i qs01 = _mm512_loadu_si512(q8_0_qs01_words);
+    const __m512i qs23 = _mm512_loadu_si512(q8_0_qs23_words);
+    const __m512i d01 = _mm512_loadu_si512(q8_0_d01_words);
+    const __m512i d23 = _mm512_loadu_si512(q8_0_d23_words);
     const size_t step = 4 * 4 * sizeof(struct block_q8_0);
     __m128 acc = _mm_setzero_ps();
     for (int64_t c = 0; c < k / 128; c++) {
         prefetch_span(pf, (size_t)c * step, step);
         const int64_t j = 4 * c;
         __m512i a0 = _mm512_loadu_si512(ra.q + 128 * c), a1 = _mm512_loadu_si512(ra.q + 128 * c + 64);
-        __m512i v[8];
+        __m512i x0[4], x1[4], v[8];
         UNROLL
         for (int r = 0; r < 4; r++) {
-            const struct block_q8_0 *p = rows[r] + j;
-            __m512i x0 = _mm512_inserti64x4(
-                _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)p[0].qs)),
-                _mm256_loadu_si256((const __m256i *)p[1].qs), 1);
-            __m512i x1 = _mm512_inserti64x4(
-                _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)p[2].qs)),
-                _mm256_loadu_si256((const __m256i *)p[3].qs), 1);
+            const uint8_t *p = w[r] + (size_t)j * sizeof(struct block_q8_0);
+            x0[r] = _mm512_loadu_si512(p);
+            x1[r] = _mm512_loadu_si512(p + 64);
+            __m512i x2 = _mm512_maskz_loadu_epi16(0xF, p + 128); // the row may end at byte 136
+            __m512i q01 = _mm512_permutex2var_epi16(x0[r], qs01, x1[r]);
+            __m512i q23 = _mm512_permutex2var_epi16(x1[r], qs23, x2);
             // Weights + 128 as unsigned bytes: the sum drops 128 * sum(q).
-            v[r] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_xor_si512(x0, flip), a0);
-            v[4 + r] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_xor_si512(x1, flip), a1);
+            v[r] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_xor_si512(q01, flip), a0);
+            v[4 + r] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_xor_si512(q23, flip), a1);
         }
         __m512i s = sum_groups8(v); // [block j + i][row]
         s = _mm512_sub_epi32(s, _mm512_slli_epi32(spread4_i32(ra.qsum + j), 7));
-        __m512 p = _mm512_mul_ps(BLOCK_SCALES16(b0, b1, b2, b3, j), spread4_f32(ra.d + j));
+        // Words 0-7 (blocks 0, 1) from the x0, 8-15 from the x1; rows 2, 3 at 4i + 2, 4i + 3.
+        __m512i d_r01 = _mm512_mask_blend_epi16(0xFF00, _mm512_permutex2var_epi16(x0[0], d01, x0[1]),
+                                                _mm512_permutex2var_epi16(x1[0], d23, x1[1]));
+        __m512i d_r23 = _mm512_mask_blend_epi16(0xFF00, _mm512_permutex2var_epi16(x0[2], d01, x0[3]),
+                                                _mm512_permutex2var_epi16(x1[2], d23, x1[3]));
+        __m512i dh = _mm512_mask_blend_epi16(0xCCCC, d_r01, d_r23);
+        __m512 p = _mm512_mul_ps(_mm512_cvtph_ps(_mm512_castsi512_si256(dh)), spread4_f32(ra.d + j));
         acc = fma_lanes(acc, _mm512_cvtepi32_ps(s), p);
     }
     _mm_storeu_ps(out, acc);
