@@ -503,15 +503,51 @@ static void q4_0_gemv(const uint8_t *const *w, const uint8_t *a, int64_t k, cons
     _mm_storeu_ps(out, acc);
 }
 
-// Two zmm of 8 per-row values each ([rows 0,1], [rows 2,3]) as
-// [v 4h..4h+3 of row 0, of row 1, ...] transposed: lane 4i + r = row r's value 4h + i.
-ALWAYS_INLINE __m512 rows_to_blocks(__m512 v01, __m512 v23, int h)
+// The 16 header bytes (d, dmin, 12 scale bytes) of 4 Q4_K super-blocks,
+// decoded together as q4k_scales does one: sc[h] lane 4i + r = row r's
+// d * scale of sub-block 4h + i, mn[h] the same of -dmin * min.
+ALWAYS_INLINE void q4k_scales4(const struct block_q4_k *const *b, __m512 *sc, __m512 *mn)
 {
-    const __m512i idx = _mm512_add_epi32(
-        _mm512_set1_epi32(4 * h),
-        _mm512_set_epi32(24, 16, 8, 0, 24, 16, 8, 0, 24, 16, 8, 0, 24, 16, 8, 0));
-    const __m512i step = _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
-    return _mm512_permutex2var_ps(v01, _mm512_add_epi32(idx, step), v23);
+    // Lane r: row r's header; scale byte q[i] is byte 4 + i.
+    __m512i x = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)b[0]));
+    x = _mm512_inserti32x4(x, _mm_loadu_si128((const __m128i *)b[1]), 1);
+    x = _mm512_inserti32x4(x, _mm_loadu_si128((const __m128i *)b[2]), 2);
+    x = _mm512_inserti32x4(x, _mm_loadu_si128((const __m128i *)b[3]), 3);
+    // Per lane, bytes [sc 0-3 | sc 4-7 | min 0-3 | min 4-7]: the low 6 bits of
+    // q[0..3] and q[4..7], then the nibbles of q[8..11] under the top 2 bits
+    // of q[0..3] (scales) and q[4..7] (mins).
+    const __m512i lo_src = _mm512_broadcast_i32x4(
+        _mm_setr_epi8(4, 5, 6, 7, 12, 13, 14, 15, 8, 9, 10, 11, 12, 13, 14, 15));
+    const __m512i top_src = _mm512_broadcast_i32x4(
+        _mm_setr_epi8(-1, -1, -1, -1, 4, 5, 6, 7, -1, -1, -1, -1, 8, 9, 10, 11));
+    const __m512i lo_mask = _mm512_broadcast_i32x4(
+        _mm_setr_epi8(63, 63, 63, 63, 15, 15, 15, 15, 63, 63, 63, 63, 0, 0, 0, 0));
+    const __m512i nib_mask = _mm512_broadcast_i32x4(
+        _mm_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 15, 15, 15, 15));
+    __m512i p1 = _mm512_shuffle_epi8(x, lo_src), p2 = _mm512_shuffle_epi8(x, top_src);
+    __m512i v = _mm512_and_si512(p1, lo_mask);
+    v = _mm512_or_si512(v, _mm512_and_si512(_mm512_srli_epi16(p1, 4), nib_mask));
+    v = _mm512_or_si512(v, _mm512_and_si512(_mm512_srli_epi16(p2, 2), _mm512_set1_epi8(0x30)));
+    // 128-bit lane k: dword k of rows 0..3, its bytes transposed to [i][row].
+    const __m512i dw = _mm512_set_epi32(15, 11, 7, 3, 14, 10, 6, 2, 13, 9, 5, 1, 12, 8, 4, 0);
+    const __m512i tr = _mm512_broadcast_i32x4(
+        _mm_setr_epi8(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15));
+    __m512i u = _mm512_shuffle_epi8(_mm512_permutexvar_epi32(dw, v), tr);
+    // Words 0-15: d of row p % 4; 16-31: dmin of row p % 4 (header words 0 and 1 of lane r).
+    const __m512i hw = _mm512_set_epi32(0x00190011, 0x00090001, 0x00190011, 0x00090001,
+                                        0x00190011, 0x00090001, 0x00190011, 0x00090001,
+                                        0x00180010, 0x00080000, 0x00180010, 0x00080000,
+                                        0x00180010, 0x00080000, 0x00180010, 0x00080000);
+    __m512i dd = _mm512_permutexvar_epi16(hw, x);
+    __m512 d = _mm512_cvtph_ps(_mm512_castsi512_si256(dd));
+    __m512 dmin = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(dd, 1));
+    __m512 neg_dmin = _mm512_xor_ps(dmin, _mm512_set1_ps(-0.0f));
+    sc[0] = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm512_castsi512_si128(u))), d);
+    sc[1] = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm512_extracti32x4_epi32(u, 1))), d);
+    mn[0] = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm512_extracti32x4_epi32(u, 2))),
+                          neg_dmin);
+    mn[1] = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm512_extracti32x4_epi32(u, 3))),
+                          neg_dmin);
 }
 
 static void q4_k_gemv(const uint8_t *const *w, const uint8_t *a, int64_t k, const uint8_t *pf,
@@ -523,16 +559,11 @@ static void q4_k_gemv(const uint8_t *const *w, const uint8_t *a, int64_t k, cons
     __m128 acc = _mm_setzero_ps();
     for (int64_t s = 0; s < k / QK_K; s++) {
         const struct block_q4_k *b[4];
-        __m256 sc[4], mn[4];
         UNROLL
-        for (int r = 0; r < 4; r++) {
+        for (int r = 0; r < 4; r++)
             b[r] = (const struct block_q4_k *)w[r] + s;
-            q4k_scales(b[r], &sc[r], &mn[r]);
-        }
-        __m512 sc01 = _mm512_insertf32x8(_mm512_castps256_ps512(sc[0]), sc[1], 1);
-        __m512 sc23 = _mm512_insertf32x8(_mm512_castps256_ps512(sc[2]), sc[3], 1);
-        __m512 mn01 = _mm512_insertf32x8(_mm512_castps256_ps512(mn[0]), mn[1], 1);
-        __m512 mn23 = _mm512_insertf32x8(_mm512_castps256_ps512(mn[2]), mn[3], 1);
+        __m512 sc[2], mn[2];
+        q4k_scales4(b, sc, mn);
         UNROLL
         for (int h = 0; h < 2; h++) {
             prefetch_span(pf, (size_t)(2 * s + h) * step, step);
@@ -553,8 +584,8 @@ static void q4_k_gemv(const uint8_t *const *w, const uint8_t *a, int64_t k, cons
             __m512 f = _mm512_cvtepi32_ps(sum_groups8(v));
             const int64_t sub0 = 8 * s + 4 * h;
             // [sub 4h + i][row] in natural order.
-            __m512 p = _mm512_mul_ps(rows_to_blocks(sc01, sc23, h), spread4_f32(ra.d + sub0));
-            __m512 m = rows_to_blocks(mn01, mn23, h);
+            __m512 p = _mm512_mul_ps(sc[h], spread4_f32(ra.d + sub0));
+            __m512 m = mn[h];
             const __m128 f0 = _mm512_castps512_ps128(f), f1 = _mm512_extractf32x4_ps(f, 2);
             const __m128 f2 = _mm512_extractf32x4_ps(f, 1), f3 = _mm512_extractf32x4_ps(f, 3);
             acc = _mm_fmadd_ps(f0, _mm512_castps512_ps128(p), acc);
