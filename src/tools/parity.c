@@ -48,6 +48,7 @@ struct parity {
     const char *ref_path;
     const char *device;
     const char *pass;
+    const char *kv_dtype; // NULL or "auto": the engine's default (kv_cache_auto_dtype)
     long batch;
     long threads;
     struct parity_case *cases;
@@ -58,6 +59,7 @@ static void parity_usage(FILE *f)
 {
     fprintf(f, "usage: vllmc parity --reference REF.json [--model PATH] [--device cpu|cuda]\n"
                "                    [--batch 1|8] [--pass exact_dequant|default] [--threads N]\n"
+               "                    [--kv-cache-dtype auto|f32|f16|bf16]\n"
                "  REF.json: testdata/golden/*.greedy.json or quant/models/*.refs.json\n");
 }
 
@@ -414,6 +416,12 @@ static int parity_run_all(struct parity *p)
     kv_cache_params_default(&kp);
     kp.block_size = PARITY_BLOCK_SIZE;
     kp.n_blocks = total_blocks;
+    kp.dtype = kv_cache_auto_dtype(r.m); // what the engine serves with
+    if (p->kv_dtype && strcmp(p->kv_dtype, "auto")) {
+        const char *d = p->kv_dtype;
+        kp.dtype = !strcmp(d, "f16") ? DTYPE_F16 : !strcmp(d, "bf16") ? DTYPE_BF16 : DTYPE_F32;
+    }
+    fprintf(stderr, "parity: KV cache %s\n", dtype_name(kp.dtype));
     if (kv_cache_create(r.m, &kp, &r.kv, &err)) {
         fprintf(stderr, "vllmc: %s\n", err.msg);
         goto out;
@@ -464,6 +472,12 @@ int parity_main(int argc, char **argv)
             p.pass = v;
         } else if (cli_opt(argc, argv, &i, "--batch", "-b", &v)) {
             ok = v && cli_parse_int(a, v, 1, 64, &p.batch);
+        } else if (cli_opt(argc, argv, &i, "--kv-cache-dtype", NULL, &v)) {
+            p.kv_dtype = v;
+            if (v && strcmp(v, "auto") && strcmp(v, "f32") && strcmp(v, "f16") && strcmp(v, "bf16")) {
+                fprintf(stderr, "vllmc parity: --kv-cache-dtype %s (use auto, f32, f16, bf16)\n", v);
+                ok = false;
+            }
         } else if (cli_opt(argc, argv, &i, "--threads", "-t", &v)) {
             ok = v && cli_parse_int(a, v, 0, 1024, &p.threads);
         } else {

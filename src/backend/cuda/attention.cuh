@@ -16,7 +16,7 @@ extern "C" {
 void cuda_attention_set_decode(int mode);
 // Decode split-K: at most max_keys keys per split (a power of two >= 32),
 // splitting further until the grid has blocks_per_sm blocks per SM
-// (defaults 512 and 2; VLLMC_CUDA_DECODE_SPLIT=MAX_KEYS,BLOCKS_PER_SM).
+// (defaults 128 and 2; VLLMC_CUDA_DECODE_SPLIT=MAX_KEYS,BLOCKS_PER_SM).
 void cuda_attention_set_decode_split(int max_keys, int blocks_per_sm);
 
 bool cuda_attention_supports(const struct op_call *c);

@@ -1,13 +1,14 @@
 // Matmul providers. Decode (m <= CUDA_GEMV_MAX_M) is bandwidth-bound: the
 // GEMV reads each weight byte once with 16-byte loads and keeps all m tokens'
 // sums in registers. Prefill goes to cuBLASLt on tensor cores (f32
-// accumulation and output). Activations are f32 in this engine; for bf16
-// weights they are rounded to bf16 once (what vLLM and llama.cpp compute). The
-// split into two bf16 terms, x = hi + lo, multiplied twice (W.hi + W.lo),
-// keeps 16 significant bits instead of 8 at about half the speed
-// (VLLMC_CUDA_BF16_ACTIVATIONS=0); on the H200 one rounding moved the 0.6B
-// shape's pp512 from 79,000 to 105,000 tok/s with its transformers parity
-// unchanged. f16 weights take x rounded to f16 (11 bits) once. The tiled
+// accumulation and output). Activations are f32 in this engine, so for bf16
+// weights they are split into two bf16 terms, x = hi + lo, and multiplied
+// twice (W.hi + W.lo): 16 significant bits instead of 8. Rounding x to bf16
+// once (VLLMC_CUDA_BF16_ACTIVATIONS=1, what vLLM and llama.cpp compute) is
+// faster (H200, 0.6B shape pp512: 112,800 against 84,200 tok/s) but took the
+// Llama-3 shape's transformers parity from 32 to 22 EXACT of 32 at batch 1
+// (14 at batch 8), under the 90% bar. f16 weights take x rounded to f16 (11
+// bits) once. The tiled
 // kernel serves any shape and alignment the other two refuse.
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/matmul.cuh"
@@ -649,7 +650,7 @@ static enum vllmc_status lt_run(struct cuda_device *dev, const struct matmul_arg
     return VLLMC_OK;
 }
 
-static bool lt_split_x = false;
+static bool lt_split_x = true;
 
 extern "C" void cuda_matmul_set_split_x(bool on)
 {

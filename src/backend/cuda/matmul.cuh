@@ -21,10 +21,9 @@ extern "C" {
 // Sets the gate (clamped to 0..CUDA_GEMV_KERNEL_MAX_M) for every backend; the
 // cuBLASLt provider (lower priority) takes every call the GEMV declines.
 void cuda_gemv_set_max_m(int m);
-// Whether cuBLASLt takes bf16 weights' activations rounded to bf16 once (one
-// GEMM, as vLLM and llama.cpp compute; the default) or as hi + lo bf16 terms
-// (two GEMMs, 16 significant bits): VLLMC_CUDA_BF16_ACTIVATIONS=0 at backend
-// creation picks the split.
+// Whether cuBLASLt takes bf16 weights' activations as hi + lo bf16 terms (two
+// GEMMs, 16 significant bits; the default) or rounded to bf16 once (one GEMM,
+// as vLLM and llama.cpp): VLLMC_CUDA_BF16_ACTIVATIONS=1 at backend creation.
 void cuda_matmul_set_split_x(bool on);
 // One- and two-token GEMVs: one warp per output row where that measured
 // faster (mode -1, the default), never (0) or always (1):
