@@ -3,7 +3,8 @@
 // instruction). Each kernel unpacks a 64-weight chunk of up to four weight
 // rows once and reuses it for up to four tokens. Q4_0, Q8_0 and Q4_K run on
 // the token-quad kernels (qmatmul_quad_avx512.c). Listed only on CPUs with
-// AVX-512 F/BW/VL/VNNI (cpu_backend.c).
+// AVX-512 F/BW/VL/VNNI (cpu_backend.c), where cpu-q-gemm-avx512 (priority 75)
+// takes Q4_0, Q8_0, Q4_K and Q6_K first.
 #include <immintrin.h>
 #include <string.h>
 

@@ -4,6 +4,8 @@
 // for every token of the tile and each float scale step covers 4 tokens.
 // Every kernel has a decode twin (one token, 4 weight rows in the lanes) that
 // runs the same per-lane arithmetic, so results never depend on the batch.
+// cpu-q-gemm-avx512 (qgemm_avx512.c, priority 75) takes these types first;
+// these kernels serve when it is disabled.
 #include <immintrin.h>
 #include <string.h>
 

@@ -23,7 +23,7 @@
 #include "core/dtype.h"
 
 #define QGEMM_LANES 16 // tokens per activation group
-#define QGEMM_PANEL 16 // weight rows per task, unpacked once into a panel
+#define QGEMM_PANEL 16 // weight rows unpacked together into a panel
 #define QGEMM_GROUPS 2 // largest number of token groups one tile pass covers
 
 // One group of 16 tokens (missing ones zero), k values, nb = k / 32 blocks,
