@@ -4,8 +4,10 @@
 //   cpu_share=97% cpu_gflops=42.6
 // (median of the repeats; gbps counts weight or cache bytes read once;
 // cpu_gflops is per CPU-second, which other tenants of the cores disturb less).
-// usage: bench_ops [--op NAME] [--dtype T] [--m ROWS] [--provider P] [--threads N] [--min-ms MS]
-// (--dtype and --m pick matmul cases: weight dtype, rows)
+// usage: bench_ops [--op NAME] [--dtype T] [--m ROWS] [--provider P] [--cold] [--threads N]
+// [--min-ms MS]
+// (--dtype and --m pick matmul cases: weight dtype, rows; --cold reads the
+// weights from memory on every call, as decode does, instead of from cache)
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +24,12 @@ static const char *only_op;
 static const char *only_dtype; // matmul: weights of this dtype only
 static int64_t only_m;         // matmul: shapes of this many rows only
 static const char *only_provider;
+// --cold: matmul weights rotate through copies larger than the L3 cache, so
+// every call reads them from memory as a decode step does.
+static bool cold;
+#define COLD_BYTES ((size_t)256 << 20)
+static void *cold_copies[64];
+static int n_cold_copies;
 
 static float frand(void)
 {
@@ -98,6 +106,8 @@ static void bench_call(struct op_call *c, const char *label, double flops, doubl
         enum vllmc_status rc = backend_run_op(be, c); // warm-up
         double wall0 = time_now_s(), cpu0 = time_process_cpu_s();
         while (!rc && n < 200 && (n < 3 || (time_now_s() - start) * 1e3 < min_ms)) {
+            if (n_cold_copies)
+                c->src[1]->data = cold_copies[n % n_cold_copies];
             double t0 = time_now_s();
             rc = backend_run_op(be, c);
             times[n++] = time_now_s() - t0;
@@ -150,14 +160,25 @@ static void bench_matmul(void)
                 !make(&w, types[t], 2, (int64_t[]){k, n}) ||
                 !make(&y, DTYPE_F32, 2, (int64_t[]){n, m}))
                 return;
+            void *w_data = w.data;
+            n_cold_copies = 0;
+            for (size_t b = 0; cold && b < COLD_BYTES && n_cold_copies < 64;
+                 b += tensor_n_bytes(&w)) {
+                if (!(cold_copies[n_cold_copies] = mem_alloc_aligned(64, tensor_n_bytes(&w))))
+                    break;
+                memcpy(cold_copies[n_cold_copies++], w_data, tensor_n_bytes(&w));
+            }
             struct op_call c = {.op = OP_MATMUL, .dst = &y, .src = {&x, &w}};
             char label[128];
             snprintf(label, sizeof label, "dtype=%s m=%lld n=%lld k=%lld", dtype_name(types[t]),
                      (long long)m, (long long)n, (long long)k);
             bench_call(&c, label, 2.0 * (double)m * (double)n * (double)k,
                        (double)tensor_n_bytes(&w));
+            for (int b = 0; b < n_cold_copies; b++)
+                mem_free(cold_copies[b]);
+            n_cold_copies = 0;
             mem_free(x.data);
-            mem_free(w.data);
+            mem_free(w_data);
             mem_free(y.data);
         }
     }
@@ -280,6 +301,8 @@ int main(int argc, char **argv)
             only_dtype = argv[++i];
         } else if (!strcmp(argv[i], "--provider") && i + 1 < argc) {
             only_provider = argv[++i];
+        } else if (!strcmp(argv[i], "--cold")) {
+            cold = true;
         } else if (!strcmp(argv[i], "--m") && i + 1 < argc) {
             only_m = atoll(argv[++i]);
         } else if (!strcmp(argv[i], "--min-ms") && i + 1 < argc) {
