@@ -198,6 +198,8 @@ static void test_qgemm_avx512(void)
         check_against_exact(be, p, types[i], 1, 64, 1024);
         check_against_exact(be, p, types[i], 3, 20, 256);
         check_against_exact(be, p, types[i], 13, 21, 768);
+        check_against_exact(be, p, types[i], 2, 9, 256);   // decode kernel, 2 and 4 tokens
+        check_against_exact(be, p, types[i], 4, 23, 512);
         check_groups(be, p, types[i]);
     }
     backend_free(be);

@@ -413,46 +413,62 @@ static const uint16_t q8_0_qs23_words[32] = {
 static const uint16_t q8_0_d01_words[32] = {0, 32, 0, 32, 17, 49, 17, 49};
 static const uint16_t q8_0_d23_words[32] = {0, 0, 0, 0, 0, 0, 0, 0, 2, 34, 2, 34, 19, 51, 19, 51};
 
-static void q8_0_gemv(const uint8_t *const *w, const uint8_t *a, int64_t k, const uint8_t *pf,
-                      float *out)
+ALWAYS_INLINE void q8_0_gemv_t(const int T, const uint8_t *const *w, const uint8_t *a,
+                               size_t a_stride, int64_t k, const uint8_t *pf, float *out)
 {
-    const struct row_act ra = row_act_at(a, k);
+    struct row_act ra[QGEMM_GEMV_TOKENS];
+    __m128 acc[QGEMM_GEMV_TOKENS];
+    UNROLL
+    for (int t = 0; t < T; t++) {
+        ra[t] = row_act_at(a + (size_t)t * a_stride, k);
+        acc[t] = _mm_setzero_ps();
+    }
     const __m512i flip = _mm512_set1_epi8((char)0x80);
     const __m512i qs01 = _mm512_loadu_si512(q8_0_qs01_words);
     const __m512i qs23 = _mm512_loadu_si512(q8_0_qs23_words);
     const __m512i d01 = _mm512_loadu_si512(q8_0_d01_words);
     const __m512i d23 = _mm512_loadu_si512(q8_0_d23_words);
     const size_t step = 4 * 4 * sizeof(struct block_q8_0);
-    __m128 acc = _mm_setzero_ps();
     for (int64_t c = 0; c < k / 128; c++) {
         prefetch_span(pf, (size_t)c * step, step);
         const int64_t j = 4 * c;
-        __m512i a0 = _mm512_loadu_si512(ra.q + 128 * c), a1 = _mm512_loadu_si512(ra.q + 128 * c + 64);
-        __m512i x0[4], x1[4], v[8];
+        __m512i x0[4], x1[4], wq[8];
         UNROLL
         for (int r = 0; r < 4; r++) {
             const uint8_t *p = w[r] + (size_t)j * sizeof(struct block_q8_0);
             x0[r] = _mm512_loadu_si512(p);
             x1[r] = _mm512_loadu_si512(p + 64);
             __m512i x2 = _mm512_maskz_loadu_epi16(0xF, p + 128); // the row may end at byte 136
-            __m512i q01 = _mm512_permutex2var_epi16(x0[r], qs01, x1[r]);
-            __m512i q23 = _mm512_permutex2var_epi16(x1[r], qs23, x2);
             // Weights + 128 as unsigned bytes: the sum drops 128 * sum(q).
-            v[r] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_xor_si512(q01, flip), a0);
-            v[4 + r] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_xor_si512(q23, flip), a1);
+            wq[r] = _mm512_xor_si512(_mm512_permutex2var_epi16(x0[r], qs01, x1[r]), flip);
+            wq[4 + r] = _mm512_xor_si512(_mm512_permutex2var_epi16(x1[r], qs23, x2), flip);
         }
-        __m512i s = sum_groups8(v); // [block j + i][row]
-        s = _mm512_sub_epi32(s, _mm512_slli_epi32(spread4_i32(ra.qsum + j), 7));
         // Words 0-7 (blocks 0, 1) from the x0, 8-15 from the x1; rows 2, 3 at 4i + 2, 4i + 3.
         __m512i d_r01 = _mm512_mask_blend_epi16(0xFF00, _mm512_permutex2var_epi16(x0[0], d01, x0[1]),
                                                 _mm512_permutex2var_epi16(x1[0], d23, x1[1]));
         __m512i d_r23 = _mm512_mask_blend_epi16(0xFF00, _mm512_permutex2var_epi16(x0[2], d01, x0[3]),
                                                 _mm512_permutex2var_epi16(x1[2], d23, x1[3]));
-        __m512i dh = _mm512_mask_blend_epi16(0xCCCC, d_r01, d_r23);
-        __m512 p = _mm512_mul_ps(_mm512_cvtph_ps(_mm512_castsi512_si256(dh)), spread4_f32(ra.d + j));
-        acc = fma_lanes(acc, _mm512_cvtepi32_ps(s), p);
+        const __m512 wd = _mm512_cvtph_ps(
+            _mm512_castsi512_si256(_mm512_mask_blend_epi16(0xCCCC, d_r01, d_r23)));
+        UNROLL
+        for (int t = 0; t < T; t++) {
+            __m512i a0 = _mm512_loadu_si512(ra[t].q + 128 * c);
+            __m512i a1 = _mm512_loadu_si512(ra[t].q + 128 * c + 64);
+            __m512i v[8];
+            UNROLL
+            for (int r = 0; r < 4; r++) {
+                v[r] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), wq[r], a0);
+                v[4 + r] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), wq[4 + r], a1);
+            }
+            __m512i s = sum_groups8(v); // [block j + i][row]
+            s = _mm512_sub_epi32(s, _mm512_slli_epi32(spread4_i32(ra[t].qsum + j), 7));
+            __m512 p = _mm512_mul_ps(wd, spread4_f32(ra[t].d + j));
+            acc[t] = fma_lanes(acc[t], _mm512_cvtepi32_ps(s), p);
+        }
     }
-    _mm_storeu_ps(out, acc);
+    UNROLL
+    for (int t = 0; t < T; t++)
+        _mm_storeu_ps(out + 4 * t, acc[t]);
 }
 
 // Q4_0 decode reads the 72 bytes of 4 blocks of a row as 36 words (x: words
@@ -465,42 +481,58 @@ static const uint16_t q4_0_qs_words[32] = {
 static const uint16_t q4_0_d_words01[32] = {0, 32, 0, 0, 9, 41, 0, 0, 18, 50, 0, 0, 27, 59, 0, 0};
 static const uint16_t q4_0_d_words23[32] = {0, 0, 0, 32, 0, 0, 9, 41, 0, 0, 18, 50, 0, 0, 27, 59};
 
-static void q4_0_gemv(const uint8_t *const *w, const uint8_t *a, int64_t k, const uint8_t *pf,
-                      float *out)
+ALWAYS_INLINE void q4_0_gemv_t(const int T, const uint8_t *const *w, const uint8_t *a,
+                               size_t a_stride, int64_t k, const uint8_t *pf, float *out)
 {
-    const struct row_act ra = row_act_at(a, k);
+    struct row_act ra[QGEMM_GEMV_TOKENS];
+    __m128 acc[QGEMM_GEMV_TOKENS];
+    UNROLL
+    for (int t = 0; t < T; t++) {
+        ra[t] = row_act_at(a + (size_t)t * a_stride, k);
+        acc[t] = _mm_setzero_ps();
+    }
     const __m512i m4 = _mm512_set1_epi8(0x0F);
     const __m512i qs_words = _mm512_loadu_si512(q4_0_qs_words);
     const __m512i d_words01 = _mm512_loadu_si512(q4_0_d_words01);
     const __m512i d_words23 = _mm512_loadu_si512(q4_0_d_words23);
     const size_t step = 4 * 4 * sizeof(struct block_q4_0);
-    __m128 acc = _mm_setzero_ps();
     for (int64_t c = 0; c < k / 128; c++) {
         prefetch_span(pf, (size_t)c * step, step);
         const int64_t j = 4 * c;
-        __m512i z0 = _mm512_loadu_si512(ra.q + 128 * c), z1 = _mm512_loadu_si512(ra.q + 128 * c + 64);
-        // Per 128-bit lane i: values 0-15 (a_lo) and 16-31 (a_hi) of block j + i.
-        __m512i a_lo = _mm512_shuffle_i64x2(z0, z1, 0x88), a_hi = _mm512_shuffle_i64x2(z0, z1, 0xDD);
-        __m512i x[4], v[4];
+        __m512i x[4], lo[4], hi[4];
         UNROLL
         for (int r = 0; r < 4; r++) {
             const uint8_t *p = w[r] + (size_t)j * sizeof(struct block_q4_0);
             x[r] = _mm512_loadu_si512(p);
             __m512i y = _mm512_maskz_loadu_epi16(0xF, p + 64); // the row may end at byte 72
             __m512i q = _mm512_permutex2var_epi16(x[r], qs_words, y);
-            __m512i lo = _mm512_and_si512(q, m4), hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
-            v[r] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, a_lo), hi,
-                                       a_hi);
+            lo[r] = _mm512_and_si512(q, m4);
+            hi[r] = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
         }
-        // [block j + i][row]; the nibbles are q + 8: drop 8 * sum(q).
-        __m512i s = sum_quad(sum_pair(v[0], v[1]), sum_pair(v[2], v[3]));
-        s = _mm512_sub_epi32(s, _mm512_slli_epi32(spread4_i32(ra.qsum + j), 3));
         __m512i dh = _mm512_mask_blend_epi16(0xCCCC, _mm512_permutex2var_epi16(x[0], d_words01, x[1]),
                                              _mm512_permutex2var_epi16(x[2], d_words23, x[3]));
-        __m512 p = _mm512_mul_ps(_mm512_cvtph_ps(_mm512_castsi512_si256(dh)), spread4_f32(ra.d + j));
-        acc = fma_lanes(acc, _mm512_cvtepi32_ps(s), p);
+        const __m512 wd = _mm512_cvtph_ps(_mm512_castsi512_si256(dh));
+        UNROLL
+        for (int t = 0; t < T; t++) {
+            __m512i z0 = _mm512_loadu_si512(ra[t].q + 128 * c);
+            __m512i z1 = _mm512_loadu_si512(ra[t].q + 128 * c + 64);
+            // Per 128-bit lane i: values 0-15 (a_lo) and 16-31 (a_hi) of block j + i.
+            __m512i a_lo = _mm512_shuffle_i64x2(z0, z1, 0x88), a_hi = _mm512_shuffle_i64x2(z0, z1, 0xDD);
+            __m512i v[4];
+            UNROLL
+            for (int r = 0; r < 4; r++)
+                v[r] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), lo[r], a_lo),
+                                           hi[r], a_hi);
+            // [block j + i][row]; the nibbles are q + 8: drop 8 * sum(q).
+            __m512i s = sum_quad(sum_pair(v[0], v[1]), sum_pair(v[2], v[3]));
+            s = _mm512_sub_epi32(s, _mm512_slli_epi32(spread4_i32(ra[t].qsum + j), 3));
+            __m512 p = _mm512_mul_ps(wd, spread4_f32(ra[t].d + j));
+            acc[t] = fma_lanes(acc[t], _mm512_cvtepi32_ps(s), p);
+        }
     }
-    _mm_storeu_ps(out, acc);
+    UNROLL
+    for (int t = 0; t < T; t++)
+        _mm_storeu_ps(out + 4 * t, acc[t]);
 }
 
 // The 16 header bytes (d, dmin, 12 scale bytes) of 4 Q4_K super-blocks,
@@ -550,13 +582,18 @@ ALWAYS_INLINE void q4k_scales4(const struct block_q4_k *const *b, __m512 *sc, __
                           neg_dmin);
 }
 
-static void q4_k_gemv(const uint8_t *const *w, const uint8_t *a, int64_t k, const uint8_t *pf,
-                      float *out)
+ALWAYS_INLINE void q4_k_gemv_t(const int T, const uint8_t *const *w, const uint8_t *a,
+                               size_t a_stride, int64_t k, const uint8_t *pf, float *out)
 {
-    const struct row_act ra = row_act_at(a, k);
+    struct row_act ra[QGEMM_GEMV_TOKENS];
+    __m128 acc[QGEMM_GEMV_TOKENS];
+    UNROLL
+    for (int t = 0; t < T; t++) {
+        ra[t] = row_act_at(a + (size_t)t * a_stride, k);
+        acc[t] = _mm_setzero_ps();
+    }
     const __m512i m4 = _mm512_set1_epi8(0x0F);
     const size_t step = 4 * sizeof(struct block_q4_k) / 2;
-    __m128 acc = _mm_setzero_ps();
     for (int64_t s = 0; s < k / QK_K; s++) {
         const struct block_q4_k *b[4];
         UNROLL
@@ -567,47 +604,66 @@ static void q4_k_gemv(const uint8_t *const *w, const uint8_t *a, int64_t k, cons
         UNROLL
         for (int h = 0; h < 2; h++) {
             prefetch_span(pf, (size_t)(2 * s + h) * step, step);
-            // Sub-blocks 4h..4h+3: a_lo holds 4h and 4h + 2, a_hi 4h + 1 and 4h + 3,
-            // as the low and high nibbles of qs[64h..64h+63] do.
-            const int8_t *aq = ra.q + QK_K * s + 128 * h;
-            __m512i z0 = _mm512_loadu_si512(aq), z1 = _mm512_loadu_si512(aq + 64);
-            __m512i a_lo = _mm512_shuffle_i64x2(z0, z1, 0x44), a_hi = _mm512_shuffle_i64x2(z0, z1, 0xEE);
-            __m512i v[8];
+            __m512i lo[4], hi[4];
             UNROLL
             for (int r = 0; r < 4; r++) {
                 __m512i x = _mm512_loadu_si512(b[r]->qs + 64 * h);
-                v[r] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_and_si512(x, m4), a_lo);
-                v[4 + r] = _mm512_dpbusd_epi32(_mm512_setzero_si512(),
-                                               _mm512_and_si512(_mm512_srli_epi16(x, 4), m4), a_hi);
+                lo[r] = _mm512_and_si512(x, m4);
+                hi[r] = _mm512_and_si512(_mm512_srli_epi16(x, 4), m4);
             }
-            // Lanes: [sub 4h][row], [4h + 2], [4h + 1], [4h + 3].
-            __m512 f = _mm512_cvtepi32_ps(sum_groups8(v));
             const int64_t sub0 = 8 * s + 4 * h;
-            // [sub 4h + i][row] in natural order.
-            __m512 p = _mm512_mul_ps(sc[h], spread4_f32(ra.d + sub0));
-            __m512 m = mn[h];
-            const __m128 f0 = _mm512_castps512_ps128(f), f1 = _mm512_extractf32x4_ps(f, 2);
-            const __m128 f2 = _mm512_extractf32x4_ps(f, 1), f3 = _mm512_extractf32x4_ps(f, 3);
-            acc = _mm_fmadd_ps(f0, _mm512_castps512_ps128(p), acc);
-            acc = _mm_fmadd_ps(_mm512_castps512_ps128(m), _mm_set1_ps(ra.asum[sub0]), acc);
-            acc = _mm_fmadd_ps(f1, _mm512_extractf32x4_ps(p, 1), acc);
-            acc = _mm_fmadd_ps(_mm512_extractf32x4_ps(m, 1), _mm_set1_ps(ra.asum[sub0 + 1]), acc);
-            acc = _mm_fmadd_ps(f2, _mm512_extractf32x4_ps(p, 2), acc);
-            acc = _mm_fmadd_ps(_mm512_extractf32x4_ps(m, 2), _mm_set1_ps(ra.asum[sub0 + 2]), acc);
-            acc = _mm_fmadd_ps(f3, _mm512_extractf32x4_ps(p, 3), acc);
-            acc = _mm_fmadd_ps(_mm512_extractf32x4_ps(m, 3), _mm_set1_ps(ra.asum[sub0 + 3]), acc);
+            const __m512 m = mn[h];
+            UNROLL
+            for (int t = 0; t < T; t++) {
+                // Sub-blocks 4h..4h+3: a_lo holds 4h and 4h + 2, a_hi 4h + 1 and
+                // 4h + 3, as the low and high nibbles of qs[64h..64h+63] do.
+                const int8_t *aq = ra[t].q + QK_K * s + 128 * h;
+                __m512i z0 = _mm512_loadu_si512(aq), z1 = _mm512_loadu_si512(aq + 64);
+                __m512i a_lo = _mm512_shuffle_i64x2(z0, z1, 0x44);
+                __m512i a_hi = _mm512_shuffle_i64x2(z0, z1, 0xEE);
+                __m512i v[8];
+                UNROLL
+                for (int r = 0; r < 4; r++) {
+                    v[r] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo[r], a_lo);
+                    v[4 + r] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), hi[r], a_hi);
+                }
+                // Lanes: [sub 4h][row], [4h + 2], [4h + 1], [4h + 3].
+                __m512 f = _mm512_cvtepi32_ps(sum_groups8(v));
+                // [sub 4h + i][row] in natural order.
+                __m512 p = _mm512_mul_ps(sc[h], spread4_f32(ra[t].d + sub0));
+                const float *as = ra[t].asum + sub0;
+                const __m128 f0 = _mm512_castps512_ps128(f), f1 = _mm512_extractf32x4_ps(f, 2);
+                const __m128 f2 = _mm512_extractf32x4_ps(f, 1), f3 = _mm512_extractf32x4_ps(f, 3);
+                __m128 e = acc[t];
+                e = _mm_fmadd_ps(f0, _mm512_castps512_ps128(p), e);
+                e = _mm_fmadd_ps(_mm512_castps512_ps128(m), _mm_set1_ps(as[0]), e);
+                e = _mm_fmadd_ps(f1, _mm512_extractf32x4_ps(p, 1), e);
+                e = _mm_fmadd_ps(_mm512_extractf32x4_ps(m, 1), _mm_set1_ps(as[1]), e);
+                e = _mm_fmadd_ps(f2, _mm512_extractf32x4_ps(p, 2), e);
+                e = _mm_fmadd_ps(_mm512_extractf32x4_ps(m, 2), _mm_set1_ps(as[2]), e);
+                e = _mm_fmadd_ps(f3, _mm512_extractf32x4_ps(p, 3), e);
+                acc[t] = _mm_fmadd_ps(_mm512_extractf32x4_ps(m, 3), _mm_set1_ps(as[3]), e);
+            }
         }
     }
-    _mm_storeu_ps(out, acc);
+    UNROLL
+    for (int t = 0; t < T; t++)
+        _mm_storeu_ps(out + 4 * t, acc[t]);
 }
 
-static void q6_k_gemv(const uint8_t *const *w, const uint8_t *a, int64_t k, const uint8_t *pf,
-                      float *out)
+ALWAYS_INLINE void q6_k_gemv_t(const int T, const uint8_t *const *w, const uint8_t *a,
+                               size_t a_stride, int64_t k, const uint8_t *pf, float *out)
 {
-    const struct row_act ra = row_act_at(a, k);
-    const int32_t *qsum16 = (const int32_t *)(a + qgemm_row_qsum16_off(k));
+    struct row_act ra[QGEMM_GEMV_TOKENS];
+    const int32_t *qsum16[QGEMM_GEMV_TOKENS];
+    __m128 acc[QGEMM_GEMV_TOKENS];
+    UNROLL
+    for (int t = 0; t < T; t++) {
+        ra[t] = row_act_at(a + (size_t)t * a_stride, k);
+        qsum16[t] = (const int32_t *)(a + (size_t)t * a_stride + qgemm_row_qsum16_off(k));
+        acc[t] = _mm_setzero_ps();
+    }
     const size_t step = 4 * sizeof(struct block_q6_k) / 2;
-    __m128 acc = _mm_setzero_ps();
     for (int64_t s = 0; s < k / QK_K; s++) {
         const struct block_q6_k *b[4];
         UNROLL
@@ -627,32 +683,63 @@ static void q6_k_gemv(const uint8_t *const *w, const uint8_t *a, int64_t k, cons
         UNROLL
         for (int h = 0; h < 2; h++) {
             prefetch_span(pf, (size_t)(2 * s + h) * step, step);
-            const int8_t *aq = ra.q + QK_K * s + 128 * h;
-            __m512i a0 = _mm512_loadu_si512(aq), a1 = _mm512_loadu_si512(aq + 64);
-            __m512i v[8];
+            __m512i lo[4], hi[4]; // the 6-bit values q + 32
             UNROLL
-            for (int r = 0; r < 4; r++) {
-                __m512i lo, hi; // the 6-bit values q + 32
-                q6_k_half(b[r], h, &lo, &hi);
-                v[r] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, a0);
-                v[4 + r] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), hi, a1);
-            }
+            for (int r = 0; r < 4; r++)
+                q6_k_half(b[r], h, &lo[r], &hi[r]);
+            __m512 ws[2];
             UNROLL
-            for (int i = 0; i < 2; i++) {
-                // Sub-blocks 8h + 4i + L (128-bit lane L) of the 4 rows.
-                const int64_t sub = 16 * s + 8 * h + 4 * i;
-                __m512i sum = sum_quad(sum_pair(v[4 * i], v[4 * i + 1]), sum_pair(v[4 * i + 2], v[4 * i + 3]));
-                sum = _mm512_sub_epi32(sum, _mm512_slli_epi32(spread4_i32(qsum16 + sub), 5));
-                __m512 ws = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(sc[2 * h + i])), dv);
-                // Activation blocks sub / 2: [b x 8, b + 1 x 8].
-                const float *d = ra.d + sub / 2;
-                __m512 ad = _mm512_mask_mov_ps(_mm512_set1_ps(d[0]), 0xFF00, _mm512_set1_ps(d[1]));
-                acc = fma_lanes(acc, _mm512_cvtepi32_ps(sum), _mm512_mul_ps(ws, ad));
+            for (int i = 0; i < 2; i++)
+                ws[i] = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(sc[2 * h + i])), dv);
+            UNROLL
+            for (int t = 0; t < T; t++) {
+                const int8_t *aq = ra[t].q + QK_K * s + 128 * h;
+                __m512i a0 = _mm512_loadu_si512(aq), a1 = _mm512_loadu_si512(aq + 64);
+                __m512i v[8];
+                UNROLL
+                for (int r = 0; r < 4; r++) {
+                    v[r] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo[r], a0);
+                    v[4 + r] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), hi[r], a1);
+                }
+                UNROLL
+                for (int i = 0; i < 2; i++) {
+                    // Sub-blocks 8h + 4i + L (128-bit lane L) of the 4 rows.
+                    const int64_t sub = 16 * s + 8 * h + 4 * i;
+                    __m512i sum = sum_quad(sum_pair(v[4 * i], v[4 * i + 1]),
+                                           sum_pair(v[4 * i + 2], v[4 * i + 3]));
+                    sum = _mm512_sub_epi32(sum, _mm512_slli_epi32(spread4_i32(qsum16[t] + sub), 5));
+                    // Activation blocks sub / 2: [b x 8, b + 1 x 8].
+                    const float *d = ra[t].d + sub / 2;
+                    __m512 ad = _mm512_mask_mov_ps(_mm512_set1_ps(d[0]), 0xFF00, _mm512_set1_ps(d[1]));
+                    acc[t] = fma_lanes(acc[t], _mm512_cvtepi32_ps(sum), _mm512_mul_ps(ws[i], ad));
+                }
             }
         }
     }
-    _mm_storeu_ps(out, acc);
+    UNROLL
+    for (int t = 0; t < T; t++)
+        _mm_storeu_ps(out + 4 * t, acc[t]);
 }
+
+// The decode kernels for 1..QGEMM_GEMV_TOKENS tokens, each a compile-time count.
+#define GEMV_DISPATCH(NAME)                                                                        \
+    static void NAME##_gemv(const uint8_t *const *w, const uint8_t *a, size_t a_stride,           \
+                            int n_tokens, int64_t k, const uint8_t *pf, float *out)                \
+    {                                                                                              \
+        switch (n_tokens) {                                                                        \
+        case 1: NAME##_gemv_t(1, w, a, a_stride, k, pf, out); break;                              \
+        case 2: NAME##_gemv_t(2, w, a, a_stride, k, pf, out); break;                              \
+        case 3: NAME##_gemv_t(3, w, a, a_stride, k, pf, out); break;                              \
+        default: NAME##_gemv_t(4, w, a, a_stride, k, pf, out); break;                             \
+        }                                                                                          \
+    }
+
+_Static_assert(QGEMM_GEMV_TOKENS == 4, "GEMV_DISPATCH covers 1..4 tokens");
+
+GEMV_DISPATCH(q8_0)
+GEMV_DISPATCH(q4_0)
+GEMV_DISPATCH(q4_k)
+GEMV_DISPATCH(q6_k)
 
 static void store_rows(const float *out, const float *bias, int n_tokens, int n_rows,
                        float *const *y)

@@ -1,8 +1,8 @@
 // The token-lane quantized-matmul driver (see qgemm.h): quantize the
 // activation rows once per call into groups of 16 tokens, then walk panels of
 // 16 weight rows on the thread pool; each task unpacks its panel once and
-// streams every token group through it. A lone token takes the decode kernel,
-// which reads the packed rows directly.
+// streams every token group through it. Up to 4 tokens take the decode
+// kernel, which reads the packed rows directly.
 #include "backend/cpu/quant/qgemm.h"
 
 #include <string.h>
@@ -41,6 +41,7 @@ struct qgemm_ctx {
     uint8_t *panels;     // [n_threads, QGEMM_PANEL, qgemm_panel_row_bytes(k)]
     size_t panel_bytes;  // of one thread's panel
     int64_t panels_per_task;
+    size_t row_bytes;    // decode: bytes of one token's activations
 };
 
 static void qgemm_quantize_task(void *p, int task, int thread)
@@ -130,17 +131,19 @@ static void qgemm_decode_task(void *p, int task, int thread)
     int64_t j1 = j0 + ctx->panels_per_task * QGEMM_PANEL;
     j1 = j1 < ctx->n ? j1 : ctx->n;
     const size_t pf_ahead = QGEMM_PREFETCH_TILES * 4 * dtype_row_bytes(w->dtype, ctx->k);
-    float *y = (float *)cpu_row(ctx->c->dst, 0);
+    const int T = (int)ctx->m;
     const uint8_t *wr[4];
-    float out[4];
+    float out[4 * QGEMM_GEMV_TOKENS];
     for (int64_t j = j0; j < j1; j += 4) {
         int R = j1 - j < 4 ? (int)(j1 - j) : 4;
         // Short tiles repeat their last row: the same arithmetic, outputs dropped.
         for (int r = 0; r < 4; r++)
             wr[r] = tensor_row(w, j + (r < R ? r : R - 1));
-        ctx->kern->gemv(wr, ctx->act, ctx->k, (const uint8_t *)tensor_row(w, j) + pf_ahead, out);
-        for (int r = 0; r < R; r++)
-            y[j + r] = out[r] + qgemm_bias(ctx, j + r);
+        ctx->kern->gemv(wr, ctx->act, ctx->row_bytes, T, ctx->k,
+                        (const uint8_t *)tensor_row(w, j) + pf_ahead, out);
+        for (int t = 0; t < T; t++)
+            for (int r = 0; r < R; r++)
+                ctx->y_rows[t][j + r] = out[4 * t + r] + qgemm_bias(ctx, j + r);
     }
 }
 
@@ -178,11 +181,17 @@ enum vllmc_status qgemm_run(const struct qgemm_isa *isa, const struct op_call *c
     ctx.panels_per_task = (n_panels + n_runs - 1) / n_runs;
     const int n_tasks = (int)((n_panels + ctx.panels_per_task - 1) / ctx.panels_per_task);
     uint8_t *owned;
-    if (ctx.m == 1) {
-        ctx.act = qgemm_scratch(c, (qgemm_row_bytes(ctx.k) + 63) / 64 * 64, &owned);
+    if (ctx.m <= QGEMM_GEMV_TOKENS) {
+        ctx.row_bytes = (qgemm_row_bytes(ctx.k) + 63) / 64 * 64;
+        const size_t act_bytes = (size_t)ctx.m * ctx.row_bytes;
+        ctx.act = qgemm_scratch(c, act_bytes + (size_t)ctx.m * sizeof(float *), &owned);
         if (!ctx.act)
             return op_fail(c, VLLMC_ERR_NOMEM, "%s: out of memory", isa->name);
-        isa->quantize_row(cpu_row(c->src[0], 0), ctx.k, ctx.act);
+        ctx.y_rows = (float **)(ctx.act + act_bytes);
+        for (int64_t i = 0; i < ctx.m; i++) {
+            isa->quantize_row(cpu_row(c->src[0], i), ctx.k, ctx.act + (size_t)i * ctx.row_bytes);
+            ctx.y_rows[i] = cpu_row(c->dst, i);
+        }
         threadpool_run(pool, qgemm_decode_task, &ctx, n_tasks);
         mem_free(owned);
         return VLLMC_OK;

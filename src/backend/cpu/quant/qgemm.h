@@ -25,6 +25,9 @@
 #define QGEMM_LANES 16 // tokens per activation group
 #define QGEMM_PANEL 16 // weight rows unpacked together into a panel
 #define QGEMM_GROUPS 2 // largest number of token groups one tile pass covers
+// Up to this many tokens read the packed rows directly, one pass over the
+// weights for all of them: cheaper than a 16-lane group that is mostly empty.
+#define QGEMM_GEMV_TOKENS 4
 
 // One group of 16 tokens (missing ones zero), k values, nb = k / 32 blocks,
 // for a weight type whose unsigned panel bytes are w_i + zp in scale blocks
@@ -79,11 +82,13 @@ typedef void (*qgemm_tile_fn)(const uint8_t *panel, int64_t k, int n_groups,
 // y[c][r] = out[c * QGEMM_PANEL + r] + bias[r] for c < n_tokens, r < n_rows.
 typedef void (*qgemm_store_fn)(const float *out, const float *bias, int n_tokens, int n_rows,
                                float *const *y);
-// Decode: out[r] = dot(packed weight row w[r], the lone token at a) for r < 4,
-// the same arithmetic as the tile. Prefetches as many bytes at pf as the 4
-// rows hold (the rows of the tiles that follow).
-typedef void (*qgemm_gemv_fn)(const uint8_t *const *w, const uint8_t *a, int64_t k,
-                              const uint8_t *pf, float *out);
+// Decode, a few tokens at a time: out[4 t + r] = dot(packed weight row w[r],
+// token t) for r < 4 and t < n_tokens (<= QGEMM_GEMV_TOKENS), token t's
+// decode layout at a + t * a_stride; per token the same arithmetic as the
+// tile. Prefetches as many bytes at pf as the 4 rows hold (the rows of the
+// tiles that follow).
+typedef void (*qgemm_gemv_fn)(const uint8_t *const *w, const uint8_t *a, size_t a_stride,
+                              int n_tokens, int64_t k, const uint8_t *pf, float *out);
 
 struct qgemm_kernel {
     enum dtype dtype;
