@@ -8,15 +8,8 @@
 
 enum dtype kv_cache_auto_dtype(const struct model *m)
 {
-    if (backend_location(m->backend) != TENSOR_DEVICE)
-        return DTYPE_F32;
-    const int *by = m->info.n_tensors_by_dtype;
-    if (by[DTYPE_BF16] > 0)
-        return DTYPE_BF16;
-    int n_other = 0;
-    for (int t = 0; t < DTYPE_COUNT; t++)
-        n_other += t != DTYPE_F32 ? by[t] : 0;
-    return n_other ? DTYPE_F16 : DTYPE_F32;
+    (void)m;
+    return DTYPE_F32;
 }
 
 void kv_cache_params_default(struct kv_cache_params *p)
