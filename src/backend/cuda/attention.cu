@@ -173,6 +173,64 @@ template <typename TC> static __global__ void __launch_bounds__(ATT_THREADS)
     }
 }
 
+// ---- decode: the steps both decode kernels share ----
+
+// Softmax of each of the G heads' scores over the split, in place (one warp
+// per head): ps [G][split_len] becomes exp(s - m); ms [G] and ls [G] get each
+// head's max and sum. Call between barriers.
+static __device__ __forceinline__ void att_split_softmax(float *ps, int split_len, int n_keys,
+                                                         int G, float *ms, float *ls)
+{
+    const int lane = threadIdx.x % CUDA_WARP, warp = threadIdx.x / CUDA_WARP;
+    for (int h = warp; h < G; h += ATT_THREADS / CUDA_WARP) {
+        float *row = ps + h * split_len;
+        float m = -INFINITY;
+        for (int k = lane; k < n_keys; k += CUDA_WARP)
+            m = fmaxf(m, row[k]);
+        m = cuda_warp_max(m);
+        float l = 0.0f;
+        for (int k = lane; k < n_keys; k += CUDA_WARP) {
+            const float e = expf(row[k] - m);
+            row[k] = e;
+            l += e;
+        }
+        l = cuda_warp_sum(l);
+        if (lane == 0) {
+            ms[h] = m;
+            ls[h] = l;
+        }
+    }
+}
+
+// The G heads of KV head kvh for the query token q0: red [n_kg][G][D] holds
+// P.V per key group. One split writes the normalised result to dst; with
+// several, the split's partial state goes to part_acc / part_ml for
+// att_combine_kernel.
+static __device__ __forceinline__ void att_split_write(const struct att_params &p,
+                                                       const float *red, int n_kg, int kvh,
+                                                       int q0, int split, int n_keys,
+                                                       const float *ms, const float *ls)
+{
+    const int D = p.head_dim, G = p.group;
+    for (int e = threadIdx.x; e < G * D; e += blockDim.x) {
+        const int h = e / D, d = e % D;
+        float o = 0.0f;
+        for (int g = 0; g < n_kg; g++)
+            o += red[(g * G + h) * D + d];
+        const int head = kvh * G + h;
+        if (p.n_splits == 1) {
+            p.dst[(int64_t)q0 * p.dst_stride + (int64_t)head * D + d] = ls[h] > 0.0f ? o / ls[h] : 0.0f;
+        } else {
+            const int64_t row = ((int64_t)split * p.n_tokens + q0) * p.n_heads + head;
+            p.part_acc[row * D + d] = n_keys > 0 ? o : 0.0f;
+            if (d == 0) {
+                p.part_ml[row * 2] = n_keys > 0 ? ms[h] : -INFINITY;
+                p.part_ml[row * 2 + 1] = n_keys > 0 ? ls[h] : 0.0f;
+            }
+        }
+    }
+}
+
 // Decode (one query per sequence): one block per (key split, KV head,
 // sequence) serves the GQA group's G query heads. Scores first: groups of
 // D/32 lanes share a key, each lane dotting 32 elements read with 16-byte
@@ -254,26 +312,7 @@ template <typename TC, int GMAX> static __global__ void __launch_bounds__(ATT_TH
     }
     __syncthreads();
 
-    // ---- softmax over the split, one warp per head ----
-    const int lane = threadIdx.x % CUDA_WARP, warp = threadIdx.x / CUDA_WARP;
-    for (int h = warp; h < G; h += ATT_THREADS / CUDA_WARP) {
-        float *row = ps + h * p.split_len;
-        float m = -INFINITY;
-        for (int k = lane; k < n_keys; k += CUDA_WARP)
-            m = fmaxf(m, row[k]);
-        m = cuda_warp_max(m);
-        float l = 0.0f;
-        for (int k = lane; k < n_keys; k += CUDA_WARP) {
-            const float e = expf(row[k] - m);
-            row[k] = e;
-            l += e;
-        }
-        l = cuda_warp_sum(l);
-        if (lane == 0) {
-            ms[h] = m;
-            ls[h] = l;
-        }
-    }
+    att_split_softmax(ps, p.split_len, n_keys, G, ms, ls);
     __syncthreads();
 
     // ---- P.V: thread = (key group, 8-wide column chunk) ----
@@ -315,23 +354,7 @@ template <typename TC, int GMAX> static __global__ void __launch_bounds__(ATT_TH
                     red[(kg * G + h) * D + cc * 8 + i] = acc[h][i];
     }
     __syncthreads();
-    for (int e = threadIdx.x; e < G * D; e += blockDim.x) {
-        const int h = e / D, d = e % D;
-        float o = 0.0f;
-        for (int g = 0; g < n_kg; g++)
-            o += red[(g * G + h) * D + d];
-        const int head = kvh * G + h;
-        if (p.n_splits == 1) {
-            p.dst[(int64_t)q0 * p.dst_stride + (int64_t)head * D + d] = ls[h] > 0.0f ? o / ls[h] : 0.0f;
-        } else {
-            const int64_t row = ((int64_t)split * p.n_tokens + q0) * p.n_heads + head;
-            p.part_acc[row * D + d] = n_keys > 0 ? o : 0.0f;
-            if (d == 0) {
-                p.part_ml[row * 2] = n_keys > 0 ? ms[h] : -INFINITY;
-                p.part_ml[row * 2 + 1] = n_keys > 0 ? ls[h] : 0.0f;
-            }
-        }
-    }
+    att_split_write(p, red, n_kg, kvh, q0, split, n_keys, ms, ls);
 }
 
 // Decode, pipelined: as att_decode_kernel, for GQA groups of up to GMAX = 8
@@ -448,26 +471,7 @@ template <typename TC, int GMAX> static __global__ void __launch_bounds__(ATT_TH
     }
     __syncthreads();
 
-    // ---- softmax over the split, one warp per head ----
-    const int lane = threadIdx.x % CUDA_WARP, warp = threadIdx.x / CUDA_WARP;
-    for (int h = warp; h < G; h += ATT_THREADS / CUDA_WARP) {
-        float *row = ps + h * p.split_len;
-        float m = -INFINITY;
-        for (int k = lane; k < n_keys; k += CUDA_WARP)
-            m = fmaxf(m, row[k]);
-        m = cuda_warp_max(m);
-        float l = 0.0f;
-        for (int k = lane; k < n_keys; k += CUDA_WARP) {
-            const float e = expf(row[k] - m);
-            row[k] = e;
-            l += e;
-        }
-        l = cuda_warp_sum(l);
-        if (lane == 0) {
-            ms[h] = m;
-            ls[h] = l;
-        }
-    }
+    att_split_softmax(ps, p.split_len, n_keys, G, ms, ls);
     __syncthreads();
 
     // ---- P.V: thread = (key group, 16-byte column chunk), ATT_UNROLL keys in flight ----
@@ -518,23 +522,7 @@ template <typename TC, int GMAX> static __global__ void __launch_bounds__(ATT_TH
                     red[(kg * G + h) * D + cc * VEC + i] = acc[h][i];
     }
     __syncthreads();
-    for (int e = threadIdx.x; e < G * D; e += blockDim.x) {
-        const int h = e / D, d = e % D;
-        float o = 0.0f;
-        for (int g = 0; g < n_kg; g++)
-            o += red[(g * G + h) * D + d];
-        const int head = kvh * G + h;
-        if (p.n_splits == 1) {
-            p.dst[(int64_t)q0 * p.dst_stride + (int64_t)head * D + d] = ls[h] > 0.0f ? o / ls[h] : 0.0f;
-        } else {
-            const int64_t row = ((int64_t)split * p.n_tokens + q0) * p.n_heads + head;
-            p.part_acc[row * D + d] = n_keys > 0 ? o : 0.0f;
-            if (d == 0) {
-                p.part_ml[row * 2] = n_keys > 0 ? ms[h] : -INFINITY;
-                p.part_ml[row * 2 + 1] = n_keys > 0 ? ls[h] : 0.0f;
-            }
-        }
-    }
+    att_split_write(p, red, n_kg, kvh, q0, split, n_keys, ms, ls);
 }
 
 // Merges the split-K partial states of one (token, head) per block.
