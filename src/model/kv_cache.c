@@ -6,12 +6,6 @@
 #include "core/alloc.h"
 #include "model/model.h"
 
-enum dtype kv_cache_auto_dtype(const struct model *m)
-{
-    (void)m;
-    return DTYPE_F32;
-}
-
 void kv_cache_params_default(struct kv_cache_params *p)
 {
     *p = (struct kv_cache_params){.n_blocks = 64, .block_size = 16, .dtype = DTYPE_F32};

@@ -21,13 +21,6 @@ struct kv_cache_params {
 
 void kv_cache_params_default(struct kv_cache_params *p);
 
-// The cache dtype of --kv-cache-dtype auto for m on its backend: f32, the
-// precision the forward pass computes in, on the CPU and on GPUs alike. vLLM's
-// auto is the model's dtype and llama.cpp's default f16; on the H200 a bf16
-// cache took the Qwen3-8B shape's transformers parity to 8-9 EXACT of 32 and
-// the Llama-3 shape's to 20 (29 with f32), under the 90% bar, so the
-// smaller caches stay a choice (--kv-cache-dtype f16|bf16); docs/engine.md.
-enum dtype kv_cache_auto_dtype(const struct model *m);
 
 struct kv_cache {
     struct backend *backend; // borrowed

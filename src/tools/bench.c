@@ -148,7 +148,6 @@ static int bench_setup(struct bench *b)
     kv_cache_params_default(&kp);
     kp.block_size = BENCH_BLOCK_SIZE;
     kp.n_blocks = b->n_blocks;
-    kp.dtype = kv_cache_auto_dtype(b->m); // the engine's --kv-cache-dtype auto
     if (kv_cache_create(b->m, &kp, &b->kv, &err)) {
         fprintf(stderr, "vllmc: %s\n", err.msg);
         return 1;

@@ -48,7 +48,7 @@ struct parity {
     const char *ref_path;
     const char *device;
     const char *pass;
-    const char *kv_dtype; // NULL or "auto": the engine's default (kv_cache_auto_dtype)
+    enum dtype kv_dtype; // --kv-cache-dtype; f32, as the engine's auto
     long batch;
     long threads;
     struct parity_case *cases;
@@ -416,11 +416,7 @@ static int parity_run_all(struct parity *p)
     kv_cache_params_default(&kp);
     kp.block_size = PARITY_BLOCK_SIZE;
     kp.n_blocks = total_blocks;
-    kp.dtype = kv_cache_auto_dtype(r.m); // what the engine serves with
-    if (p->kv_dtype && strcmp(p->kv_dtype, "auto")) {
-        const char *d = p->kv_dtype;
-        kp.dtype = !strcmp(d, "f16") ? DTYPE_F16 : !strcmp(d, "bf16") ? DTYPE_BF16 : DTYPE_F32;
-    }
+    kp.dtype = p->kv_dtype;
     fprintf(stderr, "parity: KV cache %s\n", dtype_name(kp.dtype));
     if (kv_cache_create(r.m, &kp, &r.kv, &err)) {
         fprintf(stderr, "vllmc: %s\n", err.msg);
@@ -455,7 +451,7 @@ out:
 
 int parity_main(int argc, char **argv)
 {
-    struct parity p = {.device = "cpu", .pass = "exact_dequant", .batch = 1};
+    struct parity p = {.device = "cpu", .pass = "exact_dequant", .batch = 1, .kv_dtype = DTYPE_F32};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = NULL;
         bool ok = true;
@@ -473,8 +469,9 @@ int parity_main(int argc, char **argv)
         } else if (cli_opt(argc, argv, &i, "--batch", "-b", &v)) {
             ok = v && cli_parse_int(a, v, 1, 64, &p.batch);
         } else if (cli_opt(argc, argv, &i, "--kv-cache-dtype", NULL, &v)) {
-            p.kv_dtype = v;
-            if (v && strcmp(v, "auto") && strcmp(v, "f32") && strcmp(v, "f16") && strcmp(v, "bf16")) {
+            if (v && strcmp(v, "auto") &&
+                (!dtype_from_name(v, &p.kv_dtype) ||
+                 (p.kv_dtype != DTYPE_F32 && p.kv_dtype != DTYPE_F16 && p.kv_dtype != DTYPE_BF16))) {
                 fprintf(stderr, "vllmc parity: --kv-cache-dtype %s (use auto, f32, f16, bf16)\n", v);
                 ok = false;
             }
