@@ -55,19 +55,12 @@ static enum vllmc_status forward_eager(struct runner *r, const struct model_batc
 static bool graph_capture(struct runner *r, struct runner_graph *g, const struct model_batch *b,
                           struct tensor *lt)
 {
-    struct backend *be = r->model->backend;
-    enum vllmc_status rc = backend_graph_begin(be);
-    if (!rc) {
-        enum vllmc_status fwd = forward_eager(r, b, lt);
-        rc = backend_graph_end(be, fwd == VLLMC_OK, &g->g);
-        if (!rc && fwd)
-            rc = fwd;
-    }
-    if (rc || !g->g) {
+    if (model_forward_record(r->model, b, r->kv, lt, &g->g, &r->err)) {
         g->failed = true;
         log_warn("runner: decode graph for %d sequences, context %d: capture failed (%s); "
                  "running it eagerly",
-                 g->n_seqs, g->max_ctx, r->err.msg[0] ? r->err.msg : backend_err(be)->msg);
+                 g->n_seqs, g->max_ctx, r->err.msg);
+        memset(&r->err, 0, sizeof r->err);
         return false;
     }
     log_debug("runner: captured the decode graph for %d sequences, context %d", g->n_seqs,

@@ -249,3 +249,22 @@ enum vllmc_status model_forward(struct model *m, const struct model_batch *b, st
         return rc;
     return fwd_matmul(&f, logits, &f.hl, &m->output, NULL, NULL);
 }
+
+enum vllmc_status model_forward_record(struct model *m, const struct model_batch *b,
+                                       struct kv_cache *kv, struct tensor *logits,
+                                       struct backend_graph **out, struct err *err)
+{
+    *out = NULL;
+    enum vllmc_status rc = backend_graph_begin(m->backend);
+    if (rc)
+        return err_set(err, rc, "graph: %s", backend_err(m->backend)->msg);
+    enum vllmc_status fwd = model_forward(m, b, kv, logits, err);
+    rc = backend_graph_end(m->backend, fwd == VLLMC_OK, out);
+    if (fwd)
+        return fwd;
+    if (rc)
+        return err_set(err, rc, "graph: %s", backend_err(m->backend)->msg);
+    if (!*out)
+        return err_set(err, VLLMC_ERR_BACKEND, "graph: the backend recorded nothing");
+    return VLLMC_OK;
+}

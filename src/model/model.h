@@ -160,4 +160,14 @@ struct model_batch {
 enum vllmc_status model_forward(struct model *m, const struct model_batch *b, struct kv_cache *kv,
                                 struct tensor *logits, struct err *err);
 
+// Records model_forward(b) into a backend graph instead of running it: *out,
+// the caller's to free (backend_graph_free), replays it over the same
+// buffers. On failure *out is NULL, err says why and the backend is ready for
+// an eager pass. Run each batch shape eagerly once first (backend scratch
+// settles). Engine thread only.
+struct backend_graph;
+enum vllmc_status model_forward_record(struct model *m, const struct model_batch *b,
+                                       struct kv_cache *kv, struct tensor *logits,
+                                       struct backend_graph **out, struct err *err);
+
 #endif

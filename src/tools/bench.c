@@ -216,22 +216,13 @@ static int bench_decode_graph(struct bench *b, struct model_batch *mb, struct te
         g->g = NULL;
         g->warmed = false;
     }
-    if (g && !g->g && !g->failed && g->warmed) {
-        rc = backend_graph_begin(b->be);
-        if (!rc) {
-            enum vllmc_status fwd = model_forward(b->m, mb, b->kv, lt, &err);
-            rc = backend_graph_end(b->be, fwd == VLLMC_OK, &g->g);
-            if (!rc && fwd)
-                rc = fwd;
-        }
-        if (rc || !g->g) {
-            fprintf(stderr, "vllmc bench: decode graph for context %d: capture failed (%s); "
-                            "running it eagerly\n",
-                    ctx, err.msg[0] ? err.msg : backend_err(b->be)->msg);
-            g->failed = true;
-            g->g = NULL;
-            memset(&err, 0, sizeof err);
-        }
+    if (g && !g->g && !g->failed && g->warmed &&
+        model_forward_record(b->m, mb, b->kv, lt, &g->g, &err)) {
+        fprintf(stderr, "vllmc bench: decode graph for context %d: capture failed (%s); "
+                        "running it eagerly\n",
+                ctx, err.msg);
+        g->failed = true;
+        memset(&err, 0, sizeof err);
     }
     if (g && g->g) {
         rc = backend_graph_launch(b->be, g->g);
