@@ -18,8 +18,9 @@
 #     pkgconf-bin libpkgconf3 libcurl4-openssl-dev
 #
 # GPU_CHECK_STAGES (comma list) picks stages: deps,build,tests,ops,roofline,
-# bench,hf,ab,profile,serve,hf8b,sanitizer (default: all but hf8b, which writes a 16 GB
-# checkpoint; a machine call has 10 minutes, so split the stages over calls).
+# bench,hf,ab,profile,serve,hf8b,q8b,sanitizer (default: all but hf8b, which writes a 16 GB
+# checkpoint, and q8b, which writes one and quantizes it to Q4_K_M and Q8_0;
+# a machine call has 10 minutes, so split the stages over calls).
 # GPU_CHECK_CPU_PARITY=0 leaves out the (informational) CPU parity runs;
 # GPU_CHECK_HF_MODELS (default: qwen3-0.6b llama3-1b qwen2-0.5b stories int4)
 # picks the checkpoints of the hf stage. The ab stage runs the side-by-side
@@ -296,6 +297,16 @@ if want ab; then
         ab "decode attention splits" "VLLMC_CUDA_DECODE_SPLIT=$split" \
             "$VLLMC" bench-ops --device cuda --section attention --iters 50
     done
+    # The packed GEMV (default) against the byte-loading one on quantized rows.
+    ab "op-parity, byte-loading quantized GEMV" "VLLMC_CUDA_QGEMV=0" \
+        "$VLLMC" op-parity --device cuda --op matmul
+    for q in 0 1; do
+        from=$(($(wc -l <"$OUT/ab.log" 2>/dev/null || echo 0) + 1))
+        ab "quantized GEMV (1 = packed)" "VLLMC_CUDA_QGEMV=$q" \
+            "$VLLMC" bench-ops --device cuda --section gemv --iters 50
+        tail -n +"$from" "$OUT/ab.log" | grep "^op=matmul shape=8b.*wtype=Q" |
+            sed -E "s/^op=matmul shape=([^ ]*) m=([0-9]*) .*wtype=([^ ]*) provider=[^ ]* us=([^ ]*) gbps=([^ ]*).*/  [VLLMC_CUDA_QGEMV=$q] \\3 \\1 m=\\2 \\4 us \\5 GB\/s/" >>"$SUMMARY"
+    done
     ab "op-parity, GEMV one warp per row" "VLLMC_CUDA_GEMV_WARP=1" \
         "$VLLMC" op-parity --device cuda --op matmul
     for w in 0 1; do
@@ -365,6 +376,45 @@ if want hf8b; then
         bash "$ROOT/scripts/serve-bench.sh" "$VLLMC" "$DATA/qwen3-8b-random" cuda 18081 $BENCH_SERVE
 fi
 
+# ---- the Qwen3-8B shape quantized: Q4_K_M and Q8_0 batch-1 decode against the read roofline ----
+# A random-weight model of the 8B layer shapes (Llama layout, 151936 vocabulary)
+# written by gen-model as bf16 GGUF (16 GB) and converted by vllmc quantize;
+# tg128's weight bytes per token (bench's decode: line) over the roofline
+# probe's read bandwidth (4385 GB/s when the roofline stage did not run), then
+# the same decode with the byte-loading GEMV (VLLMC_CUDA_QGEMV=0).
+if want q8b; then
+    Q8B=$DATA/q8b
+    mkdir -p "$Q8B"
+    read_gbps=$(grep -h "^roofline read_gbps=" "$OUT/bench.log" 2>/dev/null | tail -1 | sed 's/^roofline read_gbps=\([0-9]*\).*/\1/')
+    [ -n "$read_gbps" ] || read_gbps=4385
+    if [ ! -f "$Q8B/Q4_K_M.gguf" ] || [ ! -f "$Q8B/Q8_0.gguf" ]; then
+        stage "q8b: gen-model 8B shape, bf16" "$OUT/q8b.log" 300 \
+            "$VLLMC" gen-model -o "$Q8B/bf16.gguf" --dtype bf16 --layers 36 --dim 4096 \
+            --ffn 12288 --heads 32 --kv-heads 8 --head-dim 128 --vocab 151936
+        for t in Q4_K_M Q8_0; do
+            stage "q8b: quantize $t" "$OUT/q8b.log" 300 \
+                "$VLLMC" quantize "$Q8B/bf16.gguf" "$Q8B/$t.gguf" --type $t --quiet
+        done
+        rm -f "$Q8B/bf16.gguf"
+    fi
+    for t in Q4_K_M Q8_0; do
+        [ -f "$Q8B/$t.gguf" ] || continue
+        from=$(($(wc -l <"$OUT/q8b.log" 2>/dev/null || echo 0) + 1))
+        stage "q8b: bench $t pp512/tg128 cuda (8B)" "$OUT/q8b.log" 240 \
+            "$VLLMC" bench --model "$Q8B/$t.gguf" --device cuda -p 512 -n 128 -r 3
+        tail -n +"$from" "$OUT/q8b.log" | grep "  pp512 \|  tg128 " | sed "s|^|  q8b $t |" >>"$SUMMARY"
+        tail -n +"$from" "$OUT/q8b.log" | grep "^decode:" | tail -1 |
+            awk -v t=$t -v r="$read_gbps" '{g = $(NF - 1); printf "  q8b %s tg128: %s MB a token, %.0f GB/s = %.1f%% of the %s GB/s read roofline\n", t, $2, g, 100 * g / r, r}' |
+            tee -a "$SUMMARY"
+        from=$(($(wc -l <"$OUT/q8b.log" 2>/dev/null || echo 0) + 1))
+        stage "q8b: bench $t tg128 cuda, byte-loading GEMV" "$OUT/q8b.log" 200 \
+            env VLLMC_CUDA_QGEMV=0 "$VLLMC" bench --model "$Q8B/$t.gguf" --device cuda -p 0 -n 128 -r 3
+        tail -n +"$from" "$OUT/q8b.log" | grep "^decode:" | tail -1 |
+            awk -v t=$t -v r="$read_gbps" '{g = $(NF - 1); printf "  [VLLMC_CUDA_QGEMV=0] q8b %s tg128: %.0f GB/s = %.1f%% of the read roofline\n", t, g, 100 * g / r}' |
+            tee -a "$SUMMARY"
+    done
+fi
+
 # ---- compute-sanitizer: memcheck over every op, racecheck over the shared-memory kernels ----
 if want sanitizer; then
     SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
@@ -384,6 +434,7 @@ fi
     echo "---- figures ----"
     grep -h "^roofline" "$OUT/bench.log" 2>/dev/null
     grep -h "^op=matmul shape=8b\.\(down\|gate_up\|lm_head\) m=1 .*wtype=bf16" "$OUT/bench.log" 2>/dev/null
+    grep -h "^op=matmul shape=8b\..* wtype=Q" "$OUT/bench.log" 2>/dev/null
     grep -h "^crossover" "$OUT/bench.log" 2>/dev/null | awk '{print $2, $3, $6}' | paste -sd' ' | fold -w 160
     grep -h "^op=attention" "$OUT/bench.log" 2>/dev/null | sed 's/heads=.*provider=[^ ]* //'
     grep -h "^decode model\|^prefill model" "$OUT/bench.log" 2>/dev/null

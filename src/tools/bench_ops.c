@@ -192,14 +192,20 @@ static int section_gemv(struct bench *b)
     fails += bench_matmul_case(b, &qwen3_8b_mm[2], 1, DTYPE_F16, NULL, &us);
     fails += bench_matmul_case(b, &qwen3_8b_mm[2], 1, DTYPE_F32, NULL, &us);
     fails += bench_matmul_case(b, &qwen3_8b_mm[2], 8, DTYPE_BF16, NULL, &us);
-    // Packed GGUF weights: bandwidth of the dequantizing GEMV over the packed bytes.
-    // INT4G: AWQ/GPTQ 4-bit weights as the loader repacks them.
+    // Packed GGUF weights: bandwidth of the dequantizing GEMV over the packed
+    // bytes, on the 8B layer's four matmuls for the types of Q8_0 and Q4_K_M
+    // files (Q4_K with Q6_K), on gate_up and down for the others. INT4G:
+    // AWQ/GPTQ 4-bit weights as the loader repacks them.
     static const enum dtype qtypes[] = {DTYPE_Q8_0, DTYPE_Q4_K, DTYPE_Q6_K, DTYPE_Q4_0,
-                                        DTYPE_INT4G};
+                                        DTYPE_Q5_K, DTYPE_INT4G};
     for (size_t t = 0; t < sizeof qtypes / sizeof qtypes[0]; t++) {
-        fails += bench_matmul_case(b, &qwen3_8b_mm[2], 1, qtypes[t], NULL, &us);
-        fails += bench_matmul_case(b, &qwen3_8b_mm[3], 1, qtypes[t], NULL, &us);
+        bool all = t < 3;
+        for (size_t i = all ? 0 : 2; i < 4; i++)
+            fails += bench_matmul_case(b, &qwen3_8b_mm[i], 1, qtypes[t], NULL, &us);
     }
+    // Batched decode: 4 and 8 tokens through the same kernel.
+    fails += bench_matmul_case(b, &qwen3_8b_mm[2], 4, DTYPE_Q4_K, NULL, &us);
+    fails += bench_matmul_case(b, &qwen3_8b_mm[2], 8, DTYPE_Q4_K, NULL, &us);
     return fails;
 }
 

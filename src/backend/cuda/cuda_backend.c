@@ -446,6 +446,9 @@ enum vllmc_status cuda_backend_create(const struct backend_options *o, struct ba
     const char *gemv_warp = getenv("VLLMC_CUDA_GEMV_WARP");
     if (gemv_warp && *gemv_warp)
         cuda_gemv_set_warp(atoi(gemv_warp) != 0);
+    const char *qgemv = getenv("VLLMC_CUDA_QGEMV");
+    if (qgemv && *qgemv)
+        cuda_qgemv_set_packed(atoi(qgemv) != 0);
     const char *bf16_x = getenv("VLLMC_CUDA_BF16_ACTIVATIONS");
     if (bf16_x && *bf16_x)
         cuda_matmul_set_split_x(atoi(bf16_x) == 0);

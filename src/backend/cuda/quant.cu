@@ -1,17 +1,32 @@
-// Quantized GGUF weights on the GPU, kept packed: the legacy 32-weight types
-// (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL), the k-quants (Q2_K .. Q6_K) and
-// IQ4_XS. Decode (m <= CUDA_QGEMV_MAX_M) dots x directly against the blocks, a
-// warp per output row and a lane per 32-weight sub-block, so each packed byte
-// is read once; larger m dequantizes W to bf16 in scratch and runs the
-// cuBLASLt GEMM (where its alignment allows; else the GEMV, 8 tokens a
-// launch); the embedding gathers and dequantizes rows. The arithmetic
-// follows the formats' reference dequantization (cpu/quant/dequant.c), in f32.
+// Quantized GGUF weights on the GPU, kept packed (Q4_0 .. Q8_0, IQ4_NL, the
+// k-quants, IQ4_XS): the decode GEMV (m <= CUDA_QGEMV_MAX_M) dots x with the
+// packed rows; larger m dequantizes W to bf16 in scratch for the cuBLASLt
+// GEMM (where its alignment allows; else the GEMV, 8 tokens a launch); the
+// embedding gathers and dequantizes rows (quant_decode.h, f32 arithmetic).
+//
+// Decode (m <= CUDA_QGEMV_MAX_M) is bound by reading W once: at the H200's
+// ~4.4 TB/s a 24576 x 4096 Q4_K matrix (56.6 MB) takes 12.9 us. The packed
+// GEMV (qgemv_packed_kernel) streams each row with 16-byte loads: a warp owns
+// a row, copies a tile of whole blocks (64 units, a multiple of 16 bytes, so
+// every tile starts 16-aligned when the row does) from registers into its
+// shared-memory slot, issues the loads of its next tile (the next row's
+// first when the row ends) and then decodes the tile from shared memory, two
+// units a lane; about 2 KB in flight per warp, 20-30 KB per SM, what Little's
+// law asks of HBM latency. The activations are quantized once per block to
+// 8-bit blocks of 32 in shared memory (as llama.cpp's q8_1), so a lane dots
+// four weights per dp4a instead of converting each to a float (the SM's
+// conversion rate, 16 a clock, is below the weight rate that bandwidth needs
+// for 4-bit types). Rows that are not 16-aligned, types without a unit
+// decoder (quant_dot.h) and VLLMC_CUDA_QGEMV=0 take qgemv_kernel: a warp per
+// output row, a lane per 32-weight sub-block, byte loads, f32 arithmetic.
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/matmul.cuh"
 #include "backend/cuda/quant.cuh"
 #include "backend/cuda/quant_decode.h"
+#include "backend/cuda/quant_dot.h"
 
 #define QGEMV_WARPS 4
+#define QGEMV_P_WARPS 8 // warps (rows in flight) per block of the packed GEMV
 #define QK_K 256
 
 // ---- the packed types ----
@@ -45,6 +60,31 @@ template <int T> struct q_fmt;
     };
 Q_TYPES(Q_FMT)
 #undef Q_FMT
+
+// The packed GEMV's layout of a type: unit decoder (quant_dot.h), units a
+// block, sub-blocks a unit, blocks a tile. A tile is 64 units (two a lane)
+// and a multiple of 16 bytes. Types absent here take qgemv_kernel.
+template <int T> struct q_unit {
+    static constexpr bool ok = false;
+};
+#define Q_UNIT(t, decode, n_units, n_subs, n_tile_blocks)                                          \
+    template <> struct q_unit<t> {                                                                 \
+        static constexpr bool ok = true;                                                           \
+        static constexpr int units = n_units, subs = n_subs, tile_blocks = n_tile_blocks;          \
+        static __device__ __forceinline__ void load(const uint8_t *b, int u, struct qdot_unit *w)  \
+        {                                                                                          \
+            decode(b, u, w);                                                                       \
+        }                                                                                          \
+    };
+Q_UNIT(DTYPE_Q4_0, qdot_unit_q4_0, 1, 1, 64) // 1152-byte tiles
+Q_UNIT(DTYPE_Q4_1, qdot_unit_q4_1, 1, 1, 64) // 1280
+Q_UNIT(DTYPE_Q5_0, qdot_unit_q5_0, 1, 1, 64) // 1408
+Q_UNIT(DTYPE_Q5_1, qdot_unit_q5_1, 1, 1, 64) // 1536
+Q_UNIT(DTYPE_Q8_0, qdot_unit_q8_0, 1, 1, 64) // 2176
+Q_UNIT(DTYPE_Q4_K, qdot_unit_q4_k, 4, 2, 16) // 2304
+Q_UNIT(DTYPE_Q5_K, qdot_unit_q5_k, 4, 2, 16) // 2816
+Q_UNIT(DTYPE_Q6_K, qdot_unit_q6_k, 8, 1, 8)  // 1680
+#undef Q_UNIT
 
 // ---- kernels ----
 
@@ -80,6 +120,169 @@ static __global__ void __launch_bounds__(QGEMV_WARPS * CUDA_WARP)
             if (bias)
                 sum += cuda_bias_at(bias, bias_type, row);
             dst[t * dst_pitch + row] = sum;
+        }
+    }
+}
+
+// The packed GEMV's tile bytes of a type and its shared memory for M tokens
+// of rows of k: a tile slot per warp, then the activations' bytes [M, k],
+// scales [M, k / 32] and sums [M, k / 32].
+template <int T> static constexpr int qgemv_tile_bytes()
+{
+    return q_unit<T>::tile_blocks * q_fmt<T>::bytes;
+}
+
+template <int T> static size_t qgemv_packed_smem(int m, int64_t k)
+{
+    return (size_t)QGEMV_P_WARPS * qgemv_tile_bytes<T>() + (size_t)m * (size_t)k / 4 * 5;
+}
+
+// Tile t of a row (row_bytes, a multiple of 16, at a 16-aligned wr) into
+// registers: lane l takes 16-byte pieces l, l + 32, ...
+template <int TILE, int LOADS>
+static __device__ __forceinline__ void qgemv_tile_load(uint4 *pre, const uint8_t *wr,
+                                                       int64_t row_bytes, int t, int lane)
+{
+    const int64_t off = (int64_t)t * TILE;
+    const int n16 = (int)(row_bytes - off < TILE ? row_bytes - off : TILE) / 16;
+    const uint4 *src = (const uint4 *)(wr + off);
+#pragma unroll
+    for (int i = 0; i < LOADS; i++)
+        if (lane + CUDA_WARP * i < n16)
+            pre[i] = __ldg(src + lane + CUDA_WARP * i);
+}
+
+// dst [M, n] = x [M, k] . W^T with W's rows 16-aligned (pitch w_pitch). Warp
+// slot warp * gridDim.x + blockIdx.x takes rows slot, slot + slots, ... (the
+// rows left over after whole rounds spread over the blocks). x is quantized
+// into shared memory first, while the first tile's loads are in flight.
+template <int T, int M>
+static __global__ void __launch_bounds__(QGEMV_P_WARPS *CUDA_WARP)
+    qgemv_packed_kernel(float *dst, int64_t dst_pitch, const float *x, int64_t x_pitch,
+                        const uint8_t *w, int64_t w_pitch, const void *bias, int bias_type, int n,
+                        int k)
+{
+    using Q = q_unit<T>;
+    constexpr int BYTES = q_fmt<T>::bytes, SUBS_B = q_fmt<T>::elems / 32;
+    constexpr int TILE = qgemv_tile_bytes<T>(), TILE16 = TILE / 16;
+    constexpr int LOADS = (TILE16 + CUDA_WARP - 1) / CUDA_WARP;
+    static_assert(TILE % 16 == 0 && Q::tile_blocks * Q::units == 2 * CUDA_WARP, "tile layout");
+    extern __shared__ uint4 qgemv_smem[];
+    const int warp = threadIdx.x / CUDA_WARP, lane = threadIdx.x % CUDA_WARP;
+    const int n_sub = k / 32;
+    uint4 *tile = qgemv_smem + warp * TILE16;
+    int8_t *xq = (int8_t *)(qgemv_smem + QGEMV_P_WARPS * TILE16); // [M, k]
+    float *xd = (float *)(xq + (int64_t)M * k);                    // [M, n_sub]
+    float *xs = xd + M * n_sub;                                    // [M, n_sub]
+    const int64_t row_bytes = (int64_t)(k / q_fmt<T>::elems) * BYTES;
+    const int n_tiles = (int)((row_bytes + TILE - 1) / TILE);
+    const int slots = (int)gridDim.x * QGEMV_P_WARPS;
+    int row = warp * (int)gridDim.x + (int)blockIdx.x;
+
+    uint4 pre[LOADS];
+#pragma unroll
+    for (int i = 0; i < LOADS; i++)
+        pre[i] = make_uint4(0, 0, 0, 0);
+    if (row < n)
+        qgemv_tile_load<TILE, LOADS>(pre, w + (int64_t)row * w_pitch, row_bytes, 0, lane);
+
+    // Eight threads a 32-block: q = round(x * 127 / amax), d = amax / 127, s = sum x
+    // (qdot_quantize32). Four rounds of loads in flight at a time; every
+    // thread runs the same rounds (full-warp shuffles).
+    constexpr int GROUPS = QGEMV_P_WARPS * CUDA_WARP / 8, BATCH = 4;
+    const int n_groups = M * n_sub, g8 = (int)threadIdx.x / 8, l8 = (int)threadIdx.x % 8;
+    for (int base = 0; base < n_groups; base += BATCH * GROUPS) {
+        float4 v[BATCH];
+#pragma unroll
+        for (int j = 0; j < BATCH; j++) {
+            const int g = base + j * GROUPS + g8;
+            v[j] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            if (g < n_groups)
+                v[j] = *(const float4 *)(x + (int64_t)(g / n_sub) * x_pitch + (g % n_sub) * 32 +
+                                         4 * l8);
+        }
+#pragma unroll
+        for (int j = 0; j < BATCH; j++) {
+            const int g = base + j * GROUPS + g8;
+            float amax = fmaxf(fmaxf(fabsf(v[j].x), fabsf(v[j].y)),
+                               fmaxf(fabsf(v[j].z), fabsf(v[j].w)));
+            float sum = (v[j].x + v[j].y) + (v[j].z + v[j].w);
+#pragma unroll
+            for (int off = 1; off < 8; off <<= 1) {
+                amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, off));
+                sum += __shfl_xor_sync(0xffffffffu, sum, off);
+            }
+            if (g < n_groups) {
+                const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+                *(char4 *)(xq + 32 * (int64_t)g + 4 * l8) =
+                    make_char4((signed char)__float2int_rn(v[j].x * inv),
+                               (signed char)__float2int_rn(v[j].y * inv),
+                               (signed char)__float2int_rn(v[j].z * inv),
+                               (signed char)__float2int_rn(v[j].w * inv));
+                if (l8 == 0) {
+                    xd[g] = amax / 127.0f;
+                    xs[g] = sum;
+                }
+            }
+        }
+    }
+    __syncthreads();
+
+    for (; row < n; row += slots) {
+        const uint8_t *wr = w + (int64_t)row * w_pitch;
+        float acc[M];
+#pragma unroll
+        for (int m = 0; m < M; m++)
+            acc[m] = 0.0f;
+        for (int t = 0; t < n_tiles; t++) {
+            const int bytes = (int)(row_bytes - (int64_t)t * TILE < TILE
+                                        ? row_bytes - (int64_t)t * TILE
+                                        : TILE);
+            __syncwarp(); // every lane is done with the previous tile
+#pragma unroll
+            for (int i = 0; i < LOADS; i++)
+                if (lane + CUDA_WARP * i < bytes / 16)
+                    tile[lane + CUDA_WARP * i] = pre[i];
+            __syncwarp();
+            if (t + 1 < n_tiles)
+                qgemv_tile_load<TILE, LOADS>(pre, wr, row_bytes, t + 1, lane);
+            else if (row + slots < n)
+                qgemv_tile_load<TILE, LOADS>(pre, w + (int64_t)(row + slots) * w_pitch, row_bytes,
+                                             0, lane);
+            const uint8_t *tb = (const uint8_t *)tile;
+            const int units = bytes / BYTES * Q::units;
+            const int sub0 = t * Q::tile_blocks * SUBS_B; // the tile's first sub-block in the row
+#pragma unroll 2
+            for (int u = lane; u < units; u += CUDA_WARP) {
+                const int bi = u / Q::units, uj = u % Q::units;
+                struct qdot_unit wu;
+                Q::load(tb + bi * BYTES, uj, &wu);
+                const int s = sub0 + bi * SUBS_B + uj * Q::subs;
+#pragma unroll
+                for (int m = 0; m < M; m++) {
+                    const uint4 *xv = (const uint4 *)(xq + (int64_t)m * k + 32 * s);
+                    uint32_t xw[8 * Q::subs];
+#pragma unroll
+                    for (int i = 0; i < 2 * Q::subs; i++) {
+                        const uint4 q = xv[i];
+                        xw[4 * i] = q.x;
+                        xw[4 * i + 1] = q.y;
+                        xw[4 * i + 2] = q.z;
+                        xw[4 * i + 3] = q.w;
+                    }
+                    acc[m] += qdot_unit_dot(&wu, Q::subs, xw, xd + m * n_sub + s,
+                                            xs + m * n_sub + s);
+                }
+            }
+        }
+#pragma unroll
+        for (int m = 0; m < M; m++) {
+            float sum = cuda_warp_sum(acc[m]);
+            if (lane == 0) {
+                if (bias)
+                    sum += cuda_bias_at(bias, bias_type, row);
+                dst[m * dst_pitch + row] = sum;
+            }
         }
     }
 }
@@ -129,21 +332,116 @@ static void qgemv_launch_m(const struct op_call *c, int64_t t0, cudaStream_t str
         b ? (int)b->dtype : (int)DTYPE_F32, n, (int)x->ne[0]);
 }
 
-// Every token of the call, CUDA_QGEMV_MAX_M at a time.
-template <int T> static void qgemv_launch(const struct op_call *c, int64_t m, cudaStream_t stream)
+// Whether decode takes the packed GEMV where it applies (VLLMC_CUDA_QGEMV).
+static bool qgemv_packed_on = true;
+
+extern "C" void cuda_qgemv_set_packed(bool on)
 {
-    for (int64_t t0 = 0; t0 < m; t0 += CUDA_QGEMV_MAX_M) {
-        switch (m - t0) {
-        case 1: qgemv_launch_m<T, 1>(c, t0, stream); break;
-        case 2: qgemv_launch_m<T, 2>(c, t0, stream); break;
-        case 3: qgemv_launch_m<T, 3>(c, t0, stream); break;
-        case 4: qgemv_launch_m<T, 4>(c, t0, stream); break;
-        case 5: qgemv_launch_m<T, 5>(c, t0, stream); break;
-        case 6: qgemv_launch_m<T, 6>(c, t0, stream); break;
-        case 7: qgemv_launch_m<T, 7>(c, t0, stream); break;
-        default: qgemv_launch_m<T, 8>(c, t0, stream); break;
+    qgemv_packed_on = on;
+}
+
+// Resident blocks per SM of one packed-GEMV instance by shared-memory size (a
+// model has few row lengths), and the size its limit was raised to. Filled
+// on the engine thread, before a graph captures the shape.
+struct qgemv_occupancy {
+    size_t smem_raised;
+    size_t smem[8];
+    int blocks[8];
+    int n;
+};
+
+template <typename K>
+static cudaError_t qgemv_occupancy_get(K kernel, size_t smem, struct qgemv_occupancy *o,
+                                       int *blocks)
+{
+    for (int i = 0; i < o->n; i++) {
+        if (o->smem[i] == smem) {
+            *blocks = o->blocks[i];
+            return cudaSuccess;
         }
     }
+    cudaError_t rc;
+    if (smem > 48 * 1024 && smem > o->smem_raised) {
+        rc = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+        if (rc != cudaSuccess)
+            return rc;
+        o->smem_raised = smem;
+    }
+    int nb = 0;
+    rc = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nb, kernel, QGEMV_P_WARPS * CUDA_WARP,
+                                                       smem);
+    if (rc != cudaSuccess)
+        return rc;
+    *blocks = nb > 0 ? nb : 1;
+    const int i = o->n < 8 ? o->n++ : 7;
+    o->smem[i] = smem;
+    o->blocks[i] = *blocks;
+    return cudaSuccess;
+}
+
+// The packed GEMV takes M tokens of the call when its type has a unit
+// decoder, W's rows are 16-aligned and x fits the block's shared memory.
+template <int T> static bool qgemv_packed_ok(const struct op_call *c, int m, const struct cuda_device *dev)
+{
+    const struct tensor *w = c->src[1];
+    return q_unit<T>::ok && qgemv_packed_on && (uintptr_t)w->data % 16 == 0 && w->nb[1] % 16 == 0 &&
+           qgemv_packed_smem<T>(m, w->ne[0]) <= dev->smem_optin_bytes;
+}
+
+// Tokens t0 .. t0 + M - 1 through the packed GEMV: one block per 8 rows, at
+// most as many blocks as are resident at once (each quantizes x once).
+template <int T, int M>
+static enum vllmc_status qgemv_packed_launch(const struct op_call *c, int64_t t0,
+                                             struct cuda_device *dev)
+{
+    struct err *err = dev->err;
+    const struct tensor *x = c->src[0], *w = c->src[1], *b = c->src[2];
+    const int n = (int)w->ne[1], k = (int)x->ne[0];
+    const int64_t x_pitch = cuda_row_pitch(x), dst_pitch = cuda_row_pitch(c->dst);
+    const size_t smem = qgemv_packed_smem<T>(M, k);
+    static struct qgemv_occupancy occ;
+    int per_sm = 1;
+    CUDA_TRY(qgemv_occupancy_get(qgemv_packed_kernel<T, M>, smem, &occ, &per_sm));
+    const int64_t want = ((int64_t)n + QGEMV_P_WARPS - 1) / QGEMV_P_WARPS;
+    const int64_t most = (int64_t)dev->n_sms * per_sm;
+    qgemv_packed_kernel<T, M><<<(unsigned)(want < most ? want : most), QGEMV_P_WARPS * CUDA_WARP,
+                                smem, dev->stream>>>(
+        (float *)c->dst->data + t0 * dst_pitch, dst_pitch, (const float *)x->data + t0 * x_pitch,
+        x_pitch, (const uint8_t *)w->data, (int64_t)w->nb[1], b ? b->data : nullptr,
+        b ? (int)b->dtype : (int)DTYPE_F32, n, k);
+    return VLLMC_OK;
+}
+
+template <int T, int M>
+static enum vllmc_status qgemv_launch_chunk(const struct op_call *c, int64_t t0,
+                                            struct cuda_device *dev)
+{
+    if constexpr (q_unit<T>::ok) {
+        if (qgemv_packed_ok<T>(c, M, dev))
+            return qgemv_packed_launch<T, M>(c, t0, dev);
+    }
+    qgemv_launch_m<T, M>(c, t0, dev->stream);
+    return VLLMC_OK;
+}
+
+// Every token of the call, CUDA_QGEMV_MAX_M at a time.
+template <int T>
+static enum vllmc_status qgemv_launch(const struct op_call *c, int64_t m, struct cuda_device *dev)
+{
+    enum vllmc_status rc = VLLMC_OK;
+    for (int64_t t0 = 0; t0 < m && !rc; t0 += CUDA_QGEMV_MAX_M) {
+        switch (m - t0) {
+        case 1: rc = qgemv_launch_chunk<T, 1>(c, t0, dev); break;
+        case 2: rc = qgemv_launch_chunk<T, 2>(c, t0, dev); break;
+        case 3: rc = qgemv_launch_chunk<T, 3>(c, t0, dev); break;
+        case 4: rc = qgemv_launch_chunk<T, 4>(c, t0, dev); break;
+        case 5: rc = qgemv_launch_chunk<T, 5>(c, t0, dev); break;
+        case 6: rc = qgemv_launch_chunk<T, 6>(c, t0, dev); break;
+        case 7: rc = qgemv_launch_chunk<T, 7>(c, t0, dev); break;
+        default: rc = qgemv_launch_chunk<T, 8>(c, t0, dev); break;
+        }
+    }
+    return rc;
 }
 
 template <int T, typename TO>
@@ -222,13 +520,16 @@ extern "C" enum vllmc_status cuda_qgemv_run(const struct op_call *c)
     const int64_t m = tensor_n_rows(c->src[0]);
     if (m == 0 || c->src[1]->ne[1] == 0)
         return VLLMC_OK;
+    enum vllmc_status rc = VLLMC_OK;
     switch (c->src[1]->dtype) {
 #define Q_CASE(t, ...)                                                                             \
-    case t: qgemv_launch<t>(c, m, dev->stream); break;
+    case t: rc = qgemv_launch<t>(c, m, dev); break;
         Q_TYPES(Q_CASE)
 #undef Q_CASE
     default: VLLMC_ASSERT(!"cuda-qgemv: dtype outside q_type_ok"); break;
     }
+    if (rc)
+        return rc;
     CUDA_TRY_LAUNCH();
     return VLLMC_OK;
 }

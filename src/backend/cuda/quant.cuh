@@ -13,6 +13,10 @@ extern "C" {
 // Largest token count of the dequantizing GEMV.
 #define CUDA_QGEMV_MAX_M 8
 
+// Whether decode takes the packed GEMV (16-byte loads, 8-bit activations,
+// byte dot products; the default) or the byte-loading f32 one everywhere:
+// VLLMC_CUDA_QGEMV=0 at backend creation.
+void cuda_qgemv_set_packed(bool on);
 bool cuda_qgemv_supports(const struct op_call *c);
 enum vllmc_status cuda_qgemv_run(const struct op_call *c);
 bool cuda_qgemm_supports(const struct op_call *c);

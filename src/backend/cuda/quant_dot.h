@@ -1,0 +1,327 @@
+// Integer dot products of packed GGUF blocks with activations quantized to
+// 8-bit blocks of 32 (scale d = amax / 127, and the float sum of the block),
+// for the CUDA decode GEMV (quant.cu). Written once for nvcc (device) and a C
+// compiler (host), so a test checks the unpacking against the formats'
+// reference vectors without a GPU. Arithmetic: 4-way byte dot products, one
+// float scale per 16 weights, one float min per 32.
+#ifndef VLLMC_BACKEND_CUDA_QUANT_DOT_H
+#define VLLMC_BACKEND_CUDA_QUANT_DOT_H
+
+#include <stdint.h>
+
+#ifdef __CUDACC__
+#include <cuda_fp16.h>
+#define QDOT_FN static __device__ __forceinline__
+#define QDOT_UNROLL _Pragma("unroll")
+#else
+#include <math.h>
+#include "core/dtype.h"
+#define QDOT_FN static inline
+#define QDOT_UNROLL
+#endif
+
+// One unit of a block, 32 or 64 weights (one or two 32-weight sub-blocks),
+// unpacked for byte dot products: weight 4 i + b is signed byte b of q[i] and
+// meets activation byte 4 i + b. Weights 16 h .. 16 h + 15 are sc[h] * q; sub-block s
+// subtracts mn[s] * (the sum of its activations).
+struct qdot_unit {
+    uint32_t q[16];
+    float sc[4];
+    float mn[2];
+};
+
+// ---- loads: blocks are byte-aligned in a file, 2-aligned where the GEMV stages them ----
+
+// The little-endian IEEE half at p (p 2-aligned).
+QDOT_FN float qdot_half(const uint8_t *p)
+{
+#ifdef __CUDACC__
+    return __half2float(__ushort_as_half(*(const unsigned short *)p));
+#else
+    return fp16_to_f32((uint16_t)(p[0] | p[1] << 8));
+#endif
+}
+
+// The little-endian word at p, p 2-aligned (two 16-bit loads).
+QDOT_FN uint32_t qdot_u32_2(const uint8_t *p)
+{
+#ifdef __CUDACC__
+    const unsigned short *h = (const unsigned short *)p;
+    return (uint32_t)h[0] | (uint32_t)h[1] << 16;
+#else
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+#endif
+}
+
+// The little-endian word at p, p 4-aligned (one load).
+QDOT_FN uint32_t qdot_u32_4(const uint8_t *p)
+{
+#ifdef __CUDACC__
+    return *(const uint32_t *)p;
+#else
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+#endif
+}
+
+// n consecutive little-endian words from p, p 2-aligned: on the device
+// aligned loads and funnel shifts (one code path for either alignment; the
+// word past the end is read only when p is not 4-aligned, so a read stays
+// inside the block's 16-aligned tile).
+QDOT_FN void qdot_words_2(const uint8_t *p, int n, uint32_t *out)
+{
+#ifdef __CUDACC__
+    const uint32_t *a = (const uint32_t *)((uintptr_t)p & ~(uintptr_t)3);
+    const unsigned sh = 8u * (unsigned)((uintptr_t)p & 3);
+    uint32_t lo = a[0];
+    QDOT_UNROLL
+    for (int i = 0; i < n; i++) {
+        const uint32_t hi = (i + 1 < n || sh) ? a[i + 1] : 0u;
+        out[i] = __funnelshift_r(lo, hi, sh);
+        lo = hi;
+    }
+#else
+    for (int i = 0; i < n; i++)
+        out[i] = qdot_u32_2(p + 4 * i);
+#endif
+}
+
+// Eight little-endian words from p, p 16-aligned (two 16-byte loads).
+QDOT_FN void qdot_words8_16(const uint8_t *p, uint32_t *out)
+{
+#ifdef __CUDACC__
+    const uint4 a = ((const uint4 *)p)[0], b = ((const uint4 *)p)[1];
+    out[0] = a.x, out[1] = a.y, out[2] = a.z, out[3] = a.w;
+    out[4] = b.x, out[5] = b.y, out[6] = b.z, out[7] = b.w;
+#else
+    for (int i = 0; i < 8; i++)
+        out[i] = qdot_u32_4(p + 4 * i);
+#endif
+}
+
+// c + the dot product of the four signed bytes of a and b.
+QDOT_FN int qdot_dp4a(uint32_t a, uint32_t b, int c)
+{
+#ifdef __CUDACC__
+    return __dp4a((int)a, (int)b, c);
+#else
+    for (int i = 0; i < 4; i++)
+        c += (int)(int8_t)(uint8_t)(a >> (8 * i)) * (int)(int8_t)(uint8_t)(b >> (8 * i));
+    return c;
+#endif
+}
+
+// Each byte of q (all < 128) minus k (<= 128), wrapped to a signed byte: the
+// top bit set first keeps a byte's borrow out of its neighbour.
+QDOT_FN uint32_t qdot_sub_bytes(uint32_t q, uint32_t k)
+{
+    return ((q | 0x80808080u) - k * 0x01010101u) ^ 0x80808080u;
+}
+
+// Bits 0..3 of h moved to bit 0 of bytes 0..3 (the shifted copies do not overlap).
+QDOT_FN uint32_t qdot_spread4(uint32_t h)
+{
+    return (h * 0x00204081u) & 0x01010101u;
+}
+
+// ---- unit decoders: qdot_unit_<type>(b, u, w) unpacks unit u of the block at b ----
+
+QDOT_FN void qdot_scale_all(struct qdot_unit *w, float d, float m)
+{
+    w->sc[0] = w->sc[1] = w->sc[2] = w->sc[3] = d;
+    w->mn[0] = w->mn[1] = m;
+}
+
+// Q4_0 (18 bytes): d (0..1), qs (2..17); weight l < 16 is the low nibble of
+// qs[l], l + 16 the high one. w = d (q - 8). One unit.
+QDOT_FN void qdot_unit_q4_0(const uint8_t *b, int u, struct qdot_unit *w)
+{
+    (void)u;
+    uint32_t qs[4];
+    qdot_words_2(b + 2, 4, qs);
+    QDOT_UNROLL
+    for (int i = 0; i < 4; i++) {
+        const uint32_t v = qs[i];
+        w->q[i] = qdot_sub_bytes(v & 0x0F0F0F0Fu, 8);
+        w->q[4 + i] = qdot_sub_bytes((v >> 4) & 0x0F0F0F0Fu, 8);
+    }
+    qdot_scale_all(w, qdot_half(b), 0.0f);
+}
+
+// Q4_1 (20 bytes): d, m, qs (4..19) as Q4_0. w = d q + m.
+QDOT_FN void qdot_unit_q4_1(const uint8_t *b, int u, struct qdot_unit *w)
+{
+    (void)u;
+    QDOT_UNROLL
+    for (int i = 0; i < 4; i++) {
+        const uint32_t v = qdot_u32_4(b + 4 + 4 * i);
+        w->q[i] = v & 0x0F0F0F0Fu;
+        w->q[4 + i] = (v >> 4) & 0x0F0F0F0Fu;
+    }
+    qdot_scale_all(w, qdot_half(b), -qdot_half(b + 2));
+}
+
+// Q5_0 (22 bytes): d, qh (2..5), qs (6..21); bit l of qh is bit 4 of weight
+// l. w = d (q - 16).
+QDOT_FN void qdot_unit_q5_0(const uint8_t *b, int u, struct qdot_unit *w)
+{
+    (void)u;
+    uint32_t h[5];
+    qdot_words_2(b + 2, 5, h); // qh, then qs
+    const uint32_t qh = h[0];
+    QDOT_UNROLL
+    for (int i = 0; i < 4; i++) {
+        const uint32_t v = h[1 + i];
+        const uint32_t lo = (v & 0x0F0F0F0Fu) | qdot_spread4((qh >> (4 * i)) & 0xFu) << 4;
+        const uint32_t hi = ((v >> 4) & 0x0F0F0F0Fu) | qdot_spread4((qh >> (16 + 4 * i)) & 0xFu) << 4;
+        w->q[i] = qdot_sub_bytes(lo, 16);
+        w->q[4 + i] = qdot_sub_bytes(hi, 16);
+    }
+    qdot_scale_all(w, qdot_half(b), 0.0f);
+}
+
+// Q5_1 (24 bytes): d, m, qh (4..7), qs (8..23) as Q5_0. w = d q + m.
+QDOT_FN void qdot_unit_q5_1(const uint8_t *b, int u, struct qdot_unit *w)
+{
+    (void)u;
+    const uint32_t qh = qdot_u32_4(b + 4);
+    QDOT_UNROLL
+    for (int i = 0; i < 4; i++) {
+        const uint32_t v = qdot_u32_4(b + 8 + 4 * i);
+        w->q[i] = (v & 0x0F0F0F0Fu) | qdot_spread4((qh >> (4 * i)) & 0xFu) << 4;
+        w->q[4 + i] = ((v >> 4) & 0x0F0F0F0Fu) | qdot_spread4((qh >> (16 + 4 * i)) & 0xFu) << 4;
+    }
+    qdot_scale_all(w, qdot_half(b), -qdot_half(b + 2));
+}
+
+// Q8_0 (34 bytes): d, int8 qs (2..33). w = d q. One unit.
+QDOT_FN void qdot_unit_q8_0(const uint8_t *b, int u, struct qdot_unit *w)
+{
+    (void)u;
+    qdot_words_2(b + 2, 8, w->q);
+    qdot_scale_all(w, qdot_half(b), 0.0f);
+}
+
+// The 6-bit scale and min of sub-block j of a Q4_K/Q5_K block (scales at s).
+QDOT_FN void qdot_k4_scale_min(int j, const uint8_t *s, int *sc, int *m)
+{
+    if (j < 4) {
+        *sc = s[j] & 63;
+        *m = s[j + 4] & 63;
+    } else {
+        *sc = (s[j + 4] & 0xF) | ((s[j - 4] >> 6) << 4);
+        *m = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
+    }
+}
+
+// Scales of unit u (sub-blocks 2 u, 2 u + 1) of a Q4_K/Q5_K block.
+QDOT_FN void qdot_k4_unit_scales(const uint8_t *b, int u, struct qdot_unit *w)
+{
+    const float d = qdot_half(b), dmin = qdot_half(b + 2);
+    int sc0, m0, sc1, m1;
+    qdot_k4_scale_min(2 * u, b + 4, &sc0, &m0);
+    qdot_k4_scale_min(2 * u + 1, b + 4, &sc1, &m1);
+    w->sc[0] = w->sc[1] = d * (float)sc0;
+    w->sc[2] = w->sc[3] = d * (float)sc1;
+    w->mn[0] = dmin * (float)m0;
+    w->mn[1] = dmin * (float)m1;
+}
+
+// Q4_K (144 bytes, blocks 16-aligned): d, dmin, scales (4..15), qs (16..143).
+// Four units of two sub-blocks: unit u is the low (sub-block 2 u) and high (2 u + 1) nibbles of
+// qs[32 u ..]. w = (d sc) q - dmin m.
+QDOT_FN void qdot_unit_q4_k(const uint8_t *b, int u, struct qdot_unit *w)
+{
+    uint32_t qs[8];
+    qdot_words8_16(b + 16 + 32 * u, qs);
+    QDOT_UNROLL
+    for (int i = 0; i < 8; i++) {
+        const uint32_t v = qs[i];
+        w->q[i] = v & 0x0F0F0F0Fu;
+        w->q[8 + i] = (v >> 4) & 0x0F0F0F0Fu;
+    }
+    qdot_k4_unit_scales(b, u, w);
+}
+
+// Q5_K (176 bytes, blocks 16-aligned): d, dmin, scales, qh (16..47), qs
+// (48..175): Q4_K with bit j of qh[l] as bit 4 of weight 32 j + l.
+QDOT_FN void qdot_unit_q5_k(const uint8_t *b, int u, struct qdot_unit *w)
+{
+    uint32_t qs[8], qh[8];
+    qdot_words8_16(b + 48 + 32 * u, qs);
+    qdot_words8_16(b + 16, qh);
+    QDOT_UNROLL
+    for (int i = 0; i < 8; i++) {
+        const uint32_t v = qs[i], h = qh[i];
+        w->q[i] = (v & 0x0F0F0F0Fu) | ((h >> (2 * u)) & 0x01010101u) << 4;
+        w->q[8 + i] = ((v >> 4) & 0x0F0F0F0Fu) | ((h >> (2 * u + 1)) & 0x01010101u) << 4;
+    }
+    qdot_k4_unit_scales(b, u, w);
+}
+
+// Q6_K (210 bytes): ql (0..127), qh (128..191), int8 scales (192..207), d
+// (208..209). Eight units of one sub-block j = 4 h + g: low 4 bits from
+// ql[64 h + 32 (g & 1) + l] (high nibble for g >= 2), high 2 bits at bit 2 g of
+// qh[32 h + l]; minus 32; scale 8 h + 2 g + l / 16. w = (d scale) q.
+QDOT_FN void qdot_unit_q6_k(const uint8_t *b, int u, struct qdot_unit *w)
+{
+    const int h = u / 4, g = u % 4;
+    const uint8_t *ql = b + 64 * h + 32 * (g & 1), *qh = b + 128 + 32 * h;
+    const int shift_l = 4 * (g >> 1), shift_h = 2 * g;
+    uint32_t wl[8], wh[8];
+    qdot_words_2(ql, 8, wl);
+    qdot_words_2(qh, 8, wh);
+    QDOT_UNROLL
+    for (int i = 0; i < 8; i++) {
+        const uint32_t lo = (wl[i] >> shift_l) & 0x0F0F0F0Fu;
+        const uint32_t hi = (wh[i] >> shift_h) & 0x03030303u;
+        w->q[i] = qdot_sub_bytes(lo | hi << 4, 32);
+    }
+    const float d = qdot_half(b + 208);
+    const int8_t *sc = (const int8_t *)(b + 192) + 8 * h + 2 * g;
+    w->sc[0] = d * (float)sc[0];
+    w->sc[1] = d * (float)sc[1];
+    w->sc[2] = w->sc[3] = 0.0f;
+    w->mn[0] = w->mn[1] = 0.0f;
+}
+
+// ---- the dot product ----
+
+// Sum over the unit's `subs` sub-blocks (1 or 2) of w * x for one token: xw the
+// unit's activation bytes, four to a word; xd, xs each sub-block's scale and
+// float sum.
+QDOT_FN float qdot_unit_dot(const struct qdot_unit *w, int subs, const uint32_t *xw,
+                            const float *xd, const float *xs)
+{
+    float r = 0.0f;
+    QDOT_UNROLL
+    for (int s = 0; s < subs; s++) {
+        int i0 = 0, i1 = 0;
+        QDOT_UNROLL
+        for (int i = 0; i < 4; i++) {
+            i0 = qdot_dp4a(w->q[8 * s + i], xw[8 * s + i], i0);
+            i1 = qdot_dp4a(w->q[8 * s + 4 + i], xw[8 * s + 4 + i], i1);
+        }
+        r += xd[s] * (w->sc[2 * s] * (float)i0 + w->sc[2 * s + 1] * (float)i1) - w->mn[s] * xs[s];
+    }
+    return r;
+}
+
+#ifndef __CUDACC__
+// The activations' 8-bit blocks as the GEMV makes them (host copy of its
+// formula, for tests): q = round(x * 127 / amax), d = amax / 127, s = sum x.
+static inline void qdot_quantize32(const float *x, int8_t *q, float *d, float *s)
+{
+    float amax = 0.0f, sum = 0.0f;
+    for (int l = 0; l < 32; l++) {
+        amax = fmaxf(amax, fabsf(x[l]));
+        sum += x[l];
+    }
+    const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+    for (int l = 0; l < 32; l++)
+        q[l] = (int8_t)lrintf(x[l] * inv);
+    *d = amax / 127.0f;
+    *s = sum;
+}
+#endif
+
+#endif
