@@ -18,7 +18,7 @@ extern "C" {
 #endif
 
 // Incremented on any incompatible change to a struct layout or signature.
-#define VLLMC_ABI_VERSION 2 // 2: vllmc_engine_stats grew the decode-step and device timings
+#define VLLMC_ABI_VERSION 3 // 3: async_scheduling in the params, n_async_steps in the stats
 
 #if defined(VLLMC_BUILDING)
 #define VLLMC_API __attribute__((visibility("default")))
@@ -86,6 +86,8 @@ struct vllmc_engine_params {
                                    // f32; "f16"/"bf16" are accepted with a warning
     const char *kv_cache_dtype;    // "auto" (default: f32), "f32", "f16", "bf16"
     bool log_providers;            // log each distinct op provider selection once
+    bool async_scheduling;         // default true: step N+1 is scheduled and queued while the
+                                   // device runs step N (vLLM's --async-scheduling)
 };
 
 // Fills p with the defaults above. Call before setting fields.
@@ -268,6 +270,8 @@ struct vllmc_engine_stats {
     int64_t generation_tokens_total; // tokens generated
     int64_t n_requests_finished;     // by any reason
     int64_t n_steps;                 // model steps run
+    int64_t n_async_steps;           // of which queued before the previous step's tokens
+                                     // were read (asynchronous scheduling)
     // Where the engine thread's time goes in decode-only steps (every
     // scheduled request computes exactly one token): wall seconds summed over
     // those steps. Host work (scheduling, batch building, sampling and output
@@ -282,9 +286,10 @@ struct vllmc_engine_stats {
     int64_t n_graph_steps;           // of which replayed from a captured graph (decode on a GPU)
     double step_host_s;    // engine thread time of all steps, less the waits for the device
     double device_wait_s;  // engine thread time waiting for the device's results
-    double device_idle_s;  // from one step's results to the next step's launch, summed over
-                           // back-to-back steps: the device has nothing queued then
-    int64_t n_device_idle; // back-to-back step pairs in device_idle_s
+    double device_idle_s;  // device time with nothing queued, between back-to-back steps
+                           // and between a step's forward pass and its sampling (device
+                           // events; the host clock on the CPU)
+    int64_t n_device_idle; // steps measured in device_idle_s
     double decode_cpu_s;   // CPU time of all the process's threads in decode-only steps
 };
 

@@ -9,6 +9,7 @@
 #include "backend/backend_impl.h"
 #include "backend/cpu/cpu_backend.h"
 #include "core/alloc.h"
+#include "core/clock.h"
 #ifdef VLLMC_HAVE_CUDA
 #include "backend/cuda/cuda_backend.h"
 #endif
@@ -178,6 +179,84 @@ void backend_graph_free(struct backend *be, struct backend_graph *g)
 enum vllmc_status backend_sync(struct backend *be)
 {
     return be->vt->sync ? be->vt->sync(be) : VLLMC_OK;
+}
+
+// ---- pinned host memory, downloads that do not wait, events ----
+
+// The event of host backends: their work has run when it is queued, so an
+// event is the host time of its record.
+struct backend_event {
+    int64_t recorded_us;
+};
+
+enum vllmc_status backend_host_alloc(struct backend *be, size_t n_bytes, void **out)
+{
+    if (be->vt->host_alloc)
+        return be->vt->host_alloc(be, n_bytes, out);
+    *out = mem_alloc_aligned(64, n_bytes ? n_bytes : 1);
+    if (!*out)
+        return err_set(&be->err, VLLMC_ERR_NOMEM, "%s: out of host memory", be->vt->name);
+    return VLLMC_OK;
+}
+
+void backend_host_free(struct backend *be, void *p)
+{
+    if (!p)
+        return;
+    if (be->vt->host_free)
+        be->vt->host_free(be, p);
+    else
+        mem_free(p);
+}
+
+enum vllmc_status backend_download_async(struct backend *be, void *host_dst, const void *src,
+                                         size_t n)
+{
+    if (be->vt->download_async)
+        return be->vt->download_async(be, host_dst, src, n);
+    return be->vt->download(be, host_dst, src, n);
+}
+
+enum vllmc_status backend_event_create(struct backend *be, struct backend_event **out)
+{
+    if (be->vt->event_create)
+        return be->vt->event_create(be, out);
+    *out = mem_calloc(1, sizeof **out);
+    if (!*out)
+        return err_set(&be->err, VLLMC_ERR_NOMEM, "%s: out of memory", be->vt->name);
+    return VLLMC_OK;
+}
+
+void backend_event_free(struct backend *be, struct backend_event *ev)
+{
+    if (!ev)
+        return;
+    if (be->vt->event_free)
+        be->vt->event_free(be, ev);
+    else
+        mem_free(ev);
+}
+
+enum vllmc_status backend_event_record(struct backend *be, struct backend_event *ev)
+{
+    if (be->vt->event_record)
+        return be->vt->event_record(be, ev);
+    ev->recorded_us = time_now_us();
+    return VLLMC_OK;
+}
+
+enum vllmc_status backend_event_wait(struct backend *be, struct backend_event *ev)
+{
+    return be->vt->event_wait ? be->vt->event_wait(be, ev) : VLLMC_OK;
+}
+
+enum vllmc_status backend_event_elapsed_ms(struct backend *be, const struct backend_event *from,
+                                           const struct backend_event *to, double *ms)
+{
+    if (be->vt->event_elapsed_ms)
+        return be->vt->event_elapsed_ms(be, from, to, ms);
+    *ms = (double)(to->recorded_us - from->recorded_us) * 1e-3;
+    return VLLMC_OK;
 }
 
 enum vllmc_status backend_memory_info(struct backend *be, size_t *free_bytes, size_t *total_bytes)

@@ -37,6 +37,28 @@ enum vllmc_status backend_memset(struct backend *be, void *dst, int value, size_
 enum vllmc_status backend_upload(struct backend *be, void *dst, const void *host_src, size_t n);
 enum vllmc_status backend_download(struct backend *be, void *host_dst, const void *src, size_t n);
 enum vllmc_status backend_sync(struct backend *be);
+
+// Host memory the backend can copy into without the host waiting (pinned on a
+// GPU). Freed with backend_host_free().
+enum vllmc_status backend_host_alloc(struct backend *be, size_t n_bytes, void **out);
+void backend_host_free(struct backend *be, void *p); // NULL is a no-op
+// Queues a copy into host_dst, memory from backend_host_alloc(), and returns
+// without waiting: the bytes are there once an event recorded after it has
+// completed (backend_event_wait). Host backends copy at once.
+enum vllmc_status backend_download_async(struct backend *be, void *host_dst, const void *src,
+                                         size_t n);
+
+// Events: points in the backend's stream of work. backend_event_wait()
+// returns once the work queued before the record has run; elapsed gives the
+// device time between two completed events (the host clock on host backends,
+// where work runs when it is queued).
+struct backend_event;
+enum vllmc_status backend_event_create(struct backend *be, struct backend_event **out);
+void backend_event_free(struct backend *be, struct backend_event *ev); // NULL is a no-op
+enum vllmc_status backend_event_record(struct backend *be, struct backend_event *ev);
+enum vllmc_status backend_event_wait(struct backend *be, struct backend_event *ev);
+enum vllmc_status backend_event_elapsed_ms(struct backend *be, const struct backend_event *from,
+                                           const struct backend_event *to, double *ms);
 // Free and total memory available to the backend, for KV cache sizing.
 enum vllmc_status backend_memory_info(struct backend *be, size_t *free_bytes, size_t *total_bytes);
 

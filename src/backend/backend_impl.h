@@ -25,6 +25,19 @@ struct backend_vtable {
     enum vllmc_status (*upload)(struct backend *be, void *dst, const void *host_src, size_t n);
     enum vllmc_status (*download)(struct backend *be, void *host_dst, const void *src, size_t n);
     enum vllmc_status (*sync)(struct backend *be); // optional: NULL means synchronous
+    // optional, all together or none: pinned host memory, downloads that do
+    // not wait, and events (NULL: host memory, download, and events that
+    // read the host clock when recorded)
+    enum vllmc_status (*host_alloc)(struct backend *be, size_t n_bytes, void **out);
+    void (*host_free)(struct backend *be, void *p);
+    enum vllmc_status (*download_async)(struct backend *be, void *host_dst, const void *src,
+                                        size_t n);
+    enum vllmc_status (*event_create)(struct backend *be, struct backend_event **out);
+    void (*event_free)(struct backend *be, struct backend_event *ev);
+    enum vllmc_status (*event_record)(struct backend *be, struct backend_event *ev);
+    enum vllmc_status (*event_wait)(struct backend *be, struct backend_event *ev);
+    enum vllmc_status (*event_elapsed_ms)(struct backend *be, const struct backend_event *from,
+                                          const struct backend_event *to, double *ms);
     // optional: NULL reports the host's physical and available memory
     enum vllmc_status (*memory_info)(struct backend *be, size_t *free_bytes, size_t *total_bytes);
     // optional, all four or none: work graphs (see backend_graph_begin)

@@ -54,7 +54,11 @@ struct backend;
     /* (struct sample_adj as i32 [n_adj, 5], or NULL); src3 (optional) i32 [n_rows, words] gets */ \
     /* struct sample_logprob for rows that ask. See backend/sample.h. No cpu-ref provider: */      \
     /* the engine samples host logits itself. */                                                  \
-    X(SAMPLE, "sample")
+    X(SAMPLE, "sample")                                                                            \
+    /* in place on dst i32 [n]: dst[i] = src0 values i32 [m] at src1 index i32 [n] where */        \
+    /* src1[i] >= 0 (and < m); entries with a negative index keep their value. The engine */      \
+    /* feeds ids sampled on the device into the next step's input ids this way. */                \
+    X(SELECT_IDS, "select_ids")
 
 enum op_kind {
 #define OP_KIND_ENUM(name, text) OP_##name,

@@ -186,6 +186,13 @@ enum vllmc_status op_check(const struct op_call *c, struct err *err)
             tensor_n_elements(d) != tensor_n_rows(c->src[1]))
             FAIL("op=sample: dst must be i32 [n_rows = %lld]", (long long)tensor_n_rows(c->src[1]));
         return VLLMC_OK;
+    case OP_SELECT_IDS:
+        TRY(need(c, d, "dst", err));
+        TRY(need_i32(c, d, "dst", tensor_n_elements(d), err));
+        TRY(need(c, s0, "values", err));
+        TRY(need_i32(c, s0, "values", tensor_n_elements(s0), err));
+        TRY(need_i32(c, s1, "index", tensor_n_elements(d), err));
+        return VLLMC_OK;
     default:
         FAIL("op kind %d unknown", (int)c->op);
     }

@@ -156,6 +156,9 @@ void op_call_describe(const struct op_call *c, char *buf, size_t n)
     case OP_SAMPLE:
         snprintf(buf, n, "n_seqs=%lld n_vocab=%lld", ne(s0, 1), ne(s0, 0));
         break;
+    case OP_SELECT_IDS:
+        snprintf(buf, n, "n=%lld m=%lld", ne(d, 0), ne(s0, 0));
+        break;
     default:
         snprintf(buf, n, "?");
         break;

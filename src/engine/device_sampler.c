@@ -35,17 +35,23 @@ enum vllmc_status device_sampler_create(struct backend *be, int n_vocab, int n_r
     ds->n_rows_max = n_rows_max;
     size_t nr = (size_t)n_rows_max;
     ds->rows = mem_calloc(nr, sizeof *ds->rows);
-    ds->ids = mem_calloc(nr, sizeof *ds->ids);
-    ds->lps = mem_calloc(nr, sizeof *ds->lps);
     ds->slot = mem_alloc((size_t)n_vocab * sizeof *ds->slot);
     enum vllmc_status rc = VLLMC_ERR_NOMEM;
-    if (!ds->rows || !ds->ids || !ds->lps || !ds->slot) {
+    if (!ds->rows || !ds->slot) {
         err_set(err, rc, "device sampler: out of memory");
         goto fail;
     }
     for (int i = 0; i < n_vocab; i++)
         ds->slot[i] = -1;
-    rc = backend_buffer_alloc(be, nr * sizeof *ds->rows, &ds->rows_dev);
+    // Pinned, so that the results' copy runs without the host waiting on it.
+    void *ids = NULL, *lps = NULL;
+    rc = backend_host_alloc(be, nr * sizeof *ds->ids, &ids);
+    ds->ids = ids;
+    if (!rc)
+        rc = backend_host_alloc(be, nr * sizeof *ds->lps, &lps);
+    ds->lps = lps;
+    if (!rc)
+        rc = backend_buffer_alloc(be, nr * sizeof *ds->rows, &ds->rows_dev);
     if (!rc)
         rc = backend_buffer_alloc(be, nr * sizeof *ds->ids, &ds->ids_dev);
     if (!rc)
@@ -76,8 +82,8 @@ void device_sampler_free(struct device_sampler *ds)
     mem_free(ds->rows);
     mem_free(ds->adj);
     mem_free(ds->slot);
-    mem_free(ds->ids);
-    mem_free(ds->lps);
+    backend_host_free(ds->be, ds->ids);
+    backend_host_free(ds->be, ds->lps);
     mem_free(ds);
 }
 
@@ -206,6 +212,15 @@ enum vllmc_status device_sampler_add(struct device_sampler *ds, const struct sam
 
 enum vllmc_status device_sampler_run(struct device_sampler *ds, void *logits_dev, int n_logits)
 {
+    enum vllmc_status rc = device_sampler_launch(ds, logits_dev, n_logits);
+    if (!rc && backend_sync(ds->be))
+        rc = err_set(&ds->err, VLLMC_ERR_BACKEND, "device sampler: %s",
+                     backend_err(ds->be)->msg);
+    return rc;
+}
+
+enum vllmc_status device_sampler_launch(struct device_sampler *ds, void *logits_dev, int n_logits)
+{
     struct backend *be = ds->be;
     int n = ds->n_rows;
     if (n == 0)
@@ -239,9 +254,9 @@ enum vllmc_status device_sampler_run(struct device_sampler *ds, void *logits_dev
                         .backend = be};
     rc = backend_run_op(be, &c);
     if (!rc)
-        rc = backend_download(be, ds->ids, ds->ids_dev, (size_t)n * sizeof *ds->ids);
+        rc = backend_download_async(be, ds->ids, ds->ids_dev, (size_t)n * sizeof *ds->ids);
     if (!rc && ds->any_logprobs)
-        rc = backend_download(be, ds->lps, ds->lps_dev, (size_t)n * sizeof *ds->lps);
+        rc = backend_download_async(be, ds->lps, ds->lps_dev, (size_t)n * sizeof *ds->lps);
     if (rc)
         return err_set(&ds->err, rc, "device sampler: %s", backend_err(be)->msg);
     return VLLMC_OK;

@@ -23,8 +23,8 @@ struct device_sampler {
     struct sample_row *rows;    // owned [n_rows_max]
     struct sample_adj *adj;     // owned [adj_cap]
     int32_t *slot;              // owned [n_vocab]: adj entry of a token in the row being built, or -1
-    int32_t *ids;               // owned [n_rows_max]: sampled ids after a run
-    struct sample_logprob *lps; // owned [n_rows_max]: logprobs after a run (rows that asked)
+    int32_t *ids;               // owned, pinned [n_rows_max]: sampled ids after a run
+    struct sample_logprob *lps; // owned, pinned [n_rows_max]: logprobs after a run (rows that asked)
     void *rows_dev;             // backend memory, as rows
     void *adj_dev;              // backend memory [adj_dev_cap]
     void *ids_dev;              // backend memory, as ids
@@ -50,8 +50,13 @@ enum vllmc_status device_sampler_add(struct device_sampler *ds, const struct sam
                                      const struct sample_input *in, int logits_row,
                                      int n_logprobs, int *row);
 
-// Samples every row added from logits_dev, f32 [n_logits, n_vocab] on the
-// backend; ids[] (and lps[] of rows that asked) are then on the host.
+// Queues the sampling of every row added from logits_dev, f32 [n_logits,
+// n_vocab] on the backend, and the copy of the results to the host: ids[]
+// (and lps[] of rows that asked) are there once work queued after this call
+// has completed (an event recorded after it, or backend_sync). The device
+// copy of the ids (ids_dev) feeds the next step's input (OP_SELECT_IDS).
+enum vllmc_status device_sampler_launch(struct device_sampler *ds, void *logits_dev, int n_logits);
+// device_sampler_launch, then waits: ids[] and lps[] are on the host.
 enum vllmc_status device_sampler_run(struct device_sampler *ds, void *logits_dev, int n_logits);
 
 #endif

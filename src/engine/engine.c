@@ -49,11 +49,57 @@ static enum vllmc_status fail(enum vllmc_status rc, const char *fmt, ...)
 
 // ---- creation ----
 
+static enum vllmc_status engine_inflight_init(struct vllmc_engine *eng, struct engine_inflight *st,
+                                              int n)
+{
+    size_t un = (size_t)n;
+    st->reqs = mem_calloc(un, sizeof *st->reqs);
+    st->n_new = mem_calloc(un, sizeof *st->n_new);
+    st->row_first = mem_calloc(un, sizeof *st->row_first);
+    st->n_rows = mem_calloc(un, sizeof *st->n_rows);
+    st->sample = mem_calloc(un, sizeof *st->sample);
+    st->dev_row = mem_calloc(un, sizeof *st->dev_row);
+    st->host_tok = mem_calloc(un, sizeof *st->host_tok);
+    st->host_lp = mem_calloc(un, sizeof *st->host_lp);
+    st->host_top = mem_calloc(un * ENGINE_MAX_LOGPROBS, sizeof *st->host_top);
+    if (!st->reqs || !st->n_new || !st->row_first || !st->n_rows || !st->sample ||
+        !st->dev_row || !st->host_tok || !st->host_lp || !st->host_top)
+        return VLLMC_ERR_NOMEM;
+    enum vllmc_status rc = backend_event_create(eng->be, &st->ev_start);
+    if (!rc)
+        rc = backend_event_create(eng->be, &st->ev_forwarded);
+    if (!rc)
+        rc = backend_event_create(eng->be, &st->ev_sampling);
+    if (!rc)
+        rc = backend_event_create(eng->be, &st->ev_end);
+    return rc;
+}
+
+static void engine_inflight_deinit(struct vllmc_engine *eng, struct engine_inflight *st)
+{
+    mem_free(st->reqs);
+    mem_free(st->n_new);
+    mem_free(st->row_first);
+    mem_free(st->n_rows);
+    mem_free(st->sample);
+    mem_free(st->dev_row);
+    mem_free(st->host_tok);
+    mem_free(st->host_lp);
+    mem_free(st->host_top);
+    if (eng->be) {
+        backend_event_free(eng->be, st->ev_start);
+        backend_event_free(eng->be, st->ev_forwarded);
+        backend_event_free(eng->be, st->ev_sampling);
+        backend_event_free(eng->be, st->ev_end);
+    }
+}
+
 static void engine_destroy(struct vllmc_engine *eng)
 {
     runner_free(eng->runner);
     device_sampler_free(eng->dsampler);
-    mem_free(eng->dsampler_row);
+    for (int i = 0; i < 2; i++)
+        engine_inflight_deinit(eng, &eng->steps[i]);
     sampler_free(eng->sampler);
     scheduler_free(eng->sched);
     kv_manager_free(eng->km);
@@ -391,9 +437,10 @@ static enum vllmc_status engine_build(struct vllmc_engine *eng)
     rc = device_sampler_create(eng->be, eng->n_vocab, p->max_num_seqs, &eng->dsampler, &err);
     if (rc)
         return fail(rc, "engine: %s", err.msg);
-    eng->dsampler_row = mem_alloc((size_t)p->max_num_seqs * sizeof *eng->dsampler_row);
-    if (!eng->dsampler_row)
-        return fail(VLLMC_ERR_NOMEM, "engine: out of memory");
+    for (int i = 0; i < 2; i++)
+        if (engine_inflight_init(eng, &eng->steps[i], p->max_num_seqs))
+            return fail(VLLMC_ERR_NOMEM, "engine: out of memory: %s", backend_err(eng->be)->msg);
+    eng->async_scheduling = p->async_scheduling;
     if (eng->dsampler)
         log_info("engine: sampling on %s", backend_name(eng->be));
     p->max_num_batched_tokens = n_tokens_step;

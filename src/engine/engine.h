@@ -78,6 +78,29 @@ struct vllmc_request {
     int n_plp_done;                    // leading entries filled
     bool plp_sent;
     struct vllmc_request *next_inbox;
+    int n_inflight; // steps in flight that compute one of its samples
+};
+
+// A model step between its launch and the reading of its tokens.
+struct engine_inflight {
+    int n_reqs; // 0: no step here
+    enum vllmc_status status;
+    bool decode_only; // every request computes one token
+    bool sampled;     // sampling queued: ev_sampling and ev_end recorded
+    // Owned arrays of [max_num_seqs] entries, per scheduled request:
+    struct request **reqs;              // borrowed requests, in the step's order
+    int *n_new;                         // tokens computed
+    int *row_first;                     // its first logits row
+    int *n_rows;                        // its logits rows
+    bool *sample;                       // the step samples it
+    int *dev_row;                       // its row in the device sampler, or -1
+    int32_t *host_tok;                  // the token sampled on the host, or -1
+    struct vllmc_logprob *host_lp;      // its logprobs when asked
+    struct vllmc_top_logprob *host_top; // [max_num_seqs, ENGINE_MAX_LOGPROBS]
+    // Owned: the forward pass runs from ev_start to ev_forwarded, sampling
+    // from ev_sampling to ev_end (after the copy of the results).
+    struct backend_event *ev_start, *ev_forwarded, *ev_sampling, *ev_end;
+    double t_schedule_s, t_prepare_s, t_forward_s, t_sample_s; // engine thread
 };
 
 struct vllmc_engine {
@@ -95,7 +118,6 @@ struct vllmc_engine {
     struct sampler *sampler;           // owned
     struct runner *runner;             // owned
     struct device_sampler *dsampler;   // owned; NULL when sampling runs on the host
-    int *dsampler_row;                 // owned [max_num_seqs]: a step's device row per request, or -1
     int max_model_len;
     int block_size;
     int n_vocab;
@@ -124,15 +146,22 @@ struct vllmc_engine {
         int64_t n_generation_tokens;
         int64_t n_finished;
         int64_t n_steps;
+        int64_t n_async_steps;
         int64_t n_decode_steps;
         double decode_schedule_s, decode_prepare_s, decode_forward_s, decode_output_s;
         int64_t host_us;     // step time on the engine thread, less device waits
         int64_t wait_us;     // waiting for the device's results
-        int64_t idle_us;     // results of one step to the launch of the next, back to back
-        int64_t n_idle;
-        int64_t results_us;  // when the last step's results were in; 0 after a pause
+        int64_t idle_us;     // device time with nothing queued between and within steps
+        int64_t n_idle;      // steps measured in idle_us
         double decode_cpu_s;
     } counters;
+    // Steps in flight (see engine_step.c): steps[step_cur] is the one whose
+    // tokens come next; with asynchronous scheduling the other may be
+    // launched before it is read.
+    bool async_scheduling;
+    struct engine_inflight steps[2];
+    int step_cur;
+    bool prev_end_valid; // the other step's end event times a back-to-back step
 };
 
 // The engine thread's body (engine_step.c).

@@ -193,7 +193,8 @@ static void live_remove_finished(struct vllmc_engine *eng)
     int k = 0;
     for (int i = 0; i < eng->n_live; i++) {
         struct vllmc_request *h = eng->live[i];
-        if (h->n_unfinished == 0)
+        // A request still in a step in flight is retired once that step is read.
+        if (h->n_unfinished == 0 && h->n_inflight == 0)
             request_retire(h);
         else
             eng->live[k++] = h;
@@ -365,46 +366,15 @@ static void seq_advance(struct vllmc_engine *eng, struct vllmc_request *h, struc
     channel_push(h, &o);
 }
 
-// Samples on the device every request of step so that samples one row and
-// whose parameters the device sampler covers; eng->dsampler_row[i] gets each
-// request's row, or -1 for the host path. Runs while the forward pass may
-// still be in flight: building the rows overlaps it.
-static enum vllmc_status sample_on_device(struct vllmc_engine *eng,
-                                          const struct scheduler_output *so)
-{
-    struct device_sampler *ds = eng->dsampler;
-    struct runner *r = eng->runner;
-    device_sampler_clear(ds);
-    for (int i = 0; i < so->n_reqs; i++) {
-        struct request *req = so->reqs[i];
-        struct vllmc_request *h = req->engine_data;
-        eng->dsampler_row[i] = -1;
-        if (!scheduler_samples(req) || h->seqs[req->sample_index].finished ||
-            r->n_rows[i] != 1 || runner_wants_all_logits(req, so->n_new_tokens[i]) ||
-            !device_sampler_covers(&req->sp))
-            continue;
-        struct sample_input in = sample_input_of(req);
-        if (device_sampler_add(ds, eng->sampler, &in, r->row_first[i], h->logprobs,
-                               &eng->dsampler_row[i]))
-            continue; // out of memory for its adjustments: the host samples it
-    }
-    enum vllmc_status rc = device_sampler_run(ds, r->logits_dev, r->n_logits);
-    if (rc)
-        err_set(&r->err, rc, "%s", ds->err.msg);
-    return rc;
-}
-
-// seq_advance with the token (and logprobs) the device sampled in row `row`.
+// seq_advance with a token the device sampled, and its logprobs (d) when the
+// request asked.
 static void seq_advance_device(struct vllmc_engine *eng, struct vllmc_request *h,
-                               struct engine_seq *s, int row)
+                               struct engine_seq *s, int32_t tok, const struct sample_logprob *d)
 {
-    const struct device_sampler *ds = eng->dsampler;
-    int32_t tok = ds->ids[row];
-    if (h->logprobs < 0) {
+    if (!d) {
         seq_advance(eng, h, s, tok, NULL);
         return;
     }
-    const struct sample_logprob *d = &ds->lps[row];
     int n_top = d->n_top < ENGINE_MAX_LOGPROBS ? d->n_top : ENGINE_MAX_LOGPROBS;
     for (int j = 0; j < n_top; j++)
         eng->lp_scratch[j] = (struct vllmc_top_logprob){d->top_id[j], d->top_logprob[j]};
@@ -416,98 +386,259 @@ static void seq_advance_device(struct vllmc_engine *eng, struct vllmc_request *h
     seq_advance(eng, h, s, tok, &lp);
 }
 
-static void engine_step(struct vllmc_engine *eng)
+// ---- steps in flight ----
+//
+// A step runs in two halves: engine_step_launch() queues its forward pass,
+// and engine_step_sample() queues (device) or runs (host) its sampling; the
+// tokens are read and processed by engine_step_finish(). With asynchronous
+// scheduling (vLLM's --async-scheduling) the next step is scheduled and
+// launched between the two halves' ends: every request sampled in step N
+// takes its token as pending (request.n_pending), the scheduler counts it,
+// and the runner copies it into step N+1's input ids on the device, so the
+// device never waits while the host reads step N's tokens, detokenizes and
+// queues outputs. A request that step N finishes has already been put in
+// step N+1: that row computes and is dropped (its blocks are freed once the
+// engine knows; the stream order keeps any later owner's writes after it).
+
+// True when the request may take its sample of this step as pending: it
+// cannot end by length with this token (a stop token or string ends it one
+// step late, and its extra row is dropped).
+static bool seq_may_pend(const struct vllmc_engine *eng, const struct request *req)
 {
-    double t_start = time_now_s(), cpu_start = time_process_cpu_s();
+    return req->n_tokens + 1 < eng->max_model_len &&
+           request_n_output_tokens(req) + 1 < req->n_output_max;
+}
+
+// Schedules a step and queues its forward pass into eng->steps[slot].
+// False when the scheduler had nothing to run.
+static bool engine_step_launch(struct vllmc_engine *eng, int slot)
+{
+    struct engine_inflight *st = &eng->steps[slot];
+    double t0 = time_now_s();
     const struct scheduler_output *so = scheduler_schedule(eng->sched);
     if (so->n_reqs == 0)
-        return;
+        return false;
     double t_scheduled = time_now_s();
     int64_t now_us = time_now_us();
+    st->n_reqs = so->n_reqs;
+    st->decode_only = true;
+    st->sampled = false;
+    st->status = VLLMC_OK;
     for (int i = 0; i < so->n_reqs; i++) {
-        struct vllmc_request *h = so->reqs[i]->engine_data;
-        if (!h->first_scheduled_us)
-            h->first_scheduled_us = now_us;
-    }
-    struct runner *r = eng->runner;
-    struct engine_counters *ct = &eng->counters;
-    enum vllmc_status rc = runner_execute(r, so);
-    double t_forwarded = time_now_s();
-    ct->n_steps++;
-    if (ct->results_us) {
-        ct->idle_us += r->launch_us - ct->results_us;
-        ct->n_idle++;
-    }
-    // Device waits: the sampler's results, and host logits rows.
-    int64_t wait_us = 0, t_wait = time_now_us(), results_us = r->launch_us;
-    if (!rc && eng->dsampler) {
-        rc = sample_on_device(eng, so);
-        results_us = time_now_us();
-        wait_us += results_us - t_wait;
-    }
-    for (int i = 0; i < so->n_reqs && !rc; i++) {
         struct request *req = so->reqs[i];
         struct vllmc_request *h = req->engine_data;
-        struct engine_seq *s = &h->seqs[req->sample_index];
-        int n_new = so->n_new_tokens[i];
-        bool plp = h->prompt_logprobs >= 0 && r->n_rows[i] == n_new &&
-                   runner_wants_all_logits(req, n_new);
-        bool sample = scheduler_samples(req) && !s->finished;
-        int dev_row = eng->dsampler ? eng->dsampler_row[i] : -1;
-        if (!plp && (!sample || dev_row >= 0)) {
-            if (sample)
-                seq_advance_device(eng, h, s, dev_row);
-            continue;
-        }
-        // Host logits: prompt logprobs, or a row the device sampler leaves to us.
-        const float *rows;
-        t_wait = time_now_us();
-        rc = runner_host_rows(r, r->row_first[i], r->n_rows[i], &rows);
-        results_us = time_now_us();
-        wait_us += results_us - t_wait;
-        if (rc)
-            break;
-        if (plp)
-            fill_prompt_logprobs(eng, h, req, n_new, rows);
-        if (!sample)
-            continue;
-        if (dev_row >= 0) {
-            seq_advance_device(eng, h, s, dev_row);
-            continue;
-        }
-        const float *row = rows + (size_t)(r->n_rows[i] - 1) * (size_t)eng->n_vocab;
-        struct sample_input in = sample_input_of(req);
-        int32_t tok = sampler_sample(eng->sampler, &in, row);
-        struct vllmc_logprob lp;
-        if (h->logprobs >= 0)
-            sampler_logprobs(row, eng->n_vocab, tok, h->logprobs, &lp, eng->lp_scratch);
-        seq_advance(eng, h, s, tok, h->logprobs >= 0 ? &lp : NULL);
+        if (!h->first_scheduled_us)
+            h->first_scheduled_us = now_us;
+        h->n_inflight++;
+        st->reqs[i] = req;
+        st->n_new[i] = so->n_new_tokens[i];
+        st->decode_only &= so->n_new_tokens[i] == 1;
     }
-    if (rc) {
+    struct runner *r = eng->runner;
+    if (eng->dsampler) {
+        r->pending_ids = eng->dsampler->ids_dev;
+        r->n_pending_ids = eng->dsampler->n_rows;
+    }
+    if (backend_event_record(eng->be, st->ev_start))
+        st->status = VLLMC_ERR_BACKEND;
+    if (!st->status)
+        st->status = runner_execute(r, so);
+    if (!st->status && backend_event_record(eng->be, st->ev_forwarded))
+        st->status = VLLMC_ERR_BACKEND;
+    for (int i = 0; i < st->n_reqs; i++) {
+        st->row_first[i] = r->row_first[i];
+        st->n_rows[i] = r->n_rows[i];
+    }
+    eng->counters.n_steps++;
+    st->t_schedule_s = t_scheduled - t0;
+    st->t_prepare_s = r->t_prepare_s;
+    st->t_forward_s = time_now_s() - t_scheduled - r->t_prepare_s;
+    return true;
+}
+
+// Rows of the step sampled on the host (parameters the device sampler does
+// not cover), and prompt logprobs: their logits come to the host now, before
+// a later step's forward pass overwrites them.
+static enum vllmc_status step_sample_host(struct vllmc_engine *eng, struct engine_inflight *st,
+                                          int i, bool plp, bool sample)
+{
+    struct runner *r = eng->runner;
+    struct request *req = st->reqs[i];
+    struct vllmc_request *h = req->engine_data;
+    const float *rows;
+    int64_t t = time_now_us();
+    enum vllmc_status rc = runner_host_rows(r, st->row_first[i], st->n_rows[i], &rows);
+    eng->counters.wait_us += time_now_us() - t;
+    if (rc)
+        return rc;
+    if (plp)
+        fill_prompt_logprobs(eng, h, req, st->n_new[i], rows);
+    if (!sample || st->dev_row[i] >= 0)
+        return VLLMC_OK;
+    const float *row = rows + (size_t)(st->n_rows[i] - 1) * (size_t)eng->n_vocab;
+    struct sample_input in = sample_input_of(req);
+    int32_t tok = sampler_sample(eng->sampler, &in, row);
+    st->host_tok[i] = tok;
+    if (h->logprobs >= 0)
+        sampler_logprobs(row, eng->n_vocab, tok, h->logprobs, &st->host_lp[i],
+                         st->host_top + (size_t)i * ENGINE_MAX_LOGPROBS);
+    return VLLMC_OK;
+}
+
+// Queues the device sampling of the step in `slot` and samples the rest on
+// the host; marks pending tokens when pend.
+static void engine_step_sample(struct vllmc_engine *eng, int slot, bool pend)
+{
+    struct engine_inflight *st = &eng->steps[slot];
+    struct runner *r = eng->runner;
+    struct device_sampler *ds = eng->dsampler;
+    double t0 = time_now_s();
+    if (ds)
+        device_sampler_clear(ds);
+    for (int i = 0; i < st->n_reqs; i++) {
+        struct request *req = st->reqs[i];
+        struct vllmc_request *h = req->engine_data;
+        struct engine_seq *s = &h->seqs[req->sample_index];
+        st->sample[i] = !st->status && scheduler_samples(req) && !s->finished;
+        st->dev_row[i] = -1;
+        st->host_tok[i] = -1;
+        if (!st->sample[i] || !ds || st->n_rows[i] != 1 ||
+            runner_wants_all_logits(req, st->n_new[i]) || !device_sampler_covers(&req->sp))
+            continue;
+        struct sample_input in = sample_input_of(req);
+        if (device_sampler_add(ds, eng->sampler, &in, st->row_first[i], h->logprobs,
+                               &st->dev_row[i]))
+            st->dev_row[i] = -1; // out of memory for its adjustments: the host samples it
+    }
+    if (!st->status && backend_event_record(eng->be, st->ev_sampling))
+        st->status = VLLMC_ERR_BACKEND;
+    if (!st->status && ds) {
+        st->status = device_sampler_launch(ds, r->logits_dev, r->n_logits);
+        if (st->status)
+            err_set(&r->err, st->status, "%s", ds->err.msg);
+    }
+    for (int i = 0; i < st->n_reqs && !st->status; i++) {
+        struct request *req = st->reqs[i];
+        struct vllmc_request *h = req->engine_data;
+        bool plp = h->prompt_logprobs >= 0 && st->n_rows[i] == st->n_new[i] &&
+                   runner_wants_all_logits(req, st->n_new[i]);
+        if (plp || (st->sample[i] && st->dev_row[i] < 0))
+            st->status = step_sample_host(eng, st, i, plp, st->sample[i]);
+    }
+    if (!st->status && backend_event_record(eng->be, st->ev_end))
+        st->status = VLLMC_ERR_BACKEND;
+    st->sampled = !st->status;
+    for (int i = 0; i < st->n_reqs && pend && !st->status; i++) {
+        struct request *req = st->reqs[i];
+        if (!st->sample[i] || !seq_may_pend(eng, req))
+            continue;
+        req->n_pending = 1;
+        req->pending_token = st->host_tok[i];
+        req->pending_row = st->dev_row[i];
+    }
+    st->t_sample_s = time_now_s() - t0;
+}
+
+// Adds the device time between two finished events to the idle counters.
+static void idle_add(struct vllmc_engine *eng, const struct backend_event *from,
+                     const struct backend_event *to)
+{
+    double ms;
+    if (!backend_event_elapsed_ms(eng->be, from, to, &ms) && ms > 0)
+        eng->counters.idle_us += (int64_t)(ms * 1e3);
+}
+
+// Waits for the step in `slot`, reads its tokens and queues the outputs.
+static void engine_step_finish(struct vllmc_engine *eng, int slot)
+{
+    struct engine_inflight *st = &eng->steps[slot];
+    const struct engine_inflight *prev = &eng->steps[!slot];
+    struct runner *r = eng->runner;
+    struct engine_counters *ct = &eng->counters;
+    double t0 = time_now_s();
+    if (st->sampled) {
+        int64_t t = time_now_us();
+        if (backend_event_wait(eng->be, st->ev_end))
+            st->status = err_set(&r->err, VLLMC_ERR_BACKEND, "%s", backend_err(eng->be)->msg);
+        ct->wait_us += time_now_us() - t;
+    }
+    if (st->sampled && !st->status) {
+        // Device idle time: between the previous step's end and this step's
+        // start, and between this forward pass and its sampling.
+        idle_add(eng, st->ev_forwarded, st->ev_sampling);
+        if (eng->prev_end_valid)
+            idle_add(eng, prev->ev_end, st->ev_start);
+        ct->n_idle++;
+        eng->prev_end_valid = true;
+    }
+    const struct device_sampler *ds = eng->dsampler;
+    for (int i = 0; i < st->n_reqs; i++) {
+        struct request *req = st->reqs[i];
+        struct vllmc_request *h = req->engine_data;
+        struct engine_seq *s = &h->seqs[req->sample_index];
+        h->n_inflight--;
+        if (!st->sample[i])
+            continue;
+        req->n_pending = 0; // its token joins the known ones now
+        if (s->finished || st->status)
+            continue;
+        if (st->dev_row[i] >= 0) {
+            seq_advance_device(eng, h, s, ds->ids[st->dev_row[i]],
+                               h->logprobs >= 0 ? &ds->lps[st->dev_row[i]] : NULL);
+        } else {
+            seq_advance(eng, h, s, st->host_tok[i], h->logprobs >= 0 ? &st->host_lp[i] : NULL);
+        }
+    }
+    if (st->status) {
         // A failing forward pass or sampler is a device or model error: end
         // the requests of this step rather than retry them forever.
         log_error("engine: model step failed: %s", r->err.msg);
-        for (int i = 0; i < so->n_reqs; i++) {
-            struct vllmc_request *h = so->reqs[i]->engine_data;
+        for (int i = 0; i < st->n_reqs; i++) {
+            struct vllmc_request *h = st->reqs[i]->engine_data;
             if (h->n_unfinished > 0)
                 request_abort_all(eng, h);
         }
     }
-    live_remove_finished(eng);
-    ct->results_us = results_us;
-    ct->wait_us += wait_us;
-    ct->host_us += (int64_t)((time_now_s() - t_start) * 1e6) - wait_us;
-    bool decode_only = !rc;
-    for (int i = 0; i < so->n_reqs; i++)
-        decode_only &= so->n_new_tokens[i] == 1;
-    if (decode_only) {
+    double t_output = time_now_s() - t0;
+    if (st->decode_only && !st->status) {
         ct->n_decode_steps++;
-        ct->decode_schedule_s += t_scheduled - t_start;
-        ct->decode_prepare_s += r->t_prepare_s;
-        ct->decode_forward_s += t_forwarded - t_scheduled - r->t_prepare_s;
-        ct->decode_output_s += time_now_s() - t_forwarded;
-        ct->decode_cpu_s += time_process_cpu_s() - cpu_start;
+        ct->decode_schedule_s += st->t_schedule_s;
+        ct->decode_prepare_s += st->t_prepare_s;
+        ct->decode_forward_s += st->t_forward_s;
+        ct->decode_output_s += st->t_sample_s + t_output;
     }
+    st->n_reqs = 0;
+}
+
+// One turn of the engine loop: with asynchronous scheduling, the next step
+// is launched before the one in flight is finished.
+static void engine_step(struct vllmc_engine *eng)
+{
+    double t_start = time_now_s(), cpu_start = time_process_cpu_s();
+    int64_t wait_before = eng->counters.wait_us;
+    int cur = eng->step_cur, next = !cur;
+    bool in_flight = eng->steps[cur].n_reqs > 0;
+    if (!in_flight) {
+        // The slots alternate, so that the other one holds the previous step's events.
+        if (engine_step_launch(eng, next)) {
+            engine_step_sample(eng, next, eng->async_scheduling);
+            if (!eng->async_scheduling)
+                engine_step_finish(eng, next);
+            eng->step_cur = next;
+        }
+    } else {
+        bool launched = engine_step_launch(eng, next);
+        eng->counters.n_async_steps += launched;
+        engine_step_finish(eng, cur);
+        if (launched) {
+            engine_step_sample(eng, next, true);
+            eng->step_cur = next;
+        }
+    }
+    live_remove_finished(eng);
+    int64_t waited = eng->counters.wait_us - wait_before;
+    eng->counters.host_us += (int64_t)((time_now_s() - t_start) * 1e6) - waited;
+    eng->counters.decode_cpu_s += time_process_cpu_s() - cpu_start;
 }
 
 static void publish_stats(struct vllmc_engine *eng)
@@ -528,6 +659,7 @@ static void publish_stats(struct vllmc_engine *eng)
         .generation_tokens_total = eng->counters.n_generation_tokens,
         .n_requests_finished = eng->counters.n_finished,
         .n_steps = eng->counters.n_steps,
+        .n_async_steps = eng->counters.n_async_steps,
         .n_decode_steps = eng->counters.n_decode_steps,
         .decode_schedule_s = eng->counters.decode_schedule_s,
         .decode_prepare_s = eng->counters.decode_prepare_s,
@@ -552,8 +684,9 @@ void *engine_thread_main(void *arg)
     for (;;) {
         pthread_mutex_lock(&eng->mu);
         while (!eng->stop && !eng->inbox_head && !eng->abort_pending &&
-               eng->sched->n_running + eng->sched->n_waiting == 0) {
-            eng->counters.results_us = 0; // a pause is not idle time between steps
+               eng->sched->n_running + eng->sched->n_waiting == 0 &&
+               eng->steps[eng->step_cur].n_reqs == 0) {
+            eng->prev_end_valid = false; // a pause is not idle time between steps
             pthread_cond_wait(&eng->cv, &eng->mu);
         }
         struct vllmc_request *inbox = eng->inbox_head;
@@ -566,11 +699,15 @@ void *engine_thread_main(void *arg)
         if (stop)
             break;
         process_aborts(eng);
-        if (eng->sched->n_running + eng->sched->n_waiting > 0)
+        if (eng->sched->n_running + eng->sched->n_waiting > 0 ||
+            eng->steps[eng->step_cur].n_reqs > 0)
             engine_step(eng);
         publish_stats(eng);
     }
-    // Shutdown: every request still here ends with reason abort.
+    // Shutdown: the step in flight is read, then every request still here
+    // ends with reason abort.
+    if (eng->steps[eng->step_cur].n_reqs > 0)
+        engine_step_finish(eng, eng->step_cur);
     for (int i = 0; i < eng->n_live; i++)
         request_abort_all(eng, eng->live[i]);
     live_remove_finished(eng);

@@ -11,6 +11,7 @@ VLLMC_API void vllmc_engine_params_default(struct vllmc_engine_params *p)
     p->max_num_seqs = 256;
     p->gpu_memory_utilization = 0.9;
     p->enable_prefix_caching = true;
+    p->async_scheduling = true;
     p->dtype = "auto";
     p->kv_cache_dtype = "auto";
 }

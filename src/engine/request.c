@@ -94,6 +94,8 @@ enum vllmc_status request_create(const int32_t *prompt, int n_prompt,
     int room = max_model_len - n_prompt;
     req->n_output_max = sp->max_tokens < 0 || sp->max_tokens > room ? room : sp->max_tokens;
     req->n_cached_tokens = -1;
+    req->pending_token = -1;
+    req->pending_row = -1;
     req->status = REQUEST_WAITING;
     req->skip_prefix_cache = sp->prompt_logprobs >= 0;
     request_update_hashes(req);

@@ -35,6 +35,13 @@ struct request {
     int n_cached_tokens;   // prompt tokens served by the prefix cache at first scheduling;
                            // -1 until then
     int n_preemptions;
+    // Asynchronous scheduling: a token sampled in a step whose results the
+    // engine has not processed yet (0 or 1). The scheduler already counts it
+    // as a token to compute; its id is pending_token when the host knows it,
+    // else -1 and it sits in row pending_row of the device sampler's ids.
+    int n_pending;
+    int32_t pending_token;
+    int pending_row;
 
     int32_t *block_ids; // owned [n_blocks_max]: KV blocks in order
     int n_blocks;

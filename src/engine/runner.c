@@ -52,6 +52,16 @@ enum vllmc_status runner_create(struct model *m, struct kv_cache *kv, int n_toke
             goto fail;
         }
     }
+    r->select_host = mem_alloc((size_t)n_tokens_max * sizeof *r->select_host);
+    if (!r->select_host) {
+        rc = err_set(err, VLLMC_ERR_NOMEM, "runner: out of memory");
+        goto fail;
+    }
+    rc = backend_buffer_alloc(be, (size_t)n_tokens_max * sizeof *r->select_host, &r->select_dev);
+    if (rc) {
+        err_set(err, rc, "runner: %s", backend_err(be)->msg);
+        goto fail;
+    }
     rc = arena_init(&r->arena, 2 * (size_t)n_seqs_cap * sizeof(int) + 256);
     if (rc) {
         err_set(err, rc, "runner: out of memory");
@@ -80,6 +90,9 @@ void runner_free(struct runner *r)
         return;
     runner_graphs_free(r);
     arena_deinit(&r->arena);
+    if (r->select_dev)
+        backend_buffer_free(r->model->backend, r->select_dev);
+    mem_free(r->select_host);
     if (r->logits_host && r->logits_host != r->logits_dev)
         mem_free(r->logits_host);
     if (r->logits_dev)
@@ -96,12 +109,40 @@ bool runner_wants_all_logits(const struct request *req, int n_new_tokens)
     return req->sp.prompt_logprobs >= 0 && pos0 < req->n_prompt_tokens - 1;
 }
 
+enum vllmc_status runner_select_pending(struct runner *r, const struct model_batch *b)
+{
+    if (!r->n_select)
+        return VLLMC_OK;
+    struct backend *be = r->model->backend;
+    int n = b->n_tokens;
+    for (int i = r->n_select_filled; i < n; i++)
+        r->select_host[i] = -1; // padding rows of a decode bucket
+    enum vllmc_status rc =
+        backend_upload(be, r->select_dev, r->select_host, (size_t)n * sizeof *r->select_host);
+    if (rc)
+        return err_set(&r->err, rc, "runner: %s", backend_err(be)->msg);
+    struct tensor values, index;
+    tensor_init_1d(&values, DTYPE_I32, r->pending_ids, r->n_pending_ids);
+    tensor_init_1d(&index, DTYPE_I32, r->select_dev, n);
+    values.location = index.location = backend_location(be);
+    struct op_call c = {.op = OP_SELECT_IDS,
+                        .dst = (struct tensor *)&b->input_ids,
+                        .src = {&values, &index},
+                        .backend = be};
+    rc = backend_run_op(be, &c);
+    if (rc)
+        return err_set(&r->err, rc, "runner: %s", backend_err(be)->msg);
+    return VLLMC_OK;
+}
+
 // Launches the batch in r->bb; the logits stay where the backend has them.
 static enum vllmc_status runner_forward(struct runner *r)
 {
     struct model_batch b;
     double t0 = time_now_s();
     enum vllmc_status rc = batch_builder_finish(&r->bb, &b, &r->err);
+    if (!rc)
+        rc = runner_select_pending(r, &b);
     r->t_prepare_s += time_now_s() - t0; // the upload of the batch on a device
     if (rc)
         return rc;
@@ -142,6 +183,8 @@ enum vllmc_status runner_execute(struct runner *r, const struct scheduler_output
     VLLMC_ASSERT(r->row_first && r->n_rows);
     int n_rows_total = 0;
     bool decode = r->pad_decode;
+    r->n_select = 0;
+    int n_selected_upto = 0; // select_host is filled up to this token
     for (int i = 0; i < o->n_reqs; i++) {
         const struct request *req = o->reqs[i];
         int n_new = o->n_new_tokens[i];
@@ -156,6 +199,22 @@ enum vllmc_status runner_execute(struct runner *r, const struct scheduler_output
             rows = 1;
         }
         VLLMC_ASSERT(n_rows_total + rows <= r->n_logits_max);
+        int first_token = r->bb.n_tokens;
+        if (req->n_pending && pos0 + n_new > req->n_tokens) {
+            // The pending token sits past the known ones: its id is on the
+            // host already, or the device copies it in after the upload.
+            VLLMC_ASSERT(pos0 + n_new == req->n_tokens + 1 && req->n_tokens < req->n_tokens_max);
+            bool on_device = req->pending_token < 0;
+            req->token_ids[req->n_tokens] = on_device ? 0 : req->pending_token;
+            if (on_device) {
+                VLLMC_ASSERT(req->pending_row >= 0 && req->pending_row < r->n_pending_ids);
+                for (int t = n_selected_upto; t < first_token + n_new - 1; t++)
+                    r->select_host[t] = -1;
+                r->select_host[first_token + n_new - 1] = req->pending_row;
+                n_selected_upto = first_token + n_new;
+                r->n_select++;
+            }
+        }
         enum vllmc_status rc =
             batch_builder_add(&r->bb, req->token_ids + pos0, n_new, pos0, req->block_ids,
                               req->n_blocks, r->block_size, want, &r->err);
@@ -166,6 +225,9 @@ enum vllmc_status runner_execute(struct runner *r, const struct scheduler_output
         n_rows_total += rows;
         decode = decode && n_new == 1 && rows == 1;
     }
+    for (int t = n_selected_upto; r->n_select && t < r->bb.n_tokens; t++)
+        r->select_host[t] = -1;
+    r->n_select_filled = r->bb.n_tokens;
     r->t_prepare_s = time_now_s() - t0;
     return decode ? runner_forward_decode(r) : runner_forward(r);
 }

@@ -50,6 +50,16 @@ struct runner {
     int n_graphs;
     int64_t n_graph_steps; // steps replayed from a graph
     int64_t launch_us;     // clock when the last step's forward pass was queued
+    // Tokens sampled on the device by a step whose results the host has not
+    // read yet (asynchronous scheduling): the engine points pending_ids at
+    // the device sampler's ids, and runner_execute takes a request's pending
+    // token (request.pending_row) from there on the device (OP_SELECT_IDS).
+    void *pending_ids;  // borrowed backend memory, i32 [n_pending_ids]
+    int n_pending_ids;
+    int32_t *select_host; // owned [n_tokens_max]: a token's row in pending_ids, or -1
+    void *select_dev;     // owned backend memory, as select_host
+    int n_select;         // tokens of the last step that took their id from pending_ids
+    int n_select_filled;  // leading entries of select_host set for the last step
     struct err err;
 };
 
@@ -74,6 +84,9 @@ enum vllmc_status runner_execute(struct runner *r, const struct scheduler_output
 // backend has memory of its own.
 enum vllmc_status runner_host_rows(struct runner *r, int first, int n, const float **rows);
 
+// Copies the pending tokens of the batch b (built from r->bb and uploaded)
+// into its input ids on the device; nothing when the step has none.
+enum vllmc_status runner_select_pending(struct runner *r, const struct model_batch *b);
 // runner_graph.c: pads the decode batch in r->bb (n_reqs sequences of one
 // token) to its bucket and runs it through the bucket's graph, capturing it
 // on the second use; eager when capture fails.

@@ -130,6 +130,8 @@ enum vllmc_status runner_forward_decode(struct runner *r)
 
     struct model_batch b;
     enum vllmc_status rc = batch_builder_finish(bb, &b, &r->err);
+    if (!rc)
+        rc = runner_select_pending(r, &b);
     if (rc)
         return rc;
     struct tensor lt;

@@ -163,7 +163,8 @@ static void schedule_running(struct scheduler *s, int *budget, int *plp_budget)
     int i = 0;
     while (i<s->n_running && * budget> 0) {
         struct request *req = s->running[i];
-        int n_new = req->n_tokens - req->n_computed_tokens;
+        // A pending token (asynchronous scheduling) is computed like a known one.
+        int n_new = req->n_tokens + req->n_pending - req->n_computed_tokens;
         if (n_new > *budget)
             n_new = *budget;
         n_new = clamp_prompt_logprobs(s, req, n_new, *plp_budget);
@@ -206,6 +207,10 @@ static void schedule_waiting(struct scheduler *s, int *budget, int *plp_budget)
     struct kv_manager *kv = s->kv;
     while (s->n_waiting > 0 && *budget > 0 && s->n_running < s->cfg.max_num_seqs) {
         struct request *req = s->waiting[0];
+        // Preempted while its last sample was in flight: it resumes once the
+        // engine has the token (the next step), keeping arrival order.
+        if (req->n_pending)
+            break;
         int n_hit = kv_manager_get_computed_blocks(kv, req, s->hit_ids);
         int n_computed = n_hit * kv->block_size;
         int n_new = req->n_tokens - n_computed;

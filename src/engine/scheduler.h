@@ -63,7 +63,7 @@ void scheduler_finish(struct scheduler *s, struct request *req, enum vllmc_finis
 // produced logits for a new token (decode, or the last chunk of its prompt).
 static inline bool scheduler_samples(const struct request *req)
 {
-    return req->n_computed_tokens == req->n_tokens;
+    return req->n_computed_tokens == req->n_tokens + req->n_pending;
 }
 
 #endif

@@ -27,6 +27,7 @@ struct pcase {
     struct tensor t[SLOTS]; // host tensors, data owned
     bool used[SLOTS];
     unsigned outputs; // bit s set: slot s is written by the op
+    bool exact;       // integer results: any difference fails
     struct op_params p;
 };
 
@@ -154,6 +155,8 @@ static enum vllmc_status pc_run(const struct pcase *pc, struct backend *be,
         dequant_row_fn to_f32 = cpu_dequant_row(t->dtype);
         if (!rc && to_f32)
             to_f32(host, out[s], n);
+        for (int64_t e = 0; !rc && t->dtype == DTYPE_I32 && e < n; e++)
+            out[s][e] = (float)((const int32_t *)host)[e]; // ids: exact below 2^24
         mem_free(host);
     }
 done:
@@ -228,6 +231,8 @@ static void pc_check(struct parity *pr, struct pcase *pc)
         }
         double nmse = norm > 0 ? err / norm : err;
         bool ok = !rc && nmse <= (p->parity_bar > 0 ? p->parity_bar : bar);
+        if (pc->exact)
+            ok = !rc && err == 0;
         pr->n_failed += !ok;
         if (rc)
             printf("op=%s shape=%s dtype=%s provider=%s error=%s FAIL\n", op_name, pc->shape,
@@ -429,6 +434,32 @@ static void grid_kv_store(struct parity *pr)
     }
 }
 
+static void grid_select_ids(struct parity *pr)
+{
+    // n input ids, m sampled ids (a step's device sampler rows)
+    static const int64_t shapes[][2] = {{1, 1}, {7, 3}, {64, 64}, {300, 17}};
+    for (size_t i = 0; i < 4; i++) {
+        int64_t n = shapes[i][0], m = shapes[i][1];
+        struct pcase pc = {.op = OP_SELECT_IDS, .wtype = DTYPE_I32, .exact = true};
+        pc.outputs = 1u << 0;
+        snprintf(pc.shape, sizeof pc.shape, "n=%lld,m=%lld", (long long)n, (long long)m);
+        snprintf(pc.dtype, sizeof pc.dtype, "i32");
+        if (pc_add(&pc, 0, DTYPE_I32, 1, (int64_t[]){n}) &&
+            pc_add(&pc, 1, DTYPE_I32, 1, (int64_t[]){m}) &&
+            pc_add(&pc, 2, DTYPE_I32, 1, (int64_t[]){n})) {
+            // Vocabulary-sized ids; about half the tokens take a sampled id.
+            for (int64_t t = 0; t < n; t++) {
+                pc_i32(&pc, 0)[t] = (int32_t)(rnd_u32() % 151936);
+                pc_i32(&pc, 2)[t] = rnd_u32() % 2 ? (int32_t)(rnd_u32() % (uint32_t)m) : -1;
+            }
+            for (int64_t j = 0; j < m; j++)
+                pc_i32(&pc, 1)[j] = (int32_t)(rnd_u32() % 151936);
+            pc_check(pr, &pc);
+        }
+        pc_free(&pc);
+    }
+}
+
 struct attn_config {
     int64_t n_heads, n_kv_heads, head_dim, block_size;
     int n_seqs;
@@ -593,6 +624,8 @@ int op_parity_main(int argc, char **argv)
         grid_kv_store(&pr);
     if (want(&pr, OP_ATTENTION))
         grid_attention(&pr);
+    if (want(&pr, OP_SELECT_IDS))
+        grid_select_ids(&pr);
     printf("op-parity: device=%s checks=%d failed=%d\n", device, pr.n_checks, pr.n_failed);
     backend_free(pr.be);
     backend_free(pr.ref_be);

@@ -50,6 +50,7 @@ static void serve_usage(FILE *f)
             "  --kv-cache-memory-bytes N      KV cache size in bytes (overrides the fraction)\n"
             "  --block-size N                 tokens per KV block (default 16)\n"
             "  --enable-prefix-caching / --no-enable-prefix-caching   (default on)\n"
+            "  --async-scheduling / --no-async-scheduling   (default on)\n"
             "  --seed N                       default seed for requests without one\n"
             "  --chat-template FILE|TEMPLATE  override the model's chat template\n"
             "  --generation-config auto|vllm|FOLDER  default sampling parameters from\n"
@@ -220,6 +221,10 @@ static int parse_args(int argc, char **argv, struct serve_args *a)
             a->engine.enable_prefix_caching = true;
         } else if (!strcmp(f, "--no-enable-prefix-caching")) {
             a->engine.enable_prefix_caching = false;
+        } else if (!strcmp(f, "--async-scheduling")) {
+            a->engine.async_scheduling = true;
+        } else if (!strcmp(f, "--no-async-scheduling")) {
+            a->engine.async_scheduling = false;
         } else if (!strcmp(f, "--seed")) {
             NEED_INT(0, LONG_MAX);
             a->engine.seed = (uint64_t)n;

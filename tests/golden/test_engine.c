@@ -58,11 +58,16 @@ static void golden_load(void)
     json_decref(root);
 }
 
+// Asynchronous scheduling of the engines engine_new() makes (the default).
+static bool engine_async = true;
+
 static struct vllmc_engine *engine_new(int max_model_len, int64_t kv_bytes, int max_num_seqs,
                                        int max_batched, bool prefix_caching)
 {
     struct vllmc_engine_params p;
     vllmc_engine_params_default(&p);
+    CHECK(p.async_scheduling);
+    p.async_scheduling = engine_async;
     p.model_path = MODEL;
     p.n_threads = 1;
     p.max_model_len = max_model_len;
@@ -246,15 +251,19 @@ static const char *const story_prompts[8] = {
     "Once upon a time", "The little dog", "Lily and Tom were friends.", "One day",
     "The sun was",      "A big red ball", "Tom had a toy car",          "She was happy"};
 
-// Runs n requests one at a time, then all at once on a second engine, and
-// checks that every request's tokens and text are the same both ways.
+// Runs n requests one at a time on an engine that reads each step's tokens
+// before scheduling the next, then all at once on a second engine (with
+// asynchronous scheduling unless async is false), and checks that every
+// request's tokens and text are the same both ways.
 static void run_alone_vs_together(int n, int max_model_len, int64_t kv_bytes, int max_batched,
-                                  int max_tokens_base, bool expect_preemption)
+                                  int max_tokens_base, bool expect_preemption, bool async)
 {
     struct result *alone = calloc((size_t)n, sizeof *alone);
     struct result *res = calloc(1, sizeof *res);
     struct vllmc_request **r = calloc((size_t)n, sizeof *r);
+    engine_async = false;
     struct vllmc_engine *e = engine_new(max_model_len, 64 * BLOCK_BYTES, 16, 256, true);
+    engine_async = async;
     if (!e || !alone || !res || !r)
         goto out;
     for (int i = 0; i < n; i++) {
@@ -286,10 +295,16 @@ static void run_alone_vs_together(int n, int max_model_len, int64_t kv_bytes, in
     wait_idle(e, &st);
     if (expect_preemption)
         CHECK(st.n_preemptions > 0);
+    // Asynchronous scheduling ran most steps ahead of the previous one's tokens.
+    if (async)
+        CHECK(st.n_async_steps > st.n_steps / 2);
+    else
+        CHECK_EQ_INT(st.n_async_steps, 0);
     CHECK_EQ_INT(st.n_blocks_free, st.n_blocks_total);
     CHECK_EQ_INT(st.n_requests_finished, n);
     vllmc_engine_free(e);
 out:
+    engine_async = true;
     free(r);
     free(res);
     free(alone);
@@ -298,14 +313,21 @@ out:
 static void test_concurrent_equals_alone(void)
 {
     // 16 requests of different lengths sharing steps in a roomy cache.
-    run_alone_vs_together(16, 256, 64 * BLOCK_BYTES, 256, 40, false);
+    run_alone_vs_together(16, 256, 64 * BLOCK_BYTES, 256, 40, false, true);
 }
 
 static void test_preemption_identical(void)
 {
     // 32 requests of up to 64 tokens through 6 blocks (96 tokens): most wait,
     // many are preempted and recomputed, all finish as they do alone.
-    run_alone_vs_together(32, 64, 6 * BLOCK_BYTES, 64, 20, true);
+    run_alone_vs_together(32, 64, 6 * BLOCK_BYTES, 64, 20, true, true);
+}
+
+static void test_preemption_identical_sync(void)
+{
+    // The same without asynchronous scheduling: each step's tokens are read
+    // before the next step is scheduled.
+    run_alone_vs_together(32, 64, 6 * BLOCK_BYTES, 64, 20, true, false);
 }
 
 static void test_prefix_cache_hits(void)
@@ -604,6 +626,7 @@ int main(int argc, char **argv)
         {"chunked_prefill", test_chunked_prefill},
         {"concurrent_equals_alone", test_concurrent_equals_alone},
         {"preemption_identical", test_preemption_identical},
+        {"preemption_identical_sync", test_preemption_identical_sync},
         {"prefix_cache_hits", test_prefix_cache_hits},
         {"abort_frees_blocks", test_abort_frees_blocks},
         {"parallel_samples", test_parallel_samples},

@@ -3,7 +3,9 @@
 // the same and every logprob within float rounding, over requests that finish at
 // different lengths (so the batch moves through several buckets), greedy and
 // seeded, with logprobs sampled on the device and prompt logprobs on the
-// host. Skips (exit 77) on a machine with no GPU.
+// host; and asynchronous scheduling (tokens sampled on the device feed the
+// next step on the device) against the engine reading each step's tokens
+// first. Skips (exit 77) on a machine with no GPU.
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,10 +26,10 @@ struct run_result {
     float lp[N_REQS][MAX_OUT];
     int32_t top_id[N_REQS][MAX_OUT][5];
     float top_lp[N_REQS][MAX_OUT][5];
-    int64_t n_graph_steps, n_steps;
+    int64_t n_graph_steps, n_steps, n_async_steps;
 };
 
-static void run_engine(const char *graphs, struct run_result *res)
+static void run_engine(const char *graphs, bool async, struct run_result *res)
 {
     memset(res, 0, sizeof *res);
     setenv("VLLMC_CUDA_GRAPHS", graphs, 1);
@@ -37,6 +39,7 @@ static void run_engine(const char *graphs, struct run_result *res)
     p.device = "cuda";
     p.max_num_seqs = 16;
     p.kv_cache_memory_bytes = 64 << 20;
+    p.async_scheduling = async;
     struct vllmc_engine *e = NULL;
     enum vllmc_status st = vllmc_engine_create(&p, &e);
     if (st)
@@ -98,41 +101,34 @@ static void run_engine(const char *graphs, struct run_result *res)
     vllmc_engine_stats(e, &s);
     res->n_graph_steps = s.n_graph_steps;
     res->n_steps = s.n_steps;
+    res->n_async_steps = s.n_async_steps;
     vllmc_engine_free(e);
 }
 
-static void test_graphs_equal_eager(void)
+// Token ids must agree exactly. Logprobs agree to float rounding only: the
+// two runs add their requests while the engine thread is already stepping,
+// so their prefill chunks may share steps differently, and on the GPU a row's
+// prefill result depends on the GEMM shape within the parity tolerance. The
+// same-step comparison of replay and eager (bit for bit) is the runner's own
+// check, logged at capture.
+static void check_same(const struct run_result *g, const struct run_result *x)
 {
-    static struct run_result g, x;
-    run_engine("1", &g);
-    run_engine("pad", &x);
-    printf("  graphs: %lld of %lld steps replayed; eager: %lld of %lld\n",
-           (long long)g.n_graph_steps, (long long)g.n_steps, (long long)x.n_graph_steps,
-           (long long)x.n_steps);
-    CHECK(g.n_graph_steps > 0);
-    CHECK_EQ_INT(x.n_graph_steps, 0);
-    // Token ids must agree exactly. Logprobs agree to float rounding only: the
-    // two runs add their requests while the engine thread is already
-    // stepping, so their prefill chunks may share steps differently, and on
-    // the GPU a row's prefill result depends on the GEMM shape within the
-    // parity tolerance. The same-step comparison of replay and eager (bit for
-    // bit) is the runner's own check, logged at capture.
     int n_id_diff = 0, n_lp_diff = 0;
     double worst = 0;
     for (int i = 0; i < N_REQS; i++) {
-        CHECK_EQ_INT(g.n_out[i], 16 + (i * 7) % (MAX_OUT - 16));
-        CHECK_EQ_INT(g.n_out[i], x.n_out[i]);
-        for (int n = 0; n < g.n_out[i] && n < x.n_out[i]; n++) {
-            if (g.ids[i][n] != x.ids[i][n]) {
+        CHECK_EQ_INT(g->n_out[i], 16 + (i * 7) % (MAX_OUT - 16));
+        CHECK_EQ_INT(g->n_out[i], x->n_out[i]);
+        for (int n = 0; n < g->n_out[i] && n < x->n_out[i]; n++) {
+            if (g->ids[i][n] != x->ids[i][n]) {
                 if (!n_id_diff)
                     printf("  first differing token: request %d, position %d: %d vs %d\n", i,
-                           n, g.ids[i][n], x.ids[i][n]);
+                           n, g->ids[i][n], x->ids[i][n]);
                 n_id_diff++;
             }
-            n_id_diff += memcmp(g.top_id[i][n], x.top_id[i][n], sizeof g.top_id[i][n]) != 0;
-            double d = fabs((double)g.lp[i][n] - (double)x.lp[i][n]);
+            n_id_diff += memcmp(g->top_id[i][n], x->top_id[i][n], sizeof g->top_id[i][n]) != 0;
+            double d = fabs((double)g->lp[i][n] - (double)x->lp[i][n]);
             for (int t = 0; t < 5; t++) {
-                double dt = fabs((double)g.top_lp[i][n][t] - (double)x.top_lp[i][n][t]);
+                double dt = fabs((double)g->top_lp[i][n][t] - (double)x->top_lp[i][n][t]);
                 d = dt > d ? dt : d;
             }
             n_lp_diff += !(d <= 1e-3);
@@ -143,6 +139,32 @@ static void test_graphs_equal_eager(void)
            n_lp_diff, worst);
     CHECK_EQ_INT(n_id_diff, 0);
     CHECK_EQ_INT(n_lp_diff, 0);
+}
+
+static void test_graphs_equal_eager(void)
+{
+    static struct run_result g, x;
+    run_engine("1", true, &g);
+    run_engine("pad", true, &x);
+    printf("  graphs: %lld of %lld steps replayed; eager: %lld of %lld\n",
+           (long long)g.n_graph_steps, (long long)g.n_steps, (long long)x.n_graph_steps,
+           (long long)x.n_steps);
+    CHECK(g.n_graph_steps > 0);
+    CHECK_EQ_INT(x.n_graph_steps, 0);
+    check_same(&g, &x);
+}
+
+static void test_async_equals_sync(void)
+{
+    static struct run_result a, y;
+    run_engine("1", true, &a);
+    run_engine("1", false, &y);
+    printf("  async: %lld of %lld steps queued ahead; sync: %lld of %lld\n",
+           (long long)a.n_async_steps, (long long)a.n_steps, (long long)y.n_async_steps,
+           (long long)y.n_steps);
+    CHECK(a.n_async_steps > a.n_steps / 2);
+    CHECK_EQ_INT(y.n_async_steps, 0);
+    check_same(&a, &y);
 }
 
 int main(int argc, char **argv)
@@ -158,6 +180,7 @@ int main(int argc, char **argv)
     backend_free(be);
     static const struct check_case cases[] = {
         {"graphs_equal_eager", test_graphs_equal_eager},
+        {"async_equals_sync", test_async_equals_sync},
         {NULL, NULL},
     };
     return check_run(cases, argc, argv);

@@ -114,6 +114,26 @@ static void test_embedding_hand(void)
     CHECK_EQ_INT(run_ref(&cpu_ref_embedding, &c), VLLMC_ERR_INVALID_ARG);
 }
 
+static void test_select_ids_hand(void)
+{
+    int32_t ids[5] = {10, 11, 12, 13, 14};
+    const int32_t sampled[3] = {700, 701, 702};
+    const int32_t index[5] = {-1, 2, -1, 0, -5};
+    struct tensor td, tv, ti;
+    tensor_init_1d(&td, DTYPE_I32, ids, 5);
+    tensor_init_1d(&tv, DTYPE_I32, (void *)sampled, 3);
+    tensor_init_1d(&ti, DTYPE_I32, (void *)index, 5);
+    struct op_call c = {.op = OP_SELECT_IDS, .dst = &td, .src = {&tv, &ti}};
+    CHECK_EQ_INT(run_ref(&cpu_ref_select_ids, &c), VLLMC_OK);
+    const int32_t want[5] = {10, 702, 12, 700, 14};
+    for (int i = 0; i < 5; i++)
+        CHECK_EQ_INT(ids[i], want[i]);
+    // The index must cover dst: a short one is a contract error.
+    tensor_init_1d(&ti, DTYPE_I32, (void *)index, 4);
+    struct err err = {0};
+    CHECK_EQ_INT(op_check(&c, &err), VLLMC_ERR_INVALID_ARG);
+}
+
 // Expected RoPE by the textbook formula, in double.
 static void rope_expect(double *head, int rope_dim, bool neox, int pos, const float *inv_freq)
 {
@@ -524,6 +544,7 @@ int main(int argc, char **argv)
         {"add_rmsnorm_hand", test_add_rmsnorm_hand},
         {"matmul_hand", test_matmul_hand},
         {"embedding_hand", test_embedding_hand},
+        {"select_ids_hand", test_select_ids_hand},
         {"rope_hand", test_rope_hand},
         {"rope_pairs", test_rope_pairs},
         {"rope_neox", test_rope_neox},

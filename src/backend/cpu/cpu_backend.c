@@ -47,6 +47,7 @@ static const struct cpu_provider_entry cpu_provider_table[] = {
     {&cpu_ref_add, CPU_NEED_NONE},
     {&cpu_ref_kv_store, CPU_NEED_NONE},
     {&cpu_ref_attention, CPU_NEED_NONE},
+    {&cpu_ref_select_ids, CPU_NEED_NONE},
     // AVX2 + FMA + F16C, priority 50: batch-invariant (fixed reduction order per row).
     {&cpu_avx2_matmul, CPU_NEED_AVX2},
     {&cpu_avx2_rmsnorm, CPU_NEED_AVX2},

@@ -84,6 +84,7 @@ CUDA_PROVIDER(cuda_p_qgemm, "cuda-qgemm", OP_MATMUL, 90, cuda_qgemm);
 CUDA_PROVIDER(cuda_p_int4g_gemv, "cuda-int4g-gemv", OP_MATMUL, 100, cuda_int4g_gemv);
 CUDA_PROVIDER(cuda_p_int4g_gemm, "cuda-int4g-gemm", OP_MATMUL, 90, cuda_int4g_gemm);
 CUDA_PROVIDER(cuda_p_sample, "cuda-sample", OP_SAMPLE, 100, cuda_sample);
+CUDA_PROVIDER(cuda_p_select_ids, "cuda", OP_SELECT_IDS, 100, cuda_select_ids);
 
 static const struct op_provider *const cuda_provider_table[] = {
     &cuda_p_embedding,    &cuda_p_rmsnorm,
@@ -96,6 +97,7 @@ static const struct op_provider *const cuda_provider_table[] = {
     &cuda_p_qembedding,   &cuda_p_qgemv,
     &cuda_p_qgemm,        &cuda_p_int4g_gemv,
     &cuda_p_int4g_gemm,   &cuda_p_sample,
+    &cuda_p_select_ids,
 };
 
 #define CUDA_N_PROVIDERS (sizeof cuda_provider_table / sizeof cuda_provider_table[0])
@@ -327,6 +329,82 @@ static enum vllmc_status cuda_sync(struct backend *be)
     return VLLMC_OK;
 }
 
+// ---- pinned host memory, downloads that do not wait, events ----
+
+static enum vllmc_status cuda_host_alloc(struct backend *be, size_t n_bytes, void **out)
+{
+    struct err *err = &be->err;
+    *out = NULL;
+    CUDA_TRY(cudaHostAlloc(out, n_bytes ? n_bytes : 1, cudaHostAllocDefault));
+    return VLLMC_OK;
+}
+
+static void cuda_host_free(struct backend *be, void *p)
+{
+    (void)be;
+    (void)cudaFreeHost(p);
+}
+
+static enum vllmc_status cuda_download_async(struct backend *be, void *host_dst, const void *src,
+                                             size_t n)
+{
+    struct err *err = &be->err;
+    if (n)
+        CUDA_TRY(cudaMemcpyAsync(host_dst, src, n, cudaMemcpyDeviceToHost, dev_of(be)->stream));
+    return VLLMC_OK;
+}
+
+struct backend_event {
+    cudaEvent_t ev;
+};
+
+static enum vllmc_status cuda_event_create(struct backend *be, struct backend_event **out)
+{
+    struct err *err = &be->err;
+    *out = NULL;
+    struct backend_event *e = mem_calloc(1, sizeof *e);
+    if (!e)
+        return err_set(err, VLLMC_ERR_NOMEM, "cuda: out of memory");
+    cudaError_t rc = cudaEventCreate(&e->ev);
+    if (rc != cudaSuccess) {
+        mem_free(e);
+        CUDA_TRY(rc);
+    }
+    *out = e;
+    return VLLMC_OK;
+}
+
+static void cuda_event_free(struct backend *be, struct backend_event *ev)
+{
+    (void)be;
+    (void)cudaEventDestroy(ev->ev);
+    mem_free(ev);
+}
+
+static enum vllmc_status cuda_event_record(struct backend *be, struct backend_event *ev)
+{
+    struct err *err = &be->err;
+    CUDA_TRY(cudaEventRecord(ev->ev, dev_of(be)->stream));
+    return VLLMC_OK;
+}
+
+static enum vllmc_status cuda_event_wait(struct backend *be, struct backend_event *ev)
+{
+    struct err *err = &be->err;
+    CUDA_TRY(cudaEventSynchronize(ev->ev));
+    return VLLMC_OK;
+}
+
+static enum vllmc_status cuda_event_elapsed_ms(struct backend *be, const struct backend_event *from,
+                                               const struct backend_event *to, double *ms)
+{
+    struct err *err = &be->err;
+    float f = 0;
+    CUDA_TRY(cudaEventElapsedTime(&f, from->ev, to->ev));
+    *ms = f;
+    return VLLMC_OK;
+}
+
 static enum vllmc_status cuda_memory_info(struct backend *be, size_t *free_bytes,
                                           size_t *total_bytes)
 {
@@ -409,6 +487,14 @@ static const struct backend_vtable cuda_vtable = {
     .upload = cuda_upload,
     .download = cuda_download,
     .sync = cuda_sync,
+    .host_alloc = cuda_host_alloc,
+    .host_free = cuda_host_free,
+    .download_async = cuda_download_async,
+    .event_create = cuda_event_create,
+    .event_free = cuda_event_free,
+    .event_record = cuda_event_record,
+    .event_wait = cuda_event_wait,
+    .event_elapsed_ms = cuda_event_elapsed_ms,
     .memory_info = cuda_memory_info,
     .graph_begin = cuda_graph_begin,
     .graph_end = cuda_graph_end,

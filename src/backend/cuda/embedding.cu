@@ -71,3 +71,36 @@ extern "C" enum vllmc_status cuda_embedding_run(const struct op_call *c)
     CUDA_TRY_LAUNCH();
     return VLLMC_OK;
 }
+
+// ---- select_ids: ids sampled on the device into the next step's input ids ----
+
+static __global__ void select_ids_kernel(int32_t *dst, const int32_t *values, const int32_t *index,
+                                         int n, int m)
+{
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n && index[i] >= 0 && index[i] < m)
+        dst[i] = values[index[i]];
+}
+
+extern "C" bool cuda_select_ids_supports(const struct op_call *c)
+{
+    return c->op == OP_SELECT_IDS && cuda_tensor_dense_ok(c->dst, DTYPE_I32) &&
+           cuda_tensor_dense_ok(c->src[0], DTYPE_I32) &&
+           cuda_tensor_dense_ok(c->src[1], DTYPE_I32) &&
+           tensor_n_elements(c->src[1]) == tensor_n_elements(c->dst) &&
+           tensor_n_elements(c->dst) <= INT32_MAX && tensor_n_elements(c->src[0]) <= INT32_MAX;
+}
+
+extern "C" enum vllmc_status cuda_select_ids_run(const struct op_call *c)
+{
+    struct cuda_device *dev = cuda_device_of(c);
+    struct err *err = dev->err;
+    const int n = (int)tensor_n_elements(c->dst);
+    if (n == 0)
+        return VLLMC_OK;
+    select_ids_kernel<<<(n + 255) / 256, 256, 0, dev->stream>>>(
+        (int32_t *)c->dst->data, (const int32_t *)c->src[0]->data,
+        (const int32_t *)c->src[1]->data, n, (int)tensor_n_elements(c->src[0]));
+    CUDA_TRY_LAUNCH();
+    return VLLMC_OK;
+}

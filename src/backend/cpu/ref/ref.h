@@ -20,6 +20,7 @@ extern const struct op_provider cpu_ref_silu_mul;
 extern const struct op_provider cpu_ref_add;
 extern const struct op_provider cpu_ref_kv_store;
 extern const struct op_provider cpu_ref_attention;
+extern const struct op_provider cpu_ref_select_ids;
 
 // Rotates the first rope_dim values of one head (f32, dense) by position pos.
 // Angle of pair i is pos * inv_freq[i] in f32; pairs are (i, i + rope_dim/2)
