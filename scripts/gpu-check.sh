@@ -23,7 +23,8 @@
 # a machine call has 10 minutes, so split the stages over calls).
 # GPU_CHECK_CPU_PARITY=0 leaves out the (informational) CPU parity runs;
 # GPU_CHECK_HF_MODELS (default: qwen3-0.6b llama3-1b qwen2-0.5b stories int4)
-# picks the checkpoints of the hf stage. The ab stage runs the side-by-side
+# picks the checkpoints of the hf stage; GPU_CHECK_AB (a bash regex, default
+# all) picks the ab comparisons by name. The ab stage runs the side-by-side
 # comparisons behind the engine's defaults (decode attention kernels, decode
 # graphs, prefill activation precision) on the 0.6B shape.
 set -u
@@ -282,10 +283,11 @@ fi
 ab() {
     local name=$1 envs=$2
     shift 2
+    [[ "$name" =~ ${GPU_CHECK_AB:-.} ]] || return 0
     local from
     from=$(($(wc -l <"$OUT/ab.log" 2>/dev/null || echo 0) + 1))
     stage "ab: $name [$envs]" "$OUT/ab.log" 150 env $envs "$@"
-    tail -n +"$from" "$OUT/ab.log" | grep "tok/s\|  pp512 \|  tg128 \|^op=attention decode\|graphs:\|^parity:\|^op-parity:\|Decode (all" |
+    tail -n +"$from" "$OUT/ab.log" | grep "tok/s\|  pp512 \|  tg128 \|^op=attention decode\|graphs:\|^parity:\|^op-parity:\|Decode (all\|^Engine step:" |
         grep -v "^| model\|^| ---" | sed "s|^|  [$envs] |" >>"$SUMMARY"
 }
 if want ab; then
@@ -324,6 +326,17 @@ if want ab; then
             ab "decode graphs, 0.6B 64 x 512/128" "VLLMC_CUDA_GRAPHS=$g" \
                 "$VLLMC" bench throughput --model "$DATA/qwen3-0.6b-random" --device cuda \
                 --num-prompts 64 --input-len 512 --output-len 128 --max-num-seqs 64
+        done
+        # Asynchronous scheduling (default) against reading each step's tokens first.
+        for a in no-async async; do
+            ab "async scheduling, 0.6B 64 x 512/128" "VLLMC_AB_SCHEDULING=$a" \
+                "$VLLMC" bench throughput --model "$DATA/qwen3-0.6b-random" --device cuda \
+                --num-prompts 64 --input-len 512 --output-len 128 --max-num-seqs 64 \
+                --$a-scheduling
+            ab "async scheduling, 0.6B 1 x 512/128" "VLLMC_AB_SCHEDULING=$a" \
+                "$VLLMC" bench throughput --model "$DATA/qwen3-0.6b-random" --device cuda \
+                --num-prompts 4 --input-len 512 --output-len 128 --max-num-seqs 1 \
+                --$a-scheduling
         done
         for split in 512,2 128,8; do
             ab "decode attention splits, 0.6B 64 x 512/128" "VLLMC_CUDA_DECODE_SPLIT=$split" \
