@@ -271,13 +271,16 @@ static bool weight_type_usable(enum dtype t, int64_t k)
 
 static void grid_matmul(struct parity *pr)
 {
-    // m, n, k. The last two give the 256-weight types (k-quants, IQ4_XS) an
-    // odd n with few tokens, and more tokens than one GEMV launch takes with
-    // an odd n (output rows too unaligned for a GEMM library).
+    // m, n, k. {3, 67, 512} and {9, 45, 256} give the 256-weight types
+    // (k-quants, IQ4_XS) an odd n with few tokens, and more tokens than one
+    // GEMV launch takes with an odd n (output rows too unaligned for a GEMM
+    // library); the last two give every type rows of a multiple of 16 bytes
+    // (Q6_K's 210-byte blocks need k % 2048 == 0), several tiles of the
+    // packed GEMV a row.
     static const int64_t shapes[][3] = {
         {1, 1, 1},     {1, 17, 33},    {1, 64, 256}, {2, 33, 64},    {3, 67, 259},
         {7, 128, 512}, {16, 96, 1024}, {33, 80, 96}, {64, 256, 128}, {5, 300, 768},
-        {3, 67, 512},  {9, 45, 256},
+        {3, 67, 512},  {9, 45, 256},   {2, 37, 2048}, {1, 21, 8192},
     };
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
         int64_t m = shapes[i][0], n = shapes[i][1], k = shapes[i][2];
