@@ -367,6 +367,21 @@ if want profile && [ -n "$NSYS" ] && [ -d "$DATA/qwen3-0.6b-random" ]; then
         '$NSYS' stats --report cuda_gpu_kern_sum --format csv '$OUT/tg32.nsys-rep' | head -40"
     rm -f "$OUT"/tg32.nsys-rep "$OUT"/tg32.sqlite
 fi
+# Without nsys: Nsight Compute's per-kernel device time over the synthetic
+# decode step of bench-ops (eager), with the clocks and caches left as they
+# are. The summary sums kernel time per step by kernel name; the step's wall
+# time in the same log shows what launches and gaps add.
+NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null | head -1)
+if want profile && [ -z "$NSYS" ] && [ -n "$NCU" ]; then
+    for shape in qwen3-0.6b qwen3-8b; do
+        stage "ncu: $shape batch-1 decode step kernels" "$OUT/profile.log" 300 bash -c "
+            '$NCU' --clock-control none --cache-control none --metrics gpu__time_duration.sum \
+                --csv --log-file '$OUT/ncu-$shape.csv' \
+                '$VLLMC' bench-ops --device cuda --section decode --model $shape --batch 1 \
+                --iters 3 >/dev/null &&
+            python3 '$ROOT/scripts/ncu-summary.py' '$OUT/ncu-$shape.csv' 4"
+    done
+fi
 
 # ---- serving: start-up time and vllmc bench serve (512 in, 128 out, 64 in flight) ----
 BENCH_SERVE="--dataset-name random --random-input-len 512 --random-output-len 128
