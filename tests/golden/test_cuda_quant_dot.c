@@ -6,6 +6,7 @@
 // reference dot product up to float rounding.
 #include "check.h"
 
+#include <ctype.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -125,6 +126,123 @@ static void test_q4_k(void) { check_type("Q4_K", DTYPE_Q4_K, qdot_unit_q4_k, 4, 
 static void test_q5_k(void) { check_type("Q5_K", DTYPE_Q5_K, qdot_unit_q5_k, 4, 2); }
 static void test_q6_k(void) { check_type("Q6_K", DTYPE_Q6_K, qdot_unit_q6_k, 8, 1); }
 
+// One type's layout in the GEMV (QDOT_TYPES).
+struct walk_type {
+    enum dtype t;
+    const char *name;
+    unit_fn fn;
+    int units, subs, tile_blocks;
+};
+
+// The GEMV's walk over rows of blocks_per_row blocks (the reference blocks
+// laid end to end in a buffer of exactly their size, so rows start
+// misaligned), done as the kernel does it: each tile's 16-byte pieces
+// (qdot_tile_span; the last piece of the buffer read only up to its end)
+// copied into a slot of the kernel's size, units decoded from the slot at the
+// row's misalignment, dotted with exact activations.
+static void check_walk(const struct walk_type *wt, int blocks_per_row)
+{
+    char path[512];
+    size_t n_file = 0, n_f32 = 0;
+    snprintf(path, sizeof path, BLOCKS_DIR "%s.blocks", wt->name);
+    uint8_t *file = read_file(path, &n_file);
+    snprintf(path, sizeof path, BLOCKS_DIR "%s.f32", wt->name);
+    float *expect = read_file(path, &n_f32);
+    const struct dtype_info *info = dtype_info(wt->t);
+    const int tile = wt->tile_blocks * (int)info->type_size, slot_bytes = tile + 16;
+    const int n_blocks = (int)(n_file / info->type_size), n_rows = n_blocks / blocks_per_row;
+    const int64_t row_bytes = (int64_t)blocks_per_row * (int64_t)info->type_size;
+    const int k = blocks_per_row * (int)info->block_size, n_sub = k / 32;
+    uint8_t *w = mem_alloc((size_t)(n_rows * row_bytes));
+    uint8_t *slot = mem_alloc((size_t)slot_bytes);
+    float *x = mem_alloc((size_t)k * sizeof(float)), *xd = mem_alloc((size_t)n_sub * sizeof(float));
+    float *xs = mem_alloc((size_t)n_sub * sizeof(float));
+    int8_t *xq = mem_alloc((size_t)k);
+    if (!file || !expect || !w || !slot || !x || !xd || !xs || !xq || n_rows < 1) {
+        CHECK(!"setup");
+        goto done;
+    }
+    CHECK(tile % 16 == 0 && wt->tile_blocks * wt->units == 64 && (uintptr_t)w % 16 == 0);
+    memcpy(w, file, (size_t)(n_rows * row_bytes));
+    const uint8_t *end = w + n_rows * row_bytes;
+    int n_bad = 0;
+    for (int r = 0; r < n_rows; r++) {
+        for (int b = 0; b < k; b += ROW)
+            exact_activations(x + b); // k is a multiple of 256 or of 32 * 8
+        for (int s = 0; s < n_sub; s++)
+            qdot_quantize32(x + 32 * s, xq + 32 * s, &xd[s], &xs[s]);
+        double ref = 0.0, mag = 0.0;
+        for (int l = 0; l < k; l++) {
+            const double wx = (double)expect[(int64_t)r * k + l] * x[l];
+            ref += wx;
+            mag += fabs(wx);
+        }
+        const uint8_t *wr = w + r * row_bytes;
+        const int n_tiles = (int)((row_bytes + tile - 1) / tile);
+        float got = 0.0f;
+        for (int t = 0; t < n_tiles; t++) {
+            const struct qdot_span sp = qdot_tile_span((uintptr_t)wr, row_bytes, t, tile);
+            CHECK(sp.n16 * 16 <= slot_bytes && ((uintptr_t)(wr + sp.first) & 15) == 0);
+            CHECK(wr + sp.first >= w);
+            memset(slot, 0xA5, (size_t)slot_bytes);
+            for (int c = 0; c < sp.n16; c++) {
+                const uint8_t *p = wr + sp.first + 16 * c;
+                const int64_t avail = end - p;
+                memcpy(slot + 16 * c, p, (size_t)(avail < 16 ? avail : 16));
+            }
+            const int units = sp.bytes / (int)info->type_size * wt->units;
+            const int sub_b = (int)info->block_size / 32;
+            for (int u = 0; u < units; u++) {
+                const int bi = u / wt->units, uj = u % wt->units;
+                struct qdot_unit wu;
+                wt->fn(slot + sp.mis + bi * (int)info->type_size, uj, &wu);
+                const int s = t * wt->tile_blocks * sub_b + bi * sub_b + uj * wt->subs;
+                uint32_t xw[16];
+                memcpy(xw, xq + 32 * s, (size_t)(32 * wt->subs));
+                got += qdot_unit_dot(&wu, wt->subs, xw, xd + s, xs + s);
+            }
+        }
+        if (fabs((double)got - ref) > 1e-5 * mag + 1e-30) {
+            if (n_bad < 5)
+                fprintf(stderr, "%s walk %d: row %d: got %.9g, expected %.9g\n", wt->name,
+                        blocks_per_row, r, (double)got, ref);
+            n_bad++;
+        }
+    }
+    CHECK_EQ_INT(n_bad, 0);
+done:
+    mem_free(file);
+    mem_free(expect);
+    mem_free(w);
+    mem_free(slot);
+    mem_free(x);
+    mem_free(xd);
+    mem_free(xs);
+    mem_free(xq);
+}
+
+// Rows shorter than a tile, a tile and a part, misaligned and aligned.
+static void test_walk(void)
+{
+    static const struct walk_type types[] = {
+#define WALK_TYPE(t, fn, units, subs, tile_blocks) {t, NULL, fn, units, subs, tile_blocks},
+        QDOT_TYPES(WALK_TYPE)
+#undef WALK_TYPE
+    };
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
+        struct walk_type wt = types[i];
+        char name[16];
+        snprintf(name, sizeof name, "%s", dtype_info(wt.t)->name);
+        for (char *c = name; *c; c++)
+            *c = (char)toupper((unsigned char)*c);
+        wt.name = name;
+        const bool k_quant = dtype_info(wt.t)->block_size == 256;
+        static const int small[] = {8, 24, 72, 104}, large[] = {1, 3, 10, 17};
+        for (int j = 0; j < 4; j++)
+            check_walk(&wt, k_quant ? large[j] : small[j]);
+    }
+}
+
 // The byte helpers: wrapped per-byte subtraction and the bit spread.
 static void test_byte_helpers(void)
 {
@@ -177,6 +295,7 @@ int main(int argc, char **argv)
         {"dot_q4_k", test_q4_k},
         {"dot_q5_k", test_q5_k},
         {"dot_q6_k", test_q6_k},
+        {"walk", test_walk},
         {"byte_helpers", test_byte_helpers},
         {"quantize32", test_quantize32},
         {NULL, NULL},

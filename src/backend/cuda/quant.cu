@@ -8,17 +8,18 @@
 // ~4.4 TB/s a 24576 x 4096 Q4_K matrix (56.6 MB) takes 12.9 us. The packed
 // GEMV (qgemv_packed_kernel) streams each row with 16-byte loads: a warp owns
 // a row, copies a tile of whole blocks (64 units, a multiple of 16 bytes, so
-// every tile starts 16-aligned when the row does) from registers into its
-// shared-memory slot, issues the loads of its next tile (the next row's
-// first when the row ends) and then decodes the tile from shared memory, two
-// units a lane; about 2 KB in flight per warp, 20-30 KB per SM, what Little's
-// law asks of HBM latency. The activations are quantized once per block to
+// a row's tiles share its misalignment: the 16-byte pieces that cover a tile
+// start up to 14 bytes before it) from registers into its shared-memory
+// slot, issues the loads of its next tile (the next row's first when the row
+// ends) and then decodes the tile from shared memory, two units a lane;
+// about 2 KB in flight per warp, 50-70 KB per SM, more than Little's law
+// asks of HBM latency (~30 KB). The activations are quantized once per block to
 // 8-bit blocks of 32 in shared memory (as llama.cpp's q8_1), so a lane dots
 // four weights per dp4a instead of converting each to a float (the SM's
 // conversion rate, 16 a clock, is below the weight rate that bandwidth needs
-// for 4-bit types). Rows that are not 16-aligned, types without a unit
-// decoder (quant_dot.h) and VLLMC_CUDA_QGEMV=0 take qgemv_kernel: a warp per
-// output row, a lane per 32-weight sub-block, byte loads, f32 arithmetic.
+// for 4-bit types). Types without a unit decoder (quant_dot.h), W not
+// 16-aligned and VLLMC_CUDA_QGEMV=0 take qgemv_kernel: a warp per output
+// row, a lane per 32-weight sub-block, byte loads, f32 arithmetic.
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/matmul.cuh"
 #include "backend/cuda/quant.cuh"
@@ -61,9 +62,9 @@ template <int T> struct q_fmt;
 Q_TYPES(Q_FMT)
 #undef Q_FMT
 
-// The packed GEMV's layout of a type: unit decoder (quant_dot.h), units a
+// The packed GEMV's layout of a type (QDOT_TYPES): unit decoder, units a
 // block, sub-blocks a unit, blocks a tile. A tile is 64 units (two a lane)
-// and a multiple of 16 bytes. Types absent here take qgemv_kernel.
+// and a multiple of 16 bytes. Types absent there take qgemv_kernel.
 template <int T> struct q_unit {
     static constexpr bool ok = false;
 };
@@ -76,14 +77,7 @@ template <int T> struct q_unit {
             decode(b, u, w);                                                                       \
         }                                                                                          \
     };
-Q_UNIT(DTYPE_Q4_0, qdot_unit_q4_0, 1, 1, 64) // 1152-byte tiles
-Q_UNIT(DTYPE_Q4_1, qdot_unit_q4_1, 1, 1, 64) // 1280
-Q_UNIT(DTYPE_Q5_0, qdot_unit_q5_0, 1, 1, 64) // 1408
-Q_UNIT(DTYPE_Q5_1, qdot_unit_q5_1, 1, 1, 64) // 1536
-Q_UNIT(DTYPE_Q8_0, qdot_unit_q8_0, 1, 1, 64) // 2176
-Q_UNIT(DTYPE_Q4_K, qdot_unit_q4_k, 4, 2, 16) // 2304
-Q_UNIT(DTYPE_Q5_K, qdot_unit_q5_k, 4, 2, 16) // 2816
-Q_UNIT(DTYPE_Q6_K, qdot_unit_q6_k, 8, 1, 8)  // 1680
+QDOT_TYPES(Q_UNIT)
 #undef Q_UNIT
 
 // ---- kernels ----
@@ -125,8 +119,9 @@ static __global__ void __launch_bounds__(QGEMV_WARPS * CUDA_WARP)
 }
 
 // The packed GEMV's tile bytes of a type and its shared memory for M tokens
-// of rows of k: a tile slot per warp, then the activations' bytes [M, k],
-// scales [M, k / 32] and sums [M, k / 32].
+// of rows of k: a tile slot per warp (a tile and the 16 bytes a row's
+// misalignment adds), then the activations' bytes [M, k], scales [M, k / 32]
+// and sums [M, k / 32].
 template <int T> static constexpr int qgemv_tile_bytes()
 {
     return q_unit<T>::tile_blocks * q_fmt<T>::bytes;
@@ -134,25 +129,42 @@ template <int T> static constexpr int qgemv_tile_bytes()
 
 template <int T> static size_t qgemv_packed_smem(int m, int64_t k)
 {
-    return (size_t)QGEMV_P_WARPS * qgemv_tile_bytes<T>() + (size_t)m * (size_t)k / 4 * 5;
+    return (size_t)QGEMV_P_WARPS * (qgemv_tile_bytes<T>() + 16) + (size_t)m * (size_t)k / 4 * 5;
 }
 
-// Tile t of a row (row_bytes, a multiple of 16, at a 16-aligned wr) into
-// registers: lane l takes 16-byte pieces l, l + 32, ...
+// Tile t of a row into registers (qdot_tile_span): lane l takes 16-byte
+// pieces l, l + 32, ...
+// A piece that runs past end (the last row's last piece, when W's size is
+// not a multiple of 16) is read in 2-byte words up to end, zeros after.
 template <int TILE, int LOADS>
 static __device__ __forceinline__ void qgemv_tile_load(uint4 *pre, const uint8_t *wr,
-                                                       int64_t row_bytes, int t, int lane)
+                                                       int64_t row_bytes, int t, int lane,
+                                                       const uint8_t *end)
 {
-    const int64_t off = (int64_t)t * TILE;
-    const int n16 = (int)(row_bytes - off < TILE ? row_bytes - off : TILE) / 16;
-    const uint4 *src = (const uint4 *)(wr + off);
+    const struct qdot_span sp = qdot_tile_span((uintptr_t)wr, row_bytes, t, TILE);
+    const uint4 *first = (const uint4 *)(wr + sp.first);
 #pragma unroll
-    for (int i = 0; i < LOADS; i++)
-        if (lane + CUDA_WARP * i < n16)
-            pre[i] = __ldg(src + lane + CUDA_WARP * i);
+    for (int i = 0; i < LOADS; i++) {
+        const int c = lane + CUDA_WARP * i;
+        if (c >= sp.n16)
+            continue;
+        const uint4 *p = first + c;
+        if ((const uint8_t *)(p + 1) <= end) {
+            pre[i] = __ldg(p);
+        } else {
+            uint32_t v[4] = {0u, 0u, 0u, 0u};
+            const unsigned short *h = (const unsigned short *)p;
+#pragma unroll
+            for (int j = 0; j < 8; j++)
+                if ((const uint8_t *)(h + j) < end)
+                    v[j / 2] |= (uint32_t)__ldg(h + j) << (16 * (j % 2));
+            pre[i] = make_uint4(v[0], v[1], v[2], v[3]);
+        }
+    }
 }
 
-// dst [M, n] = x [M, k] . W^T with W's rows 16-aligned (pitch w_pitch). Warp
+// dst [M, n] = x [M, k] . W^T, W 16-aligned with dense rows of w_pitch bytes
+// (even; 4-aligned rows for Q4_1 and Q5_1, 16-aligned for Q4_K and Q5_K). Warp
 // slot warp * gridDim.x + blockIdx.x takes rows slot, slot + slots, ... (the
 // rows left over after whole rounds spread over the blocks). x is quantized
 // into shared memory first, while the first tile's loads are in flight.
@@ -164,27 +176,28 @@ static __global__ void __launch_bounds__(QGEMV_P_WARPS *CUDA_WARP)
 {
     using Q = q_unit<T>;
     constexpr int BYTES = q_fmt<T>::bytes, SUBS_B = q_fmt<T>::elems / 32;
-    constexpr int TILE = qgemv_tile_bytes<T>(), TILE16 = TILE / 16;
-    constexpr int LOADS = (TILE16 + CUDA_WARP - 1) / CUDA_WARP;
+    constexpr int TILE = qgemv_tile_bytes<T>(), SLOT16 = TILE / 16 + 1;
+    constexpr int LOADS = (SLOT16 + CUDA_WARP - 1) / CUDA_WARP;
     static_assert(TILE % 16 == 0 && Q::tile_blocks * Q::units == 2 * CUDA_WARP, "tile layout");
     extern __shared__ uint4 qgemv_smem[];
     const int warp = threadIdx.x / CUDA_WARP, lane = threadIdx.x % CUDA_WARP;
     const int n_sub = k / 32;
-    uint4 *tile = qgemv_smem + warp * TILE16;
-    int8_t *xq = (int8_t *)(qgemv_smem + QGEMV_P_WARPS * TILE16); // [M, k]
+    uint4 *tile = qgemv_smem + warp * SLOT16;
+    int8_t *xq = (int8_t *)(qgemv_smem + QGEMV_P_WARPS * SLOT16); // [M, k]
     float *xd = (float *)(xq + (int64_t)M * k);                    // [M, n_sub]
     float *xs = xd + M * n_sub;                                    // [M, n_sub]
     const int64_t row_bytes = (int64_t)(k / q_fmt<T>::elems) * BYTES;
     const int n_tiles = (int)((row_bytes + TILE - 1) / TILE);
     const int slots = (int)gridDim.x * QGEMV_P_WARPS;
     int row = warp * (int)gridDim.x + (int)blockIdx.x;
+    const uint8_t *w_end = w + (int64_t)n * w_pitch;
 
     uint4 pre[LOADS];
 #pragma unroll
     for (int i = 0; i < LOADS; i++)
         pre[i] = make_uint4(0, 0, 0, 0);
     if (row < n)
-        qgemv_tile_load<TILE, LOADS>(pre, w + (int64_t)row * w_pitch, row_bytes, 0, lane);
+        qgemv_tile_load<TILE, LOADS>(pre, w + (int64_t)row * w_pitch, row_bytes, 0, lane, w_end);
 
     // Eight threads a 32-block: q = round(x * 127 / amax), d = amax / 127, s = sum x
     // (qdot_quantize32). Four rounds of loads in flight at a time; every
@@ -235,21 +248,20 @@ static __global__ void __launch_bounds__(QGEMV_P_WARPS *CUDA_WARP)
         for (int m = 0; m < M; m++)
             acc[m] = 0.0f;
         for (int t = 0; t < n_tiles; t++) {
-            const int bytes = (int)(row_bytes - (int64_t)t * TILE < TILE
-                                        ? row_bytes - (int64_t)t * TILE
-                                        : TILE);
+            const struct qdot_span sp = qdot_tile_span((uintptr_t)wr, row_bytes, t, TILE);
             __syncwarp(); // every lane is done with the previous tile
 #pragma unroll
             for (int i = 0; i < LOADS; i++)
-                if (lane + CUDA_WARP * i < bytes / 16)
+                if (lane + CUDA_WARP * i < sp.n16)
                     tile[lane + CUDA_WARP * i] = pre[i];
             __syncwarp();
             if (t + 1 < n_tiles)
-                qgemv_tile_load<TILE, LOADS>(pre, wr, row_bytes, t + 1, lane);
+                qgemv_tile_load<TILE, LOADS>(pre, wr, row_bytes, t + 1, lane, w_end);
             else if (row + slots < n)
                 qgemv_tile_load<TILE, LOADS>(pre, w + (int64_t)(row + slots) * w_pitch, row_bytes,
-                                             0, lane);
-            const uint8_t *tb = (const uint8_t *)tile;
+                                             0, lane, w_end);
+            const uint8_t *tb = (const uint8_t *)tile + sp.mis;
+            const int bytes = sp.bytes;
             const int units = bytes / BYTES * Q::units;
             const int sub0 = t * Q::tile_blocks * SUBS_B; // the tile's first sub-block in the row
 #pragma unroll 2
@@ -380,11 +392,13 @@ static cudaError_t qgemv_occupancy_get(K kernel, size_t smem, struct qgemv_occup
 }
 
 // The packed GEMV takes M tokens of the call when its type has a unit
-// decoder, W's rows are 16-aligned and x fits the block's shared memory.
+// decoder, W is 16-aligned (its rows as aligned as their blocks' size allows)
+// and x fits the block's shared memory.
 template <int T> static bool qgemv_packed_ok(const struct op_call *c, int m, const struct cuda_device *dev)
 {
     const struct tensor *w = c->src[1];
-    return q_unit<T>::ok && qgemv_packed_on && (uintptr_t)w->data % 16 == 0 && w->nb[1] % 16 == 0 &&
+    const size_t align = q_fmt<T>::bytes % 16 == 0 ? 16 : q_fmt<T>::bytes % 8 == 0 ? 8 : q_fmt<T>::bytes % 4 == 0 ? 4 : 2;
+    return q_unit<T>::ok && qgemv_packed_on && (uintptr_t)w->data % 16 == 0 && w->nb[1] % align == 0 &&
            qgemv_packed_smem<T>(m, w->ne[0]) <= dev->smem_optin_bytes;
 }
 

@@ -80,8 +80,14 @@ QDOT_FN void qdot_words_2(const uint8_t *p, int n, uint32_t *out)
         lo = hi;
     }
 #else
-    for (int i = 0; i < n; i++)
-        out[i] = qdot_u32_2(p + 4 * i);
+    const uint8_t *a = (const uint8_t *)((uintptr_t)p & ~(uintptr_t)3);
+    const unsigned sh = 8u * (unsigned)((uintptr_t)p & 3);
+    uint32_t lo = qdot_u32_4(a);
+    for (int i = 0; i < n; i++) {
+        const uint32_t hi = (i + 1 < n || sh) ? qdot_u32_4(a + 4 * (i + 1)) : 0u;
+        out[i] = (uint32_t)((((uint64_t)hi << 32) | lo) >> sh);
+        lo = hi;
+    }
 #endif
 }
 
@@ -282,6 +288,42 @@ QDOT_FN void qdot_unit_q6_k(const uint8_t *b, int u, struct qdot_unit *w)
     w->sc[1] = d * (float)sc[1];
     w->sc[2] = w->sc[3] = 0.0f;
     w->mn[0] = w->mn[1] = 0.0f;
+}
+
+// ---- the GEMV's walk over a row ----
+
+// Every type with a unit decoder: dtype, decoder, units a block, sub-blocks a
+// unit, blocks a tile (64 units, a multiple of 16 bytes; tile bytes noted).
+#define QDOT_TYPES(X)                                                                              \
+    X(DTYPE_Q4_0, qdot_unit_q4_0, 1, 1, 64)  /* 1152 */                                            \
+    X(DTYPE_Q4_1, qdot_unit_q4_1, 1, 1, 64)  /* 1280 */                                            \
+    X(DTYPE_Q5_0, qdot_unit_q5_0, 1, 1, 64)  /* 1408 */                                            \
+    X(DTYPE_Q5_1, qdot_unit_q5_1, 1, 1, 64)  /* 1536 */                                            \
+    X(DTYPE_Q8_0, qdot_unit_q8_0, 1, 1, 64)  /* 2176 */                                            \
+    X(DTYPE_Q4_K, qdot_unit_q4_k, 4, 2, 16)  /* 2304 */                                            \
+    X(DTYPE_Q5_K, qdot_unit_q5_k, 4, 2, 16)  /* 2816 */                                            \
+    X(DTYPE_Q6_K, qdot_unit_q6_k, 8, 1, 8)   /* 1680 */
+
+// Tile t (of tile_bytes, a multiple of 16) of a row that starts at an
+// address with misalignment mis (row_addr % 16) and is row_bytes long: the
+// 16-byte pieces that cover it start at row offset first (<= t tile_bytes,
+// 16-aligned in memory), n16 of them; the tile's bytes start mis bytes into
+// the first piece.
+struct qdot_span {
+    int64_t first;
+    int n16, mis, bytes;
+};
+
+QDOT_FN struct qdot_span qdot_tile_span(uintptr_t row_addr, int64_t row_bytes, int t,
+                                        int tile_bytes)
+{
+    struct qdot_span sp;
+    sp.mis = (int)(row_addr & 15);
+    const int64_t left = row_bytes - (int64_t)t * tile_bytes;
+    sp.bytes = (int)(left < tile_bytes ? left : tile_bytes);
+    sp.n16 = (sp.mis + sp.bytes + 15) / 16;
+    sp.first = (int64_t)t * tile_bytes - sp.mis;
+    return sp;
 }
 
 // ---- the dot product ----
