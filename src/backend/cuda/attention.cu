@@ -34,6 +34,8 @@ struct att_params {
     int qt;                  // tokens per block
     int n_hchunks;           // group / hc
     int n_splits, split_len; // keys per split (multiple of ATT_KT)
+    int32_t *counters;       // decode: [n_seqs, n_kv_heads] finished splits, zero between
+                             // launches; NULL: att_combine_kernel merges the splits
     float scale;
     int bs_shift;            // log2(block_size) when a power of two, else -1
 };
@@ -231,6 +233,97 @@ static __device__ __forceinline__ void att_split_write(const struct att_params &
     }
 }
 
+// Merges the n_splits partial states of query token tok, head `head`, into
+// dst with the threads of one warp-sized or larger group: lanes take the
+// splits' maxima and sums, then each thread owns output elements and issues
+// the splits' loads 4 at a time (the merge is bound by load latency). The
+// partial states are read through L2 (__ldcg): other blocks wrote them.
+static __device__ __forceinline__ float att_merge_ml(const struct att_params &p, int64_t tok,
+                                                     int head, float *l_out)
+{
+    const int lane = threadIdx.x % CUDA_WARP;
+    float m = -INFINITY;
+    for (int s = lane; s < p.n_splits; s += CUDA_WARP)
+        m = fmaxf(m, __ldcg(&p.part_ml[((s * p.n_tokens + tok) * p.n_heads + head) * 2]));
+    m = cuda_warp_max(m);
+    float l = 0.0f;
+    for (int s = lane; s < p.n_splits; s += CUDA_WARP) {
+        const float *ml = p.part_ml + ((s * p.n_tokens + tok) * p.n_heads + head) * 2;
+        const float ms = __ldcg(&ml[0]);
+        if (ms != -INFINITY)
+            l += __ldcg(&ml[1]) * expf(ms - m);
+    }
+    *l_out = cuda_warp_sum(l);
+    return m;
+}
+
+static __device__ __forceinline__ float att_merge_elem(const struct att_params &p, int64_t tok,
+                                                       int head, int d, float m)
+{
+    const int D = p.head_dim;
+    float o = 0.0f;
+    int s = 0;
+    for (; s + 4 <= p.n_splits; s += 4) {
+        float a[4], ms[4];
+#pragma unroll
+        for (int u = 0; u < 4; u++) {
+            const int64_t row = ((s + u) * p.n_tokens + tok) * p.n_heads + head;
+            a[u] = __ldcg(&p.part_acc[row * D + d]);
+            ms[u] = __ldcg(&p.part_ml[row * 2]);
+        }
+#pragma unroll
+        for (int u = 0; u < 4; u++)
+            if (ms[u] != -INFINITY)
+                o += a[u] * expf(ms[u] - m);
+    }
+    for (; s < p.n_splits; s++) {
+        const int64_t row = (s * p.n_tokens + tok) * p.n_heads + head;
+        const float ms = __ldcg(&p.part_ml[row * 2]);
+        if (ms != -INFINITY)
+            o += __ldcg(&p.part_acc[row * D + d]) * expf(ms - m);
+    }
+    return o;
+}
+
+// Split-K in one launch: each decode block, once its partial state is
+// written, counts itself done for (seq, kvh); the last of the n_splits
+// blocks merges them all into dst and zeroes the counter for the next launch
+// (and the next replay of a graph). Saves the merge kernel's launch and its
+// serial loads. ms / ls are the block's [GMAX] scratch, free after
+// att_split_write. Call from every thread, after att_split_write.
+static __device__ __forceinline__ void att_merge_if_last(const struct att_params &p, int seq,
+                                                         int kvh, int q0, float *ms, float *ls)
+{
+    __shared__ int last;
+    __threadfence(); // this block's partial state is visible before it counts itself
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        int32_t *ctr = p.counters + (int64_t)seq * p.n_kv_heads + kvh;
+        last = atomicAdd(ctr, 1) == p.n_splits - 1;
+        if (last)
+            *ctr = 0;
+    }
+    __syncthreads();
+    if (!last)
+        return;
+    __threadfence();
+    const int G = p.group, D = p.head_dim, warp = threadIdx.x / CUDA_WARP;
+    for (int h = warp; h < G; h += ATT_THREADS / CUDA_WARP) {
+        float l;
+        const float m = att_merge_ml(p, q0, kvh * G + h, &l);
+        if (threadIdx.x % CUDA_WARP == 0) {
+            ms[h] = m;
+            ls[h] = l;
+        }
+    }
+    __syncthreads();
+    for (int e = threadIdx.x; e < G * D; e += blockDim.x) {
+        const int h = e / D, d = e % D, head = kvh * G + h;
+        const float o = att_merge_elem(p, q0, head, d, ms[h]);
+        p.dst[(int64_t)q0 * p.dst_stride + (int64_t)head * D + d] = ls[h] > 0.0f ? o / ls[h] : 0.0f;
+    }
+}
+
 // Decode (one query per sequence): one block per (key split, KV head,
 // sequence) serves the GQA group's G query heads. Scores first: groups of
 // D/32 lanes share a key, each lane dotting 32 elements read with 16-byte
@@ -355,6 +448,8 @@ template <typename TC, int GMAX> static __global__ void __launch_bounds__(ATT_TH
     }
     __syncthreads();
     att_split_write(p, red, n_kg, kvh, q0, split, n_keys, ms, ls);
+    if (p.counters && p.n_splits > 1)
+        att_merge_if_last(p, seq, kvh, q0, ms, ls);
 }
 
 // Decode, pipelined: as att_decode_kernel, for GQA groups of up to GMAX = 8
@@ -523,31 +618,28 @@ template <typename TC, int GMAX> static __global__ void __launch_bounds__(ATT_TH
     }
     __syncthreads();
     att_split_write(p, red, n_kg, kvh, q0, split, n_keys, ms, ls);
+    if (p.counters && p.n_splits > 1)
+        att_merge_if_last(p, seq, kvh, q0, ms, ls);
 }
 
 // Merges the split-K partial states of one (token, head) per block.
 static __global__ void att_combine_kernel(const struct att_params p)
 {
+    __shared__ float m_l[2];
     const int64_t tok = blockIdx.x;
-    const int h = blockIdx.y, D = p.head_dim;
-    float m = -INFINITY;
-    for (int s = 0; s < p.n_splits; s++)
-        m = fmaxf(m, p.part_ml[((s * p.n_tokens + tok) * p.n_heads + h) * 2]);
-    float l = 0.0f;
-    for (int s = 0; s < p.n_splits; s++) {
-        const float *ml = p.part_ml + ((s * p.n_tokens + tok) * p.n_heads + h) * 2;
-        if (ml[0] != -INFINITY)
-            l += ml[1] * expf(ml[0] - m);
-    }
-    for (int d = threadIdx.x; d < D; d += blockDim.x) {
-        float o = 0.0f;
-        for (int s = 0; s < p.n_splits; s++) {
-            const int64_t row = (s * p.n_tokens + tok) * p.n_heads + h;
-            const float ms = p.part_ml[row * 2];
-            if (ms != -INFINITY)
-                o += p.part_acc[row * D + d] * expf(ms - m);
+    const int h = blockIdx.y;
+    if (threadIdx.x < CUDA_WARP) {
+        float l;
+        const float m = att_merge_ml(p, tok, h, &l);
+        if (threadIdx.x == 0) {
+            m_l[0] = m;
+            m_l[1] = l;
         }
-        p.dst[tok * p.dst_stride + (int64_t)h * D + d] = l > 0.0f ? o / l : 0.0f;
+    }
+    __syncthreads();
+    for (int d = threadIdx.x; d < p.head_dim; d += blockDim.x) {
+        const float o = att_merge_elem(p, tok, h, d, m_l[0]);
+        p.dst[tok * p.dst_stride + (int64_t)h * p.head_dim + d] = m_l[1] > 0.0f ? o / m_l[1] : 0.0f;
     }
 }
 
@@ -588,7 +680,7 @@ static cudaError_t att_launch(const struct att_params *p, int n_seqs, int n_tile
     rc = cudaGetLastError();
     if (rc != cudaSuccess || p->n_splits == 1)
         return rc;
-    att_combine_kernel<<<dim3((unsigned)p->n_tokens, (unsigned)p->n_heads), 64, 0, stream>>>(*p);
+    att_combine_kernel<<<dim3((unsigned)p->n_tokens, (unsigned)p->n_heads), 128, 0, stream>>>(*p);
     return cudaGetLastError();
 }
 
@@ -610,9 +702,9 @@ static cudaError_t att_decode_launch_g(const struct att_params *p, int n_seqs, c
     const dim3 grid((unsigned)p->n_splits, (unsigned)p->n_kv_heads, (unsigned)n_seqs);
     att_decode_kernel<TC, GMAX><<<grid, ATT_THREADS, smem, stream>>>(*p);
     rc = cudaGetLastError();
-    if (rc != cudaSuccess || p->n_splits == 1)
+    if (rc != cudaSuccess || p->n_splits == 1 || p->counters)
         return rc;
-    att_combine_kernel<<<dim3((unsigned)p->n_tokens, (unsigned)p->n_heads), 64, 0, stream>>>(*p);
+    att_combine_kernel<<<dim3((unsigned)p->n_tokens, (unsigned)p->n_heads), 128, 0, stream>>>(*p);
     return cudaGetLastError();
 }
 
@@ -637,9 +729,9 @@ static cudaError_t att_decode_pipe_launch(const struct att_params *p, int n_seqs
     const dim3 grid((unsigned)p->n_splits, (unsigned)p->n_kv_heads, (unsigned)n_seqs);
     att_decode_pipe_kernel<TC, GMAX><<<grid, ATT_THREADS, smem, stream>>>(*p);
     rc = cudaGetLastError();
-    if (rc != cudaSuccess || p->n_splits == 1)
+    if (rc != cudaSuccess || p->n_splits == 1 || p->counters)
         return rc;
-    att_combine_kernel<<<dim3((unsigned)p->n_tokens, (unsigned)p->n_heads), 64, 0, stream>>>(*p);
+    att_combine_kernel<<<dim3((unsigned)p->n_tokens, (unsigned)p->n_heads), 128, 0, stream>>>(*p);
     return cudaGetLastError();
 }
 
@@ -720,6 +812,17 @@ extern "C" void cuda_attention_set_decode_split(int max_keys, int blocks_per_sm)
         att_decode_waves = blocks_per_sm;
 }
 
+// On the H200 (Nsight Compute, the synthetic batch-1 decode step at 512
+// keys) the separate merge kernel took 10.4 us a layer for the 0.6B shape,
+// more than the 8.2 us decode kernel itself: its splits were read one
+// dependent load after another.
+static bool att_decode_merge_in_kernel = true;
+
+extern "C" void cuda_attention_set_decode_merge(bool in_kernel)
+{
+    att_decode_merge_in_kernel = in_kernel;
+}
+
 // Decode batches: keys split so that the grid covers the GPU about twice.
 static enum vllmc_status att_decode_run(struct cuda_device *dev, struct att_params *p, int n_seqs,
                                         int max_seq, enum dtype cache_type)
@@ -750,6 +853,8 @@ static enum vllmc_status att_decode_run(struct cuda_device *dev, struct att_para
             return rc;
         p->part_acc = (float *)scratch;
         p->part_ml = p->part_acc + rows * (size_t)p->head_dim;
+        if (att_decode_merge_in_kernel && (int64_t)n_seqs * p->n_kv_heads <= dev->n_att_counters)
+            p->counters = dev->att_counters;
     }
     switch (cache_type) {
     case DTYPE_F16:
