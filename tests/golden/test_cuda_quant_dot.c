@@ -125,6 +125,10 @@ static void test_q8_0(void) { check_type("Q8_0", DTYPE_Q8_0, qdot_unit_q8_0, 1, 
 static void test_q4_k(void) { check_type("Q4_K", DTYPE_Q4_K, qdot_unit_q4_k, 4, 2); }
 static void test_q5_k(void) { check_type("Q5_K", DTYPE_Q5_K, qdot_unit_q5_k, 4, 2); }
 static void test_q6_k(void) { check_type("Q6_K", DTYPE_Q6_K, qdot_unit_q6_k, 8, 1); }
+static void test_q2_k(void) { check_type("Q2_K", DTYPE_Q2_K, qdot_unit_q2_k, 8, 1); }
+static void test_q3_k(void) { check_type("Q3_K", DTYPE_Q3_K, qdot_unit_q3_k, 8, 1); }
+static void test_iq4_nl(void) { check_type("IQ4_NL", DTYPE_IQ4_NL, qdot_unit_iq4_nl, 1, 1); }
+static void test_iq4_xs(void) { check_type("IQ4_XS", DTYPE_IQ4_XS, qdot_unit_iq4_xs, 8, 1); }
 
 // One type's layout in the GEMV (QDOT_TYPES).
 struct walk_type {
@@ -295,6 +299,10 @@ int main(int argc, char **argv)
         {"dot_q4_k", test_q4_k},
         {"dot_q5_k", test_q5_k},
         {"dot_q6_k", test_q6_k},
+        {"dot_q2_k", test_q2_k},
+        {"dot_q3_k", test_q3_k},
+        {"dot_iq4_nl", test_iq4_nl},
+        {"dot_iq4_xs", test_iq4_xs},
         {"walk", test_walk},
         {"byte_helpers", test_byte_helpers},
         {"quantize32", test_quantize32},

@@ -17,9 +17,10 @@
 // 8-bit blocks of 32 in shared memory (as llama.cpp's q8_1), so a lane dots
 // four weights per dp4a instead of converting each to a float (the SM's
 // conversion rate, 16 a clock, is below the weight rate that bandwidth needs
-// for 4-bit types). Types without a unit decoder (quant_dot.h), W not
-// 16-aligned and VLLMC_CUDA_QGEMV=0 take qgemv_kernel: a warp per output
-// row, a lane per 32-weight sub-block, byte loads, f32 arithmetic.
+// for 4-bit types). Every packed type has a unit decoder (quant_dot.h); W
+// not 16-aligned, x too large for shared memory and VLLMC_CUDA_QGEMV=0 take
+// qgemv_kernel: a warp per output row, a lane per 32-weight sub-block, byte
+// loads, f32 arithmetic.
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/matmul.cuh"
 #include "backend/cuda/quant.cuh"

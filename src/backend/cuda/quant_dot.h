@@ -16,18 +16,24 @@
 #else
 #include <math.h>
 #include "core/dtype.h"
+#include "core/status.h"
 #define QDOT_FN static inline
 #define QDOT_UNROLL
 #endif
 
 // One unit of a block, 32 or 64 weights (one or two 32-weight sub-blocks),
 // unpacked for byte dot products: weight 4 i + b is signed byte b of q[i] and
-// meets activation byte 4 i + b. Weights 16 h .. 16 h + 15 are sc[h] * q; sub-block s
-// subtracts mn[s] * (the sum of its activations).
+// meets activation byte 4 i + b. Weights 16 h .. 16 h + 15 are sc[h] * q;
+// sub-block s subtracts mn[s] * (the sum of its activations). With half_mins
+// (Q2_K: a min per 16 weights) a one-sub-block unit subtracts mh[h] * (the
+// sum of the 16 activations) instead, from their bytes. Decoders set
+// half_mins to a constant, so the compiler drops the branch.
 struct qdot_unit {
     uint32_t q[16];
     float sc[4];
     float mn[2];
+    float mh[2];
+    int half_mins;
 };
 
 // ---- loads: blocks are byte-aligned in a file, 2-aligned where the GEMV stages them ----
@@ -38,6 +44,7 @@ QDOT_FN float qdot_half(const uint8_t *p)
 #ifdef __CUDACC__
     return __half2float(__ushort_as_half(*(const unsigned short *)p));
 #else
+    VLLMC_ASSERT((uintptr_t)p % 2 == 0);
     return fp16_to_f32((uint16_t)(p[0] | p[1] << 8));
 #endif
 }
@@ -53,12 +60,14 @@ QDOT_FN uint32_t qdot_u32_2(const uint8_t *p)
 #endif
 }
 
-// The little-endian word at p, p 4-aligned (one load).
+// The little-endian word at p, p 4-aligned (one load; the host checks the
+// alignment the device needs).
 QDOT_FN uint32_t qdot_u32_4(const uint8_t *p)
 {
 #ifdef __CUDACC__
     return *(const uint32_t *)p;
 #else
+    VLLMC_ASSERT((uintptr_t)p % 4 == 0);
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 #endif
 }
@@ -80,6 +89,7 @@ QDOT_FN void qdot_words_2(const uint8_t *p, int n, uint32_t *out)
         lo = hi;
     }
 #else
+    VLLMC_ASSERT((uintptr_t)p % 2 == 0);
     const uint8_t *a = (const uint8_t *)((uintptr_t)p & ~(uintptr_t)3);
     const unsigned sh = 8u * (unsigned)((uintptr_t)p & 3);
     uint32_t lo = qdot_u32_4(a);
@@ -99,6 +109,7 @@ QDOT_FN void qdot_words8_16(const uint8_t *p, uint32_t *out)
     out[0] = a.x, out[1] = a.y, out[2] = a.z, out[3] = a.w;
     out[4] = b.x, out[5] = b.y, out[6] = b.z, out[7] = b.w;
 #else
+    VLLMC_ASSERT((uintptr_t)p % 16 == 0);
     for (int i = 0; i < 8; i++)
         out[i] = qdot_u32_4(p + 4 * i);
 #endif
@@ -135,6 +146,36 @@ QDOT_FN void qdot_scale_all(struct qdot_unit *w, float d, float m)
 {
     w->sc[0] = w->sc[1] = w->sc[2] = w->sc[3] = d;
     w->mn[0] = w->mn[1] = m;
+    w->mh[0] = w->mh[1] = 0.0f;
+    w->half_mins = 0;
+}
+
+// The byte permute: byte b of the result is byte s_b of the eight bytes x
+// (0..3), y (4..7), s_b the low 3 bits of nibble b of s.
+QDOT_FN uint32_t qdot_prmt(uint32_t x, uint32_t y, uint32_t s)
+{
+#ifdef __CUDACC__
+    return __byte_perm(x, y, s & 0x7777u);
+#else
+    uint32_t r = 0;
+    for (int b = 0; b < 4; b++) {
+        const unsigned i = (s >> (4 * b)) & 7u;
+        r |= ((i < 4 ? x >> (8 * i) : y >> (8 * (i - 4))) & 0xFFu) << (8 * b);
+    }
+    return r;
+#endif
+}
+
+// The IQ4_NL levels {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38,
+// 53, 69, 89, 113} of the four indices (< 16) in the bytes of v, as signed
+// bytes: two byte permutes over the table's halves, picked by index bit 3.
+QDOT_FN uint32_t qdot_iq4nl_levels(uint32_t v)
+{
+    const uint32_t s = (v & 0xFu) | ((v >> 4) & 0xF0u) | ((v >> 8) & 0xF00u) | ((v >> 12) & 0xF000u);
+    const uint32_t lo = qdot_prmt(0xBFAD9881u, 0xF6EADDCFu, s);
+    const uint32_t hi = qdot_prmt(0x26190D01u, 0x71594535u, s);
+    const uint32_t m = ((v >> 3) & 0x01010101u) * 0xFFu;
+    return (hi & m) | (lo & ~m);
 }
 
 // Q4_0 (18 bytes): d (0..1), qs (2..17); weight l < 16 is the low nibble of
@@ -230,6 +271,8 @@ QDOT_FN void qdot_k4_unit_scales(const uint8_t *b, int u, struct qdot_unit *w)
     w->sc[2] = w->sc[3] = d * (float)sc1;
     w->mn[0] = dmin * (float)m0;
     w->mn[1] = dmin * (float)m1;
+    w->mh[0] = w->mh[1] = 0.0f;
+    w->half_mins = 0;
 }
 
 // Q4_K (144 bytes, blocks 16-aligned): d, dmin, scales (4..15), qs (16..143).
@@ -288,6 +331,93 @@ QDOT_FN void qdot_unit_q6_k(const uint8_t *b, int u, struct qdot_unit *w)
     w->sc[1] = d * (float)sc[1];
     w->sc[2] = w->sc[3] = 0.0f;
     w->mn[0] = w->mn[1] = 0.0f;
+    w->mh[0] = w->mh[1] = 0.0f;
+    w->half_mins = 0;
+}
+
+// IQ4_NL (18 bytes): d, qs (2..17) placed as in Q4_0. w = d level[q].
+QDOT_FN void qdot_unit_iq4_nl(const uint8_t *b, int u, struct qdot_unit *w)
+{
+    (void)u;
+    uint32_t qs[4];
+    qdot_words_2(b + 2, 4, qs);
+    QDOT_UNROLL
+    for (int i = 0; i < 4; i++) {
+        w->q[i] = qdot_iq4nl_levels(qs[i] & 0x0F0F0F0Fu);
+        w->q[4 + i] = qdot_iq4nl_levels((qs[i] >> 4) & 0x0F0F0F0Fu);
+    }
+    qdot_scale_all(w, qdot_half(b), 0.0f);
+}
+
+// IQ4_XS (136 bytes, blocks 8-aligned): d (0..1), scales_h (2..3), scales_l
+// (4..7), qs (8..135). Eight units of one sub-block j: 6-bit scale from
+// nibble j % 2 of scales_l[j / 2] below bits 2 j, 2 j + 1 of scales_h; its 16
+// bytes qs[16 j ..] hold IQ4_NL levels placed as in Q4_0.
+// w = (d (scale - 32)) level[q].
+QDOT_FN void qdot_unit_iq4_xs(const uint8_t *b, int u, struct qdot_unit *w)
+{
+    QDOT_UNROLL
+    for (int i = 0; i < 4; i++) {
+        const uint32_t v = qdot_u32_4(b + 8 + 16 * u + 4 * i);
+        w->q[i] = qdot_iq4nl_levels(v & 0x0F0F0F0Fu);
+        w->q[4 + i] = qdot_iq4nl_levels((v >> 4) & 0x0F0F0F0Fu);
+    }
+    const int scales_h = b[2] | b[3] << 8;
+    const int ls = ((b[4 + u / 2] >> (4 * (u % 2))) & 0xF) | (((scales_h >> (2 * u)) & 3) << 4);
+    qdot_scale_all(w, qdot_half(b) * (float)(ls - 32), 0.0f);
+}
+
+// Q2_K (84 bytes, blocks 4-aligned): scales (0..15), qs (16..79), d (80..81),
+// dmin (82..83). Eight units of one sub-block j = 4 h + g: bits 2 g of
+// qs[16 + 32 h + l]; each half has scale byte 8 h + 2 g + l / 16, the scale in
+// its low nibble, the min in its high one. w = (d scale) q - (dmin min).
+QDOT_FN void qdot_unit_q2_k(const uint8_t *b, int u, struct qdot_unit *w)
+{
+    const int h = u / 4, g = u % 4;
+    QDOT_UNROLL
+    for (int i = 0; i < 8; i++)
+        w->q[i] = (qdot_u32_4(b + 16 + 32 * h + 4 * i) >> (2 * g)) & 0x03030303u;
+    const float d = qdot_half(b + 80), dmin = qdot_half(b + 82);
+    const uint8_t *sc = b + 8 * h + 2 * g;
+    w->sc[0] = d * (float)(sc[0] & 0xF);
+    w->sc[1] = d * (float)(sc[1] & 0xF);
+    w->sc[2] = w->sc[3] = 0.0f;
+    w->mn[0] = w->mn[1] = 0.0f;
+    w->mh[0] = dmin * (float)(sc[0] >> 4);
+    w->mh[1] = dmin * (float)(sc[1] >> 4);
+    w->half_mins = 1;
+}
+
+// Q3_K (110 bytes): hmask (0..31), qs (32..95), scales (96..107), d
+// (108..109). Eight units of one sub-block j = 4 h + g: the low 2 bits as in
+// Q2_K (qs[32 h + l]); bit j of hmask[l] is the high bit, whose absence
+// subtracts 4; signed 6-bit scale 8 h + 2 g + l / 16 (quant_decode_q3k_scale).
+// w = (d scale) q.
+QDOT_FN void qdot_unit_q3_k(const uint8_t *b, int u, struct qdot_unit *w)
+{
+    const int h = u / 4, g = u % 4;
+    uint32_t ql[8], hm[8];
+    qdot_words_2(b + 32 + 32 * h, 8, ql);
+    qdot_words_2(b, 8, hm);
+    QDOT_UNROLL
+    for (int i = 0; i < 8; i++) {
+        const uint32_t lo = (ql[i] >> (2 * g)) & 0x03030303u;
+        const uint32_t hi = (hm[i] >> u) & 0x01010101u;
+        w->q[i] = qdot_sub_bytes(lo | hi << 2, 4);
+    }
+    const float d = qdot_half(b + 108);
+    const uint8_t *s = b + 96;
+    QDOT_UNROLL
+    for (int half = 0; half < 2; half++) {
+        const int i = 8 * h + 2 * g + half;
+        const int lo = i < 8 ? s[i] & 0xF : s[i - 8] >> 4;
+        const int hi = (s[8 + i % 4] >> (2 * (i / 4))) & 3;
+        w->sc[half] = d * (float)((lo | hi << 4) - 32);
+    }
+    w->sc[2] = w->sc[3] = 0.0f;
+    w->mn[0] = w->mn[1] = 0.0f;
+    w->mh[0] = w->mh[1] = 0.0f;
+    w->half_mins = 0;
 }
 
 // ---- the GEMV's walk over a row ----
@@ -302,7 +432,11 @@ QDOT_FN void qdot_unit_q6_k(const uint8_t *b, int u, struct qdot_unit *w)
     X(DTYPE_Q8_0, qdot_unit_q8_0, 1, 1, 64)  /* 2176 */                                            \
     X(DTYPE_Q4_K, qdot_unit_q4_k, 4, 2, 16)  /* 2304 */                                            \
     X(DTYPE_Q5_K, qdot_unit_q5_k, 4, 2, 16)  /* 2816 */                                            \
-    X(DTYPE_Q6_K, qdot_unit_q6_k, 8, 1, 8)   /* 1680 */
+    X(DTYPE_Q6_K, qdot_unit_q6_k, 8, 1, 8)   /* 1680 */                                            \
+    X(DTYPE_IQ4_NL, qdot_unit_iq4_nl, 1, 1, 64) /* 1152 */                                         \
+    X(DTYPE_IQ4_XS, qdot_unit_iq4_xs, 8, 1, 8)  /* 1088 */                                         \
+    X(DTYPE_Q2_K, qdot_unit_q2_k, 8, 1, 8)   /* 672 */                                             \
+    X(DTYPE_Q3_K, qdot_unit_q3_k, 8, 1, 8)   /* 880 */
 
 // Tile t (of tile_bytes, a multiple of 16) of a row that starts at an
 // address with misalignment mis (row_addr % 16) and is row_bytes long: the
@@ -344,6 +478,15 @@ QDOT_FN float qdot_unit_dot(const struct qdot_unit *w, int subs, const uint32_t 
             i1 = qdot_dp4a(w->q[8 * s + 4 + i], xw[8 * s + 4 + i], i1);
         }
         r += xd[s] * (w->sc[2 * s] * (float)i0 + w->sc[2 * s + 1] * (float)i1) - w->mn[s] * xs[s];
+    }
+    if (w->half_mins) {
+        int s0 = 0, s1 = 0;
+        QDOT_UNROLL
+        for (int i = 0; i < 4; i++) {
+            s0 = qdot_dp4a(0x01010101u, xw[i], s0);
+            s1 = qdot_dp4a(0x01010101u, xw[4 + i], s1);
+        }
+        r -= xd[0] * (w->mh[0] * (float)s0 + w->mh[1] * (float)s1);
     }
     return r;
 }
