@@ -345,6 +345,10 @@ if want ab; then
                 --num-prompts 4 --input-len 512 --output-len 128 --max-num-seqs 1 \
                 --$a-scheduling
         done
+        for f in 0 1; do
+            ab "fused q|k|v and gate|up projections, 0.6B tg128" "VLLMC_FUSE=$f" \
+                "$VLLMC" bench --model "$DATA/qwen3-0.6b-random" --device cuda -p 0 -n 128 -r 3
+        done
         for split in 512,2 128,8; do
             ab "decode attention splits, 0.6B 64 x 512/128" "VLLMC_CUDA_DECODE_SPLIT=$split" \
                 "$VLLMC" bench throughput --model "$DATA/qwen3-0.6b-random" --device cuda \

@@ -44,6 +44,8 @@ struct runner {
 static const char *runner_backend = "cpu";
 // Providers the runner's backend leaves out (NULL: VLLMC_OP_PROVIDER_DISABLE).
 static const char *runner_disable = NULL;
+// Load parameters of the runner's model (NULL: model_load_params_default).
+static const struct model_load_params *runner_load_params = NULL;
 
 static inline int load_golden(const char *name, struct golden_case *cases, int max_cases)
 {
@@ -90,7 +92,7 @@ static inline bool runner_init_path(struct runner *r, const char *path, enum dty
     o.disable = runner_disable;
     memset(r, 0, sizeof(*r));
     if (backend_create(runner_backend, &o, &r->be, &err) ||
-        model_load(path, r->be, NULL, &r->m, &err)) {
+        model_load(path, r->be, runner_load_params, &r->m, &err)) {
         fprintf(stderr, "%s: %s\n", path, err.msg);
         return false;
     }

@@ -34,7 +34,8 @@ struct backend;
     /* in place on dst [n_tokens, n_heads, head_dim]: per-head RMSNorm with src2 w [head_dim], */  \
     /* then ROPE with src0 positions and src1 inv_freq as above (Qwen3 q/k norm). */               \
     X(QK_NORM_ROPE, "qk_norm_rope")                                                                \
-    /* dst [n, ff] = silu(src0 gate [n, ff]) * src1 up [n, ff] */                                  \
+    /* dst [n, ff] = silu(src0 gate [n, ff]) * src1 up [n, ff]. Packed variant, src1 NULL: */     \
+    /* src0 is one fused gate|up matmul output [n, 2 ff]; dst = silu(src0[:, :ff]) * src0[:, ff:] */ \
     X(SILU_MUL, "silu_mul")                                                                        \
     /* dst = src0 + src1, same shapes; dst may alias src0 */                                       \
     X(ADD, "add")                                                                                  \
@@ -42,6 +43,14 @@ struct backend;
     /* v_cache [n_blocks, block_size, n_kv_heads, head_dim] at src4 slot_mapping i32 */            \
     /* [n_tokens] (slot = block_id * block_size + offset; negative = skip). dst is NULL. */       \
     X(KV_STORE, "kv_store")                                                                        \
+    /* The step after a fused q|k|v matmul: src0 qkv [n_tokens, (n_heads + 2 n_kv_heads) */       \
+    /* head_dim] holds q, k, v heads in that order. Per-head RMSNorm of q with src3 and of k */    \
+    /* with src4 (both [head_dim], optional: NULL = none, as in QK_NORM_ROPE), RoPE of q and k */  \
+    /* with src1 positions i32 [n_tokens] and src2 inv_freq f32 [rope_dim / 2] (as in ROPE), */    \
+    /* then dst q [n_tokens, n_heads, head_dim] = rotated q, and rotated k and v are written */    \
+    /* into src5 k_cache and src6 v_cache [n_blocks, block_size, n_kv_heads, head_dim] at src7 */  \
+    /* slot_mapping i32 [n_tokens] (as in KV_STORE: negative = skip). src0 is unchanged. */        \
+    X(QKV_ROPE_STORE, "qkv_rope_store")                                                            \
     /* Paged causal attention over a varlen flat batch. dst [n_tokens, n_heads, head_dim] = */     \
     /* attend(src0 q [n_tokens, n_heads, head_dim], src1 k_cache, src2 v_cache */                  \
     /* [n_blocks, block_size, n_kv_heads, head_dim]); src3 block_tables i32 */                     \
@@ -73,10 +82,10 @@ const char *op_kind_name(enum op_kind op);
 
 // Scalar parameters; each op reads the fields its comment above names.
 struct op_params {
-    float eps;        // RMSNORM, ADD_RMSNORM, QK_NORM_ROPE
+    float eps;        // RMSNORM, ADD_RMSNORM, QK_NORM_ROPE, QKV_ROPE_STORE
     float scale;      // ATTENTION: usually 1/sqrt(head_dim)
-    int rope_dim;     // ROPE, QK_NORM_ROPE: rotated dims per head (<= head_dim, even)
-    bool rope_neox;   // ROPE, QK_NORM_ROPE: rotate-half pairing
+    int rope_dim;     // ROPE, QK_NORM_ROPE, QKV_ROPE_STORE: rotated dims per head (<= head_dim, even)
+    bool rope_neox;   // ROPE, QK_NORM_ROPE, QKV_ROPE_STORE: rotate-half pairing
     int max_seq_len;  // ATTENTION: max of seq_lens (a bound for kernels; may be 0 = compute)
     int max_q_len;    // ATTENTION: max query tokens of one sequence in this call (0 = compute)
 };

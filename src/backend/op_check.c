@@ -78,6 +78,42 @@ static enum vllmc_status check_rope(const struct op_call *c, struct err *err)
     return VLLMC_OK;
 }
 
+static enum vllmc_status check_qkv_rope_store(const struct op_call *c, struct err *err)
+{
+    const struct tensor *q = c->dst, *qkv = c->src[0], *kc = c->src[5], *vc = c->src[6];
+    TRY(need(c, q, "q", err));
+    TRY(need(c, qkv, "qkv", err));
+    TRY(need(c, kc, "k_cache", err));
+    TRY(need(c, vc, "v_cache", err));
+    TRY(same_shape(c, kc, "k_cache", vc, "v_cache", err));
+    int64_t hd = q->ne[0], nh = q->ne[1], n = q->ne[2], nkv = kc->ne[1];
+    if (q->ne[3] != 1 || kc->ne[0] != hd || nkv <= 0)
+        FAIL("op=qkv_rope_store: q [%lld,%lld,%lld] and cache [.., %lld, %lld] disagree",
+             (long long)n, (long long)nh, (long long)hd, (long long)kc->ne[1],
+             (long long)kc->ne[0]);
+    if (qkv->ne[0] != (nh + 2 * nkv) * hd || tensor_n_rows(qkv) != n)
+        FAIL("op=qkv_rope_store: qkv must be [n_tokens = %lld, (n_heads + 2 n_kv_heads) "
+             "head_dim = %lld]",
+             (long long)n, (long long)((nh + 2 * nkv) * hd));
+    TRY(need_i32(c, c->src[1], "positions", n, err));
+    int rd = c->p.rope_dim;
+    if (rd <= 0 || rd % 2 || rd > hd)
+        FAIL("op=qkv_rope_store: rope_dim %d must be even and in (0, head_dim %lld]", rd,
+             (long long)hd);
+    TRY(need(c, c->src[2], "inv_freq", err));
+    if (c->src[2]->dtype != DTYPE_F32 || !tensor_is_contiguous(c->src[2]) ||
+        tensor_n_elements(c->src[2]) != rd / 2)
+        FAIL("op=qkv_rope_store: inv_freq must be contiguous f32 [rope_dim / 2 = %d]", rd / 2);
+    if (!c->src[3] != !c->src[4])
+        FAIL("op=qkv_rope_store: q and k norm weights come together or not at all");
+    for (int i = 3; i <= 4 && c->src[3]; i++)
+        if (tensor_n_elements(c->src[i]) != hd || !tensor_is_contiguous(c->src[i]))
+            FAIL("op=qkv_rope_store: %s norm weight must be contiguous [head_dim = %lld]",
+                 i == 3 ? "q" : "k", (long long)hd);
+    TRY(need_i32(c, c->src[7], "slot_mapping", n, err));
+    return VLLMC_OK;
+}
+
 static enum vllmc_status check_attention(const struct op_call *c, struct err *err)
 {
     const struct tensor *q = c->src[0], *kc = c->src[1], *vc = c->src[2];
@@ -156,6 +192,17 @@ enum vllmc_status op_check(const struct op_call *c, struct err *err)
     case OP_QK_NORM_ROPE:
         return check_rope(c, err);
     case OP_SILU_MUL:
+        if (!s1) { // packed gate|up
+            TRY(need(c, d, "dst", err));
+            TRY(need(c, s0, "gate_up", err));
+            if (s0->ne[0] != 2 * d->ne[0] || tensor_n_rows(s0) != tensor_n_rows(d))
+                FAIL("op=silu_mul: packed gate_up [%lld, %lld] must be [n, 2 ff] for dst "
+                     "[%lld, ff = %lld]",
+                     (long long)tensor_n_rows(s0), (long long)s0->ne[0],
+                     (long long)tensor_n_rows(d), (long long)d->ne[0]);
+            return VLLMC_OK;
+        }
+        // fall through
     case OP_ADD:
         TRY(need(c, d, "dst", err));
         TRY(need(c, s0, "src0", err));
@@ -176,6 +223,8 @@ enum vllmc_status op_check(const struct op_call *c, struct err *err)
                  (long long)s2->ne[1], (long long)s2->ne[0]);
         TRY(need_i32(c, c->src[4], "slot_mapping", s0->ne[2], err));
         return VLLMC_OK;
+    case OP_QKV_ROPE_STORE:
+        return check_qkv_rope_store(c, err);
     case OP_ATTENTION:
         return check_attention(c, err);
     case OP_SAMPLE:

@@ -124,9 +124,10 @@ void op_call_describe(const struct op_call *c, char *buf, size_t n)
     case OP_ADD_RMSNORM:
     case OP_SILU_MUL:
     case OP_ADD:
-        snprintf(buf, n, "n=%lld dim=%lld dtype=%s wtype=%s", s0 ? (long long)tensor_n_rows(s0) : 0,
-                 ne(s0, 0), dt(s0),
-                 c->op == OP_RMSNORM || c->op == OP_ADD_RMSNORM ? dt(s1) : dt(s0));
+        snprintf(buf, n, "n=%lld dim=%lld dtype=%s wtype=%s%s",
+                 s0 ? (long long)tensor_n_rows(s0) : 0, ne(s0, 0), dt(s0),
+                 c->op == OP_RMSNORM || c->op == OP_ADD_RMSNORM ? dt(s1) : dt(s0),
+                 c->op == OP_SILU_MUL && !s1 ? " packed" : "");
         break;
     case OP_MATMUL:
         snprintf(buf, n, "m=%lld n=%lld k=%lld wtype=%s%s%s", s0 ? (long long)tensor_n_rows(s0) : 0,
@@ -142,6 +143,13 @@ void op_call_describe(const struct op_call *c, char *buf, size_t n)
         snprintf(buf, n, "n_tokens=%lld n_heads=%lld head_dim=%lld rope_dim=%d %s dtype=%s",
                  ne(d, 2), ne(d, 1), ne(d, 0), c->p.rope_dim, c->p.rope_neox ? "neox" : "pairs",
                  dt(d));
+        break;
+    case OP_QKV_ROPE_STORE:
+        snprintf(buf, n,
+                 "n_tokens=%lld n_heads=%lld n_kv_heads=%lld head_dim=%lld rope_dim=%d %s%s "
+                 "cache=%s",
+                 ne(d, 2), ne(d, 1), ne(c->src[5], 1), ne(d, 0), c->p.rope_dim,
+                 c->p.rope_neox ? "neox" : "pairs", c->src[3] ? " qk_norm" : "", dt(c->src[5]));
         break;
     case OP_KV_STORE:
         snprintf(buf, n, "n_tokens=%lld n_kv_heads=%lld head_dim=%lld block_size=%lld cache=%s",

@@ -18,10 +18,11 @@ enum scratch_region {
     SCR_K,    // [n, n_kv_heads, head_dim]
     SCR_V,    // [n, n_kv_heads, head_dim]
     SCR_ATT,  // attention output [n, n_heads, head_dim]
-    SCR_GATE, // [n, ff_dim]
+    SCR_GATE, // [n, ff_dim]; with SCR_UP also the fused gate|up output [n, 2 ff_dim]
     SCR_UP,   // [n, ff_dim]
     SCR_ACT,  // silu(gate) * up [n, ff_dim]
     SCR_G,    // residual rows gathered for the logits [n_logits, dim]
+    SCR_QKV,  // fused q|k|v projection output [n, (n_heads + 2 n_kv_heads) head_dim]
     SCR_COUNT
 };
 
@@ -42,6 +43,8 @@ static int64_t scratch_width(const struct model_hparams *hp, enum scratch_region
     case SCR_UP:
     case SCR_ACT:
         return hp->ff_dim;
+    case SCR_QKV:
+        return (int64_t)(hp->n_heads + 2 * hp->n_kv_heads) * hp->head_dim;
     case SCR_COUNT:
         break;
     }
@@ -69,6 +72,8 @@ struct fwd {
     struct backend *be;
     struct err *err;
     struct tensor x, h, q2, k2, v2, att2, gate, up, act; // 2-D views [n, width]
+    struct tensor qkv;                                   // [n, (n_heads + 2 n_kv_heads) head_dim]
+    struct tensor gate_up;                               // [n, 2 ff_dim] over gate and up
     struct tensor q3, k3, v3, att3;                      // [n, heads, head_dim] views
     struct tensor g, hl;                                 // [n_logits, dim]
 };
@@ -81,6 +86,20 @@ static void fwd_view(struct fwd *f, struct tensor *t, enum scratch_region r, int
         p += scratch_region_bytes(hp, (enum scratch_region)i, f->m->n_tokens_max);
     VLLMC_ASSERT(tensor_init_2d(t, DTYPE_F32, p, scratch_width(hp, r), rows));
     t->location = backend_location(f->be);
+}
+
+// The fused gate|up output [rows, 2 ff] spans the GATE and UP regions, which
+// are carved one after the other, each for n_tokens_max rows of ff.
+static void fwd_view_gate_up(struct fwd *f, int64_t rows)
+{
+    const struct model_hparams *hp = &f->m->hp;
+    fwd_view(f, &f->gate_up, SCR_GATE, rows);
+    VLLMC_ASSERT(tensor_init_2d(&f->gate_up, DTYPE_F32, f->gate_up.data, 2 * (int64_t)hp->ff_dim,
+                                rows));
+    VLLMC_ASSERT(tensor_n_bytes(&f->gate_up) <=
+                 scratch_region_bytes(hp, SCR_GATE, f->m->n_tokens_max) +
+                     scratch_region_bytes(hp, SCR_UP, f->m->n_tokens_max));
+    f->gate_up.location = backend_location(f->be);
 }
 
 static void fwd_heads(struct tensor *t3, const struct tensor *t2, int n_heads, int head_dim)
@@ -137,16 +156,78 @@ static enum vllmc_status fwd_rope(struct fwd *f, struct tensor *t, const struct 
     return fwd_run(f, &c);
 }
 
+// The fused q|k|v output: q/k norm and RoPE, q to its buffer, k and v into the cache.
+static enum vllmc_status fwd_qkv_rope_store(struct fwd *f, const struct model_batch *b,
+                                            struct kv_cache *kv, int l)
+{
+    const struct model_hparams *hp = &f->m->hp;
+    struct model_layer *L = &f->m->layers[l];
+    struct op_call c = {
+        .op = OP_QKV_ROPE_STORE,
+        .dst = &f->q3,
+        .src = {&f->qkv, (struct tensor *)&b->positions, &f->m->rope_inv_freq,
+                hp->qk_norm ? &L->q_norm : NULL, hp->qk_norm ? &L->k_norm : NULL, &kv->k[l],
+                &kv->v[l], (struct tensor *)&b->slot_mapping},
+        .p = {.eps = hp->rms_eps, .rope_dim = hp->rope_dim, .rope_neox = hp->rope_neox}};
+    return fwd_run(f, &c);
+}
+
+// Separate projections: RoPE (with q/k norm) of q and k, then k and v into the cache.
+static enum vllmc_status fwd_rope_store(struct fwd *f, const struct model_batch *b,
+                                        struct kv_cache *kv, int l)
+{
+    struct model_layer *L = &f->m->layers[l];
+    enum vllmc_status rc;
+    if ((rc = fwd_rope(f, &f->q3, b, &L->q_norm)) || (rc = fwd_rope(f, &f->k3, b, &L->k_norm)))
+        return rc;
+    struct op_call store = {
+        .op = OP_KV_STORE,
+        .src = {&f->k3, &f->v3, &kv->k[l], &kv->v[l], (struct tensor *)&b->slot_mapping}};
+    return fwd_run(f, &store);
+}
+
+// q, k and v of layer l from f->h, ready for attention: one matmul and one
+// fused op when the layer has fused q|k|v weights, else 3 matmuls, 2 RoPEs
+// and a kv_store.
+static enum vllmc_status fwd_qkv(struct fwd *f, const struct model_batch *b, struct kv_cache *kv,
+                                 int l)
+{
+    struct model_layer *L = &f->m->layers[l];
+    enum vllmc_status rc;
+    if (L->wqkv.data) {
+        if ((rc = fwd_matmul(f, &f->qkv, &f->h, &L->wqkv, &L->bqkv, NULL)))
+            return rc;
+        return fwd_qkv_rope_store(f, b, kv, l);
+    }
+    if ((rc = fwd_matmul(f, &f->q2, &f->h, &L->wq, &L->bq, &L->wq_perm)) ||
+        (rc = fwd_matmul(f, &f->k2, &f->h, &L->wk, &L->bk, &L->wk_perm)) ||
+        (rc = fwd_matmul(f, &f->v2, &f->h, &L->wv, &L->bv, &L->wv_perm)))
+        return rc;
+    return fwd_rope_store(f, b, kv, l);
+}
+
+// act = silu(h . w_gate^T) * (h . w_up^T): one matmul over the fused gate|up
+// weights and the packed SiLU-mul, or two matmuls and the split one.
+static enum vllmc_status fwd_gate_up(struct fwd *f, struct model_layer *L)
+{
+    enum vllmc_status rc;
+    if (L->w_gate_up.data) {
+        if ((rc = fwd_matmul(f, &f->gate_up, &f->h, &L->w_gate_up, NULL, NULL)))
+            return rc;
+        struct op_call silu = {.op = OP_SILU_MUL, .dst = &f->act, .src = {&f->gate_up}};
+        return fwd_run(f, &silu);
+    }
+    if ((rc = fwd_matmul(f, &f->gate, &f->h, &L->w_gate, NULL, &L->w_gate_perm)) ||
+        (rc = fwd_matmul(f, &f->up, &f->h, &L->w_up, NULL, &L->w_up_perm)))
+        return rc;
+    struct op_call silu = {.op = OP_SILU_MUL, .dst = &f->act, .src = {&f->gate, &f->up}};
+    return fwd_run(f, &silu);
+}
+
 static enum vllmc_status fwd_attention(struct fwd *f, const struct model_batch *b,
                                        struct kv_cache *kv, int l)
 {
     const struct model_hparams *hp = &f->m->hp;
-    struct op_call store = {
-        .op = OP_KV_STORE,
-        .src = {&f->k3, &f->v3, &kv->k[l], &kv->v[l], (struct tensor *)&b->slot_mapping}};
-    enum vllmc_status rc = fwd_run(f, &store);
-    if (rc)
-        return rc;
     struct op_call att = {.op = OP_ATTENTION,
                           .dst = &f->att3,
                           .src = {&f->q3, &kv->k[l], &kv->v[l], (struct tensor *)&b->block_tables,
@@ -202,6 +283,8 @@ enum vllmc_status model_forward(struct model *m, const struct model_batch *b, st
     fwd_view(&f, &f.gate, SCR_GATE, n);
     fwd_view(&f, &f.up, SCR_UP, n);
     fwd_view(&f, &f.act, SCR_ACT, n);
+    fwd_view(&f, &f.qkv, SCR_QKV, n);
+    fwd_view_gate_up(&f, n);
     fwd_heads(&f.q3, &f.q2, hp->n_heads, hp->head_dim);
     fwd_heads(&f.k3, &f.k2, hp->n_kv_heads, hp->head_dim);
     fwd_heads(&f.v3, &f.v2, hp->n_kv_heads, hp->head_dim);
@@ -214,18 +297,11 @@ enum vllmc_status model_forward(struct model *m, const struct model_batch *b, st
 
     for (int l = 0; l < hp->n_layers; l++) {
         struct model_layer *L = &m->layers[l];
-        if ((rc = fwd_matmul(&f, &f.q2, &f.h, &L->wq, &L->bq, &L->wq_perm)) ||
-            (rc = fwd_matmul(&f, &f.k2, &f.h, &L->wk, &L->bk, &L->wk_perm)) ||
-            (rc = fwd_matmul(&f, &f.v2, &f.h, &L->wv, &L->bv, &L->wv_perm)) ||
-            (rc = fwd_rope(&f, &f.q3, b, &L->q_norm)) ||
-            (rc = fwd_rope(&f, &f.k3, b, &L->k_norm)) || (rc = fwd_attention(&f, b, kv, l)) ||
+        if ((rc = fwd_qkv(&f, b, kv, l)) || (rc = fwd_attention(&f, b, kv, l)) ||
             (rc = fwd_matmul(&f, &f.h, &f.att2, &L->wo, NULL, &L->wo_perm)) ||
             (rc = fwd_add_rmsnorm(&f, &f.h, &f.h, &L->ffn_norm, &f.x)) ||
-            (rc = fwd_matmul(&f, &f.gate, &f.h, &L->w_gate, NULL, &L->w_gate_perm)) ||
-            (rc = fwd_matmul(&f, &f.up, &f.h, &L->w_up, NULL, &L->w_up_perm)))
-            return rc;
-        struct op_call silu = {.op = OP_SILU_MUL, .dst = &f.act, .src = {&f.gate, &f.up}};
-        if ((rc = fwd_run(&f, &silu)) || (rc = fwd_matmul(&f, &f.h, &f.act, &L->w_down, NULL, &L->w_down_perm)))
+            (rc = fwd_gate_up(&f, L)) ||
+            (rc = fwd_matmul(&f, &f.h, &f.act, &L->w_down, NULL, &L->w_down_perm)))
             return rc;
         if (l + 1 < hp->n_layers) {
             rc = fwd_add_rmsnorm(&f, &f.h, &f.h, &m->layers[l + 1].attn_norm, &f.x);

@@ -5,6 +5,7 @@
 
 #include <jansson.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -38,7 +39,9 @@ struct loader_slot {
     int64_t ne[4];
     bool to_f32;       // a small vector converted to f32 in host_buf
     bool misaligned;   // copied to host_buf because the mapping is not aligned
-    size_t host_off;   // where in host_buf when to_f32, misaligned or int4
+    bool host_fused;   // copied to host_buf beside the other members of its fused group
+    bool fuse_next;    // the next slot's data follows this one's without padding
+    size_t host_off;   // where in host_buf when to_f32, misaligned, int4 or host_fused
     size_t device_off; // where in device_buf on a device backend
     // AWQ/GPTQ layers: repacked into int4g blocks in host_buf at host_off;
     // act-order ones also get their input permutation at perm_host_off.
@@ -50,10 +53,18 @@ struct loader_slot {
     size_t perm_device_off;
 };
 
+// The slots of one layer that may be fused: wq, wk, wv at qkv .. qkv + 2, then
+// n_bias biases from bias, then w_gate, w_up at gate, gate + 1 (loader_bind_all).
+struct loader_layer_slots {
+    int qkv, bias, n_bias, gate;
+};
+
 struct loader {
     struct model *m;
     struct err *err;
     struct loader_slot *slots; // owned, [n_slots_max]
+    struct loader_layer_slots *layer_slots; // owned, [n_layers]
+    bool fused_qkv_any, fused_gu_any;
     int n_slots;
     int n_slots_max;
     size_t host_bytes;
@@ -65,7 +76,13 @@ struct loader {
 
 void model_load_params_default(struct model_load_params *p)
 {
-    *p = (struct model_load_params){.n_tokens_max = 512};
+    *p = (struct model_load_params){.n_tokens_max = 512, .fuse = MODEL_FUSE_AUTO};
+    // A switch for side-by-side runs of the split and the fused layouts.
+    const char *fuse = getenv("VLLMC_FUSE");
+    if (fuse && (!strcmp(fuse, "0") || !strcmp(fuse, "off")))
+        p->fuse = MODEL_FUSE_OFF;
+    else if (fuse && (!strcmp(fuse, "1") || !strcmp(fuse, "on")))
+        p->fuse = MODEL_FUSE_ON;
 }
 
 // ---- finding tensors in either format ----
@@ -251,21 +268,6 @@ static enum vllmc_status loader_bind(struct loader *ld, enum arch_weight w, int 
     // offsets carry no alignment promise, so such tensors get an aligned copy.
     size_t align = info->type_size >= 4 ? 4 : info->type_size >= 2 ? 2 : 1;
     s->misaligned = !s->to_f32 && ((uintptr_t)s->data % align) != 0;
-    size_t own_bytes = s->to_f32 ? (size_t)ne0 * 4 : s->misaligned || s->int4 ? s->n_bytes : 0;
-    if (own_bytes) {
-        s->host_off = ld->host_bytes;
-        ld->host_bytes += (own_bytes + LOADER_ALIGN - 1) / LOADER_ALIGN * LOADER_ALIGN;
-    }
-    size_t final_bytes = s->to_f32 ? (size_t)ne0 * 4 : s->n_bytes;
-    s->device_off = ld->device_bytes;
-    ld->device_bytes += (final_bytes + 255) / 256 * 256;
-    if (s->needs_perm) {
-        size_t perm_bytes = (size_t)ne0 * sizeof(int32_t);
-        s->perm_host_off = ld->host_bytes;
-        ld->host_bytes += (perm_bytes + LOADER_ALIGN - 1) / LOADER_ALIGN * LOADER_ALIGN;
-        s->perm_device_off = ld->device_bytes;
-        ld->device_bytes += (perm_bytes + 255) / 256 * 256;
-    }
     ld->n_slots++;
     return VLLMC_OK;
 }
@@ -312,18 +314,27 @@ static enum vllmc_status loader_bind_all(struct loader *ld)
                        backend_name(m->backend));
     for (int l = 0; l < hp->n_layers; l++) {
         struct model_layer *L = &m->layers[l];
+        struct loader_layer_slots *ls = &ld->layer_slots[l];
         bool bias = hp->qkv_bias;
         if ((rc = loader_bind(ld, ARCH_W_ATTN_NORM, l, true, WCLASS_VECTOR, dim, 0,
-                              &L->attn_norm)) ||
-            (rc = loader_bind_matrix(ld, ARCH_W_Q, l, dim, q_dim, &L->wq, &L->wq_perm)) ||
+                              &L->attn_norm)))
+            return rc;
+        ls->qkv = ld->n_slots;
+        if ((rc = loader_bind_matrix(ld, ARCH_W_Q, l, dim, q_dim, &L->wq, &L->wq_perm)) ||
             (rc = loader_bind_matrix(ld, ARCH_W_K, l, dim, kv_dim, &L->wk, &L->wk_perm)) ||
-            (rc = loader_bind_matrix(ld, ARCH_W_V, l, dim, kv_dim, &L->wv, &L->wv_perm)) ||
-            (rc = loader_bind(ld, ARCH_W_BQ, l, bias, WCLASS_VECTOR, q_dim, 0, &L->bq)) ||
+            (rc = loader_bind_matrix(ld, ARCH_W_V, l, dim, kv_dim, &L->wv, &L->wv_perm)))
+            return rc;
+        ls->bias = ld->n_slots;
+        if ((rc = loader_bind(ld, ARCH_W_BQ, l, bias, WCLASS_VECTOR, q_dim, 0, &L->bq)) ||
             (rc = loader_bind(ld, ARCH_W_BK, l, bias, WCLASS_VECTOR, kv_dim, 0, &L->bk)) ||
-            (rc = loader_bind(ld, ARCH_W_BV, l, bias, WCLASS_VECTOR, kv_dim, 0, &L->bv)) ||
-            (rc = loader_bind_matrix(ld, ARCH_W_O, l, q_dim, dim, &L->wo, &L->wo_perm)) ||
-            (rc = loader_bind(ld, ARCH_W_FFN_NORM, l, true, WCLASS_VECTOR, dim, 0, &L->ffn_norm)) ||
-            (rc = loader_bind_matrix(ld, ARCH_W_GATE, l, dim, ff, &L->w_gate, &L->w_gate_perm)) ||
+            (rc = loader_bind(ld, ARCH_W_BV, l, bias, WCLASS_VECTOR, kv_dim, 0, &L->bv)))
+            return rc;
+        ls->n_bias = ld->n_slots - ls->bias;
+        if ((rc = loader_bind_matrix(ld, ARCH_W_O, l, q_dim, dim, &L->wo, &L->wo_perm)) ||
+            (rc = loader_bind(ld, ARCH_W_FFN_NORM, l, true, WCLASS_VECTOR, dim, 0, &L->ffn_norm)))
+            return rc;
+        ls->gate = ld->n_slots;
+        if ((rc = loader_bind_matrix(ld, ARCH_W_GATE, l, dim, ff, &L->w_gate, &L->w_gate_perm)) ||
             (rc = loader_bind_matrix(ld, ARCH_W_UP, l, dim, ff, &L->w_up, &L->w_up_perm)) ||
             (rc = loader_bind_matrix(ld, ARCH_W_DOWN, l, ff, dim, &L->w_down, &L->w_down_perm)))
             return rc;
@@ -334,6 +345,119 @@ static enum vllmc_status loader_bind_all(struct loader *ld)
             return rc;
     }
     return VLLMC_OK;
+}
+
+// Matrices fuse when they share a dtype and none reads its input through an
+// act-order permutation (rows of every dtype are independent, so stacking
+// them is a bigger matrix of the same dtype).
+// The backend must also take the stacked shape (its matmul gates see n).
+static bool loader_fusable(struct loader *ld, int first, int count)
+{
+    struct loader_slot stacked = ld->slots[first];
+    stacked.ne[1] = 0;
+    for (int i = first; i < first + count; i++) {
+        const struct loader_slot *s = &ld->slots[i];
+        if (s->needs_perm || s->dtype != stacked.dtype || s->n_dims != 2 || s->ne[0] != stacked.ne[0])
+            return false;
+        stacked.ne[1] += s->ne[1];
+    }
+    return loader_backend_accepts(ld, &stacked, WCLASS_MATRIX);
+}
+
+static void loader_mark_group(struct loader *ld, int first, int count, bool on_host)
+{
+    for (int i = first; i < first + count; i++) {
+        ld->slots[i].fuse_next = i + 1 < first + count;
+        ld->slots[i].host_fused = on_host;
+    }
+}
+
+// Decides which layers get fused q|k|v and gate|up weights (model.h, enum model_fuse).
+static void loader_plan_fusion(struct loader *ld, enum model_fuse fuse)
+{
+    struct model *m = ld->m;
+    bool device = backend_location(m->backend) == TENSOR_DEVICE;
+    if (fuse == MODEL_FUSE_OFF || (fuse == MODEL_FUSE_AUTO && !device))
+        return;
+    bool on_host = !device;
+    for (int l = 0; l < m->hp.n_layers; l++) {
+        const struct loader_layer_slots *ls = &ld->layer_slots[l];
+        // Biases fuse with their matrices: all three or none.
+        if (loader_fusable(ld, ls->qkv, 3) && (ls->n_bias == 0 || ls->n_bias == 3)) {
+            loader_mark_group(ld, ls->qkv, 3, on_host);
+            if (ls->n_bias)
+                loader_mark_group(ld, ls->bias, 3, on_host);
+            ld->fused_qkv_any = true;
+        }
+        if (loader_fusable(ld, ls->gate, 2)) {
+            loader_mark_group(ld, ls->gate, 2, on_host);
+            ld->fused_gu_any = true;
+        }
+    }
+}
+
+// Assigns every slot its place in host_buf (when the loader keeps its own
+// copy) and in the device buffer. Members of a fused group follow each other
+// without padding; everything else starts aligned.
+static void loader_layout(struct loader *ld)
+{
+    ld->host_bytes = ld->device_bytes = 0;
+    for (int i = 0; i < ld->n_slots; i++) {
+        struct loader_slot *s = &ld->slots[i];
+        size_t final_bytes = s->to_f32 ? (size_t)s->ne[0] * 4 : s->n_bytes;
+        bool own = s->to_f32 || s->misaligned || s->int4 || s->host_fused;
+        if (own) {
+            s->host_off = ld->host_bytes;
+            ld->host_bytes += s->fuse_next && s->host_fused
+                                  ? final_bytes
+                                  : (final_bytes + LOADER_ALIGN - 1) / LOADER_ALIGN * LOADER_ALIGN;
+        }
+        s->device_off = ld->device_bytes;
+        ld->device_bytes += s->fuse_next ? final_bytes : (final_bytes + 255) / 256 * 256;
+        if (s->needs_perm) {
+            size_t perm_bytes = (size_t)s->ne[0] * sizeof(int32_t);
+            s->perm_host_off = ld->host_bytes;
+            ld->host_bytes += (perm_bytes + LOADER_ALIGN - 1) / LOADER_ALIGN * LOADER_ALIGN;
+            s->perm_device_off = ld->device_bytes;
+            ld->device_bytes += (perm_bytes + 255) / 256 * 256;
+        }
+    }
+}
+
+// A view of count adjacent placed slots from first as one tensor: matrices
+// stack their rows, vectors their elements.
+static void loader_fused_view(struct loader *ld, int first, int count, struct tensor *out)
+{
+    const struct tensor *t0 = ld->slots[first].dst;
+    int64_t rows = 0;
+    size_t off = 0;
+    for (int i = first; i < first + count; i++) {
+        const struct tensor *t = ld->slots[i].dst;
+        VLLMC_ASSERT(t->dtype == t0->dtype && t->n_dims == t0->n_dims &&
+                     (const uint8_t *)t->data == (const uint8_t *)t0->data + off);
+        off += tensor_n_bytes(t);
+        rows += t->n_dims == 1 ? t->ne[0] : t->ne[1];
+    }
+    if (t0->n_dims == 1)
+        VLLMC_ASSERT(tensor_init_1d(out, t0->dtype, t0->data, rows));
+    else
+        VLLMC_ASSERT(tensor_init_2d(out, t0->dtype, t0->data, t0->ne[0], rows));
+    out->location = t0->location;
+}
+
+static void loader_fused_views(struct loader *ld)
+{
+    for (int l = 0; l < ld->m->hp.n_layers; l++) {
+        const struct loader_layer_slots *ls = &ld->layer_slots[l];
+        struct model_layer *L = &ld->m->layers[l];
+        if (ld->slots[ls->qkv].fuse_next) {
+            loader_fused_view(ld, ls->qkv, 3, &L->wqkv);
+            if (ls->n_bias)
+                loader_fused_view(ld, ls->bias, 3, &L->bqkv);
+        }
+        if (ld->slots[ls->gate].fuse_next)
+            loader_fused_view(ld, ls->gate, 2, &L->w_gate_up);
+    }
 }
 
 // Reads GGUF rope_freqs (llama3 scaling baked into per-frequency divisors).
@@ -383,7 +507,7 @@ static enum vllmc_status loader_place(struct loader *ld)
             }
             data = out;
             dtype = DTYPE_F32;
-        } else if (s->misaligned) {
+        } else if (s->misaligned || (s->host_fused && !s->int4)) {
             memcpy(host + s->host_off, s->data, s->n_bytes);
             data = host + s->host_off;
         } else if (s->int4) {
@@ -434,6 +558,7 @@ static enum vllmc_status loader_place(struct loader *ld)
         m->rope_inv_freq.data = dev + inv_off;
         m->rope_inv_freq.location = TENSOR_DEVICE;
     }
+    loader_fused_views(ld);
     if (m->hp.tied_embeddings)
         m->output = m->token_embd;
     m->info.weight_bytes = ld->device_bytes;
@@ -632,11 +757,16 @@ enum vllmc_status model_load(const char *path, struct backend *be,
     m->layers = mem_calloc((size_t)m->hp.n_layers, sizeof(*m->layers));
     ld.n_slots_max = 3 + 14 * m->hp.n_layers;
     ld.slots = mem_calloc((size_t)ld.n_slots_max, sizeof(*ld.slots));
-    if (!m->layers || !ld.slots) {
+    ld.layer_slots = mem_calloc((size_t)m->hp.n_layers, sizeof(*ld.layer_slots));
+    if (!m->layers || !ld.slots || !ld.layer_slots) {
         err_set(err, rc, "%s: out of memory", path);
         goto fail;
     }
-    if ((rc = loader_bind_all(&ld)) || (rc = loader_rope_freqs(&ld)) || (rc = loader_place(&ld)))
+    if ((rc = loader_bind_all(&ld)) || (rc = loader_rope_freqs(&ld)))
+        goto fail;
+    loader_plan_fusion(&ld, params->fuse);
+    loader_layout(&ld);
+    if ((rc = loader_place(&ld)))
         goto fail;
 
     m->n_tokens_max = params->n_tokens_max;
@@ -648,12 +778,15 @@ enum vllmc_status model_load(const char *path, struct backend *be,
         goto fail;
     }
     mem_free(ld.slots);
-    log_debug("loaded %s: %s, %d layers, dim %d, %zu weight bytes", path,
-              model_arch_name(m->hp.arch), m->hp.n_layers, m->hp.dim, m->info.weight_bytes);
+    mem_free(ld.layer_slots);
+    log_debug("loaded %s: %s, %d layers, dim %d, %zu weight bytes, fused q|k|v %s, gate|up %s",
+              path, model_arch_name(m->hp.arch), m->hp.n_layers, m->hp.dim, m->info.weight_bytes,
+              ld.fused_qkv_any ? "yes" : "no", ld.fused_gu_any ? "yes" : "no");
     *out = m;
     return VLLMC_OK;
 fail:
     mem_free(ld.slots);
+    mem_free(ld.layer_slots);
     model_free(m);
     return rc;
 }

@@ -81,6 +81,11 @@ struct model_layer {
     // Int4g weights of GPTQ act-order checkpoints only (data NULL otherwise):
     // i32 [k], the input feature of each stored column (backend/op.h, MATMUL).
     struct tensor wq_perm, wk_perm, wv_perm, wo_perm, w_gate_perm, w_up_perm, w_down_perm;
+    // Fused views over weights the loader laid out adjacently (model_load_params.fuse),
+    // so that one matmul computes several projections; data NULL when not fused.
+    struct tensor wqkv;      // [(n_heads + 2 n_kv_heads) * head_dim, dim]: wq | wk | wv rows
+    struct tensor bqkv;      // [(n_heads + 2 n_kv_heads) * head_dim]: bq | bk | bv, with biases
+    struct tensor w_gate_up; // [2 ff_dim, dim]: w_gate | w_up rows
 };
 
 // What the file holds, for `vllmc info` and memory planning.
@@ -97,8 +102,19 @@ struct model_file_info {
     bool has_chat_template;
 };
 
+// When the loader lays wq|wk|wv (and their biases) and w_gate|w_up out
+// adjacently, giving the layers fused views that the forward pass runs as one
+// matmul each. Weights of different dtypes (mixed quantizations) or with an
+// act-order permutation are never fused.
+enum model_fuse {
+    MODEL_FUSE_AUTO, // when the backend keeps weights in device memory (no copy beyond the upload)
+    MODEL_FUSE_ON,   // also on the CPU, where the fused weights are copied out of the mapping
+    MODEL_FUSE_OFF,  // never
+};
+
 struct model_load_params {
-    int n_tokens_max; // scratch is sized for this many tokens per forward call
+    int n_tokens_max;     // scratch is sized for this many tokens per forward call
+    enum model_fuse fuse; // fused projections; default AUTO, or VLLMC_FUSE=0|1 (OFF|ON)
 };
 
 void model_load_params_default(struct model_load_params *p);

@@ -396,9 +396,14 @@ struct layer_w {
 // Runs the layer stack n_steps times over n_seqs sequences of ctx keys, the
 // last q_len of them new this step (1 = decode, ctx = prefill), and prints ms
 // per step. Weights bf16, activations f32, KV cache bf16; the lm_head runs on
-// one row per sequence, as a runner asks for logits of last tokens only.
+// one row per sequence, as a runner asks for logits of last tokens only. The
+// layer is the forward pass's with fused projections (9 ops): fused q|k|v
+// matmul, qkv_rope_store, attention, o-proj, add_rmsnorm, fused gate|up
+// matmul, packed silu_mul, down, add_rmsnorm. split runs q/k norm-RoPE and
+// kv_store as three ops and silu_mul over two views instead (11 ops), for a
+// side-by-side figure.
 static int bench_decode(struct bench *b, const struct qwen3_shape *m, int n_seqs, int ctx,
-                        int q_len)
+                        int q_len, bool split)
 {
     const int n_tok = n_seqs * q_len;
     const int H = m->hidden, NQ = m->n_heads * m->head_dim, NKV = m->n_kv * m->head_dim;
@@ -413,6 +418,7 @@ static int bench_decode(struct bench *b, const struct qwen3_shape *m, int n_seqs
     enum vllmc_status rc = VLLMC_OK;
     struct tensor emb = {0}, out_norm = {0}, lm_head = {0}, x = {0}, res = {0}, hn = {0};
     struct tensor qkv = {0}, att = {0}, gu = {0}, ff = {0}, logits = {0}, ids = {0}, pos = {0};
+    struct tensor qb = {0};
     struct tensor fq = {0}, slots = {0}, bt = {0}, sl = {0}, qsl = {0};
 #define NEW(t, dt, nd, ...)                                                                        \
     do {                                                                                           \
@@ -439,6 +445,7 @@ static int bench_decode(struct bench *b, const struct qwen3_shape *m, int n_seqs
     NEW(hn, DTYPE_F32, 2, H, n_tok);
     NEW(qkv, DTYPE_F32, 2, QKV, n_tok);
     NEW(att, DTYPE_F32, 3, m->head_dim, m->n_heads, n_tok);
+    NEW(qb, DTYPE_F32, 3, m->head_dim, m->n_heads, n_tok);
     NEW(gu, DTYPE_F32, 2, 2 * m->ff, n_tok);
     NEW(ff, DTYPE_F32, 2, m->ff, n_tok);
     NEW(logits, DTYPE_F32, 2, m->vocab, n_seqs);
@@ -517,6 +524,23 @@ static int bench_decode(struct bench *b, const struct qwen3_shape *m, int n_seqs
         rc = backend_run_op(b->be, &c);
         for (int l = 0; l < m->n_layers && !rc; l++) {
             struct layer_w *w = &L[l];
+            const struct op_params rope_p = {.eps = 1e-6f, .rope_dim = D, .rope_neox = true};
+            struct op_call fused[] = {
+                {.op = OP_ADD_RMSNORM, .dst = &hn, .src = {&x, &w->attn_norm, &res},
+                 .p.eps = 1e-6f},
+                {.op = OP_MATMUL, .dst = &qkv, .src = {&hn, &w->wqkv}},
+                {.op = OP_QKV_ROPE_STORE, .dst = &qb,
+                 .src = {&qkv, &pos, &fq, &w->q_norm, &w->k_norm, &w->kc, &w->vc, &slots},
+                 .p = rope_p},
+                {.op = OP_ATTENTION, .dst = &att, .src = {&qb, &w->kc, &w->vc, &bt, &sl, &qsl},
+                 .p = {.scale = 1.0f / sqrtf((float)D), .max_seq_len = ctx, .max_q_len = q_len}},
+                {.op = OP_MATMUL, .dst = &x, .src = {&att2, &w->wo}},
+                {.op = OP_ADD_RMSNORM, .dst = &hn, .src = {&x, &w->ffn_norm, &res},
+                 .p.eps = 1e-6f},
+                {.op = OP_MATMUL, .dst = &gu, .src = {&hn, &w->wgu}},
+                {.op = OP_SILU_MUL, .dst = &ff, .src = {&gu}},
+                {.op = OP_MATMUL, .dst = &x, .src = {&ff, &w->wdown}},
+            };
             struct op_call calls[] = {
                 {.op = OP_ADD_RMSNORM, .dst = &hn, .src = {&x, &w->attn_norm, &res},
                  .p.eps = 1e-6f},
@@ -535,8 +559,10 @@ static int bench_decode(struct bench *b, const struct qwen3_shape *m, int n_seqs
                 {.op = OP_SILU_MUL, .dst = &ff, .src = {&gate, &up}},
                 {.op = OP_MATMUL, .dst = &x, .src = {&ff, &w->wdown}},
             };
-            for (size_t i = 0; i < sizeof calls / sizeof calls[0] && !rc; i++)
-                rc = backend_run_op(b->be, &calls[i]);
+            struct op_call *seq = split ? calls : fused;
+            size_t n_ops = split ? sizeof calls / sizeof calls[0] : sizeof fused / sizeof fused[0];
+            for (size_t i = 0; i < n_ops && !rc; i++)
+                rc = backend_run_op(b->be, &seq[i]);
         }
         struct op_call fin[] = {
             {.op = OP_ADD_RMSNORM, .dst = &hn, .src = {&x, &out_norm, &res}, .p.eps = 1e-6f},
@@ -553,9 +579,10 @@ static int bench_decode(struct bench *b, const struct qwen3_shape *m, int n_seqs
     } else {
         double ms = (double)(time_now_us() - t0) / 1e3 / n_steps;
         printf("%s model=%s batch=%d ctx=%d tokens=%d ms_per_step=%.3f tok_s=%.0f weight_gb=%.2f "
-               "weight_gbps=%.0f\n",
+               "weight_gbps=%.0f ops_per_layer=%d%s\n",
                q_len == 1 ? "decode" : "prefill", m->name, n_seqs, ctx, n_tok, ms,
-               n_tok * 1e3 / ms, weight_gb, weight_gb / (ms * 1e-3));
+               n_tok * 1e3 / ms, weight_gb, weight_gb / (ms * 1e-3), split ? 11 : 9,
+               split ? " split" : "");
     }
 done:
     for (int l = 0; l < m->n_layers; l++) {
@@ -566,7 +593,8 @@ done:
                 backend_buffer_free(b->be, ts[i]->data);
     }
     struct tensor *g[] = {&emb, &out_norm, &lm_head, &x,   &res,   &hn,    &qkv, &att, &gu,
-                          &ff,  &logits,   &ids,     &pos, &fq,    &slots, &bt,  &sl,  &qsl};
+                          &ff,  &logits,   &ids,     &pos, &fq,    &slots, &bt,  &sl,  &qsl,
+                          &qb};
     for (size_t i = 0; i < sizeof g / sizeof g[0]; i++)
         if (g[i]->data)
             backend_buffer_free(b->be, g[i]->data);
@@ -586,9 +614,12 @@ static int section_decode(struct bench *b, const char *only_model, int only_batc
             continue;
         for (size_t j = 0; j < 3; j++)
             if (!only_batch || only_batch == batches[j])
-                fails += bench_decode(b, &qwen3_shapes[i], batches[j], 512, 1);
+                fails += bench_decode(b, &qwen3_shapes[i], batches[j], 512, 1, false);
+        // Batch-1 decode again with the split post-QKV ops, side by side.
+        if (!only_batch || only_batch == 1)
+            fails += bench_decode(b, &qwen3_shapes[i], 1, 512, 1, true);
         if (!only_batch)
-            fails += bench_decode(b, &qwen3_shapes[i], 1, 512, 512); // pp512
+            fails += bench_decode(b, &qwen3_shapes[i], 1, 512, 512, false); // pp512
     }
     return fails;
 }

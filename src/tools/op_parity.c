@@ -408,6 +408,73 @@ static void grid_rope(struct parity *pr, enum op_kind op)
     }
 }
 
+// SILU_MUL's packed variant: src0 [rows, 2 dim] holds gate|up.
+static void grid_silu_mul_packed(struct parity *pr)
+{
+    static const int64_t shapes[][2] = {{1, 3}, {4, 13}, {3, 64}, {5, 1024}, {17, 3072}, {2, 2816}};
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        int64_t rows = shapes[i][0], dim = shapes[i][1];
+        struct pcase pc = {.op = OP_SILU_MUL, .wtype = DTYPE_F32, .outputs = 1};
+        snprintf(pc.shape, sizeof pc.shape, "%lld,%lld,packed", (long long)rows, (long long)dim);
+        snprintf(pc.dtype, sizeof pc.dtype, "f32");
+        if (pc_add(&pc, 0, DTYPE_F32, 2, (int64_t[]){dim, rows}) &&
+            pc_add(&pc, 1, DTYPE_F32, 2, (int64_t[]){2 * dim, rows}))
+            pc_check(pr, &pc);
+        pc_free(&pc);
+    }
+}
+
+// The fused post-QKV step: both RoPE layouts, rope_dim < head_dim, GQA
+// ratios 1 to 4 and odd head counts, head_dim 10 to 256, with and without the
+// q/k norm, every cache dtype; every third token's slot is negative.
+static void grid_qkv_rope_store(struct parity *pr)
+{
+    // n_tokens, n_heads, n_kv_heads, head_dim, rope_dim, block_size, n_blocks
+    static const int64_t shapes[][7] = {
+        {1, 4, 2, 64, 64, 16, 4},    {5, 3, 1, 128, 128, 16, 4}, {3, 2, 2, 80, 32, 8, 4},
+        {7, 8, 2, 64, 48, 16, 2},    {2, 1, 1, 10, 6, 4, 2},     {4, 6, 2, 256, 256, 16, 2},
+        {9, 5, 5, 96, 64, 16, 3},    {1, 16, 8, 128, 128, 16, 8}, {33, 12, 4, 128, 64, 16, 4},
+    };
+    static const enum dtype caches[] = {DTYPE_F32, DTYPE_F16, DTYPE_BF16};
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        int64_t T = shapes[i][0], H = shapes[i][1], KVH = shapes[i][2], D = shapes[i][3];
+        int64_t RD = shapes[i][4], BS = shapes[i][5], NB = shapes[i][6];
+        for (int variant = 0; variant < 4; variant++) {
+            bool neox = variant & 1, norm = variant & 2;
+            enum dtype ct = caches[(i + (size_t)variant) % 3];
+            enum dtype wn = i % 2 ? DTYPE_BF16 : DTYPE_F32;
+            struct pcase pc = {.op = OP_QKV_ROPE_STORE, .wtype = ct};
+            pc.outputs = 1u | (1u << 6) | (1u << 7);
+            pc.p = (struct op_params){.rope_dim = (int)RD, .rope_neox = neox, .eps = 1e-6f};
+            snprintf(pc.shape, sizeof pc.shape, "%lld,h=%lld,kv=%lld,d=%lld,rope_dim=%lld,%s%s",
+                     (long long)T, (long long)H, (long long)KVH, (long long)D, (long long)RD,
+                     neox ? "neox" : "pairs", norm ? ",qk_norm" : "");
+            snprintf(pc.dtype, sizeof pc.dtype, "cache=%s%s%s", dtype_name(ct),
+                     norm ? ",w=" : "", norm ? dtype_name(wn) : "");
+            bool ok = pc_add(&pc, 0, DTYPE_F32, 3, (int64_t[]){D, H, T}) &&
+                      pc_add(&pc, 1, DTYPE_F32, 2, (int64_t[]){(H + 2 * KVH) * D, T}) &&
+                      pc_add(&pc, 2, DTYPE_I32, 1, (int64_t[]){T}) &&
+                      pc_add(&pc, 3, DTYPE_F32, 1, (int64_t[]){RD / 2}) &&
+                      (!norm || (pc_add(&pc, 4, wn, 1, (int64_t[]){D}) &&
+                                 pc_add(&pc, 5, wn, 1, (int64_t[]){D}))) &&
+                      pc_add(&pc, 6, ct, 4, (int64_t[]){D, KVH, BS, NB}) &&
+                      pc_add(&pc, 7, ct, 4, (int64_t[]){D, KVH, BS, NB}) &&
+                      pc_add(&pc, 8, DTYPE_I32, 1, (int64_t[]){T});
+            if (ok) {
+                for (int64_t t = 0; t < T; t++) {
+                    pc_i32(&pc, 2)[t] = (int32_t)(rnd_u32() % 8192);
+                    pc_i32(&pc, 8)[t] = t % 3 == 2 ? -1 : (int32_t)((t * 7 + 3) % (BS * NB));
+                }
+                float *f = pc.t[3].data;
+                for (int64_t j = 0; j < RD / 2; j++)
+                    f[j] = powf(10000.0f, -2.0f * (float)j / (float)RD);
+                pc_check(pr, &pc);
+            }
+            pc_free(&pc);
+        }
+    }
+}
+
 static void grid_kv_store(struct parity *pr)
 {
     // n_tokens, n_kv_heads, head_dim, block_size, n_blocks
@@ -619,12 +686,16 @@ int op_parity_main(int argc, char **argv)
         grid_rope(&pr, OP_ROPE);
     if (want(&pr, OP_QK_NORM_ROPE))
         grid_rope(&pr, OP_QK_NORM_ROPE);
-    if (want(&pr, OP_SILU_MUL))
+    if (want(&pr, OP_SILU_MUL)) {
         grid_rows(&pr, OP_SILU_MUL);
+        grid_silu_mul_packed(&pr);
+    }
     if (want(&pr, OP_ADD))
         grid_rows(&pr, OP_ADD);
     if (want(&pr, OP_KV_STORE))
         grid_kv_store(&pr);
+    if (want(&pr, OP_QKV_ROPE_STORE))
+        grid_qkv_rope_store(&pr);
     if (want(&pr, OP_ATTENTION))
         grid_attention(&pr);
     if (want(&pr, OP_SELECT_IDS))

@@ -407,6 +407,89 @@ static void test_elementwise(void)
         }
 }
 
+// SiLU-mul over one packed gate|up output [n, 2 ff] (the fused gate|up matmul's).
+static void test_silu_mul_packed(void)
+{
+    const int64_t shapes[][2] = {{5, 3000}, {1, 11}, {70000, 3}, {1, 3072}};
+    for (size_t s = 0; s < 4; s++) {
+        struct pair gu, dst;
+        int64_t ne_gu[2] = {2 * shapes[s][1], shapes[s][0]}, ne_d[2] = {shapes[s][1], shapes[s][0]};
+        pair_init(&gu, DTYPE_F32, 2, ne_gu);
+        pair_init(&dst, DTYPE_F32, 2, ne_d);
+        pair_random(&gu, 6.0f);
+        pair_poison(&dst);
+        struct pair *slots[] = {&dst, &gu};
+        run_both(OP_SILU_MUL, (struct op_params){0}, slots, 2);
+        char what[128];
+        snprintf(what, sizeof what, "silu_mul packed n=%lld ff=%lld", (long long)shapes[s][0],
+                 (long long)shapes[s][1]);
+        report(what, pair_nmse(&dst), 1e-6);
+        pair_free(&gu);
+        pair_free(&dst);
+    }
+}
+
+// The fused post-QKV op: GQA and odd head counts, head_dim 64..256, rope_dim
+// below head_dim, both layouts, with and without q/k norm, every cache dtype,
+// skipped slots; q is poisoned so an unwritten element fails.
+static void test_qkv_rope_store(void)
+{
+    // n_tokens, n_heads, n_kv_heads, head_dim, rope_dim
+    const int shapes[][5] = {{1, 16, 8, 128, 128}, {9, 5, 1, 64, 64},   {3, 6, 2, 256, 256},
+                             {7, 3, 3, 80, 32},    {33, 32, 8, 128, 64}, {2, 14, 2, 96, 96},
+                             {1, 32, 8, 128, 128}};
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+        for (int variant = 0; variant < 4; variant++) {
+            const int nt = shapes[s][0], nh = shapes[s][1], nkv = shapes[s][2];
+            const int hd = shapes[s][3], rd = shapes[s][4], nb = 6, bs = 16;
+            const bool neox = variant & 1, norm = variant & 2;
+            const enum dtype ct = float_types[(s + (size_t)variant) % 3];
+            const enum dtype wt = s % 2 ? DTYPE_BF16 : DTYPE_F32;
+            struct pair q, qkv, pos, freq, wq, wk, kc, vc, slots_p;
+            int64_t ne_q[3] = {hd, nh, nt}, ne_qkv[2] = {(int64_t)(nh + 2 * nkv) * hd, nt};
+            int64_t ne_p[1] = {nt}, ne_f[1] = {rd / 2}, ne_w[1] = {hd};
+            int64_t ne_c[4] = {hd, nkv, bs, nb};
+            pair_init(&q, DTYPE_F32, 3, ne_q);
+            pair_init(&qkv, DTYPE_F32, 2, ne_qkv);
+            pair_init(&pos, DTYPE_I32, 1, ne_p);
+            pair_init(&freq, DTYPE_F32, 1, ne_f);
+            pair_init(&wq, wt, 1, ne_w);
+            pair_init(&wk, wt, 1, ne_w);
+            pair_init(&kc, ct, 4, ne_c);
+            pair_init(&vc, ct, 4, ne_c);
+            pair_init(&slots_p, DTYPE_I32, 1, ne_p);
+            pair_random(&qkv, 2.0f);
+            pair_random(&wq, 1.0f);
+            pair_random(&wk, 1.0f);
+            pair_random(&kc, 1.0f);
+            pair_random(&vc, 1.0f);
+            pair_poison(&q);
+            for (int i = 0; i < nt; i++) {
+                ((int32_t *)pos.h.data)[i] = (int32_t)(rng_next() % 40000);
+                ((int32_t *)slots_p.h.data)[i] =
+                    i % 4 == 3 ? -1 : (int32_t)((i * 7 + 3) % (nb * bs));
+            }
+            pair_upload(&pos);
+            pair_upload(&slots_p);
+            rope_inv_freq(&freq, rd);
+            struct pair *sl[] = {&q,  &qkv, &pos, &freq, norm ? &wq : NULL, norm ? &wk : NULL,
+                                 &kc, &vc,  &slots_p};
+            struct op_params prm = {.eps = 1e-6f, .rope_dim = rd, .rope_neox = neox};
+            run_both(OP_QKV_ROPE_STORE, prm, sl, 9);
+            char what[160];
+            snprintf(what, sizeof what,
+                     "qkv_rope_store n=%d heads=%d kv=%d head_dim=%d rope_dim=%d %s%s cache=%s", nt,
+                     nh, nkv, hd, rd, neox ? "neox" : "pairs", norm ? " qk_norm" : "",
+                     dtype_name(ct));
+            report(what, pair_nmse(&q), 1e-6);
+            report("  k_cache", pair_nmse(&kc), bar_for(ct));
+            report("  v_cache", pair_nmse(&vc), bar_for(ct));
+            struct pair *all[] = {&q, &qkv, &pos, &freq, &wq, &wk, &kc, &vc, &slots_p};
+            for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+                pair_free(all[i]);
+        }
+}
+
 static void test_kv_store(void)
 {
     for (size_t t = 0; t < 3; t++) {
@@ -533,6 +616,8 @@ int main(int argc, char **argv)
         {"embedding", test_embedding}, {"norms", test_norms},         {"matmul", test_matmul},
         {"rope", test_rope},           {"elementwise", test_elementwise},
         {"kv_store", test_kv_store},   {"attention", test_attention},
+        {"silu_mul_packed", test_silu_mul_packed},
+        {"qkv_rope_store", test_qkv_rope_store},
         {"int4g", test_int4g},
         {NULL, NULL},
     };

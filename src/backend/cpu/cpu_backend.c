@@ -46,6 +46,7 @@ static const struct cpu_provider_entry cpu_provider_table[] = {
     {&cpu_ref_silu_mul, CPU_NEED_NONE},
     {&cpu_ref_add, CPU_NEED_NONE},
     {&cpu_ref_kv_store, CPU_NEED_NONE},
+    {&cpu_ref_qkv_rope_store, CPU_NEED_NONE},
     {&cpu_ref_attention, CPU_NEED_NONE},
     {&cpu_ref_select_ids, CPU_NEED_NONE},
     // AVX2 + FMA + F16C, priority 50: batch-invariant (fixed reduction order per row).
@@ -55,6 +56,7 @@ static const struct cpu_provider_entry cpu_provider_table[] = {
     {&cpu_avx2_silu_mul, CPU_NEED_AVX2},
     {&cpu_avx2_rope, CPU_NEED_AVX2},
     {&cpu_avx2_qk_norm_rope, CPU_NEED_AVX2},
+    {&cpu_avx2_qkv_rope_store, CPU_NEED_AVX2},
     {&cpu_avx2_attention, CPU_NEED_AVX2},
     // AVX-512 F/BW/VL, priority 60, where 16 lanes and masked tails win.
     {&cpu_avx512_matmul, CPU_NEED_AVX512},

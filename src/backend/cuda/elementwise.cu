@@ -1,5 +1,6 @@
 // SiLU-mul and add: a 2-D grid of (column chunk, row); rows carry their own
-// pitch so gate/up halves of one fused matmul output need no copy.
+// pitch so gate/up halves of one fused matmul output need no copy (SiLU-mul
+// also takes that output whole, its packed variant).
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/elementwise.cuh"
 
@@ -53,24 +54,34 @@ static bool elem_ok(const struct op_call *c)
            tensor_same_shape(a, b) && a->ne[0] <= INT32_MAX;
 }
 
+// SILU_MUL's packed variant: src0 [n, 2 ff] holds gate|up, dst [n, ff].
+static bool elem_packed_ok(const struct op_call *c)
+{
+    const struct tensor *d = c->dst, *a = c->src[0];
+    return !c->src[1] && cuda_tensor_rows_ok(d, DTYPE_F32) && cuda_tensor_rows_ok(a, DTYPE_F32) &&
+           a->ne[0] == 2 * d->ne[0] && tensor_n_rows(a) == tensor_n_rows(d) &&
+           d->ne[0] <= INT32_MAX;
+}
+
 template <int KIND> static enum vllmc_status elem_run(const struct op_call *c)
 {
     struct cuda_device *dev = cuda_device_of(c);
     struct err *err = dev->err;
     const struct tensor *d = c->dst, *a = c->src[0], *b = c->src[1];
-    const int64_t n_rows = tensor_n_rows(a);
-    if (n_rows == 0 || a->ne[0] == 0)
+    const int64_t n_rows = tensor_n_rows(d), n_cols = d->ne[0];
+    if (n_rows == 0 || n_cols == 0)
         return VLLMC_OK;
+    const float *bp = b ? (const float *)b->data : (const float *)a->data + n_cols;
     elem_launch<KIND>((float *)d->data, cuda_row_pitch(d), (const float *)a->data,
-                      cuda_row_pitch(a), (const float *)b->data, cuda_row_pitch(b), (int)a->ne[0],
-                      n_rows, dev->stream);
+                      cuda_row_pitch(a), bp, b ? cuda_row_pitch(b) : cuda_row_pitch(a),
+                      (int)n_cols, n_rows, dev->stream);
     CUDA_TRY_LAUNCH();
     return VLLMC_OK;
 }
 
 extern "C" bool cuda_silu_mul_supports(const struct op_call *c)
 {
-    return c->op == OP_SILU_MUL && elem_ok(c);
+    return c->op == OP_SILU_MUL && (c->src[1] ? elem_ok(c) : elem_packed_ok(c));
 }
 
 extern "C" enum vllmc_status cuda_silu_mul_run(const struct op_call *c)

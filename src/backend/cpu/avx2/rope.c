@@ -84,6 +84,20 @@ const struct op_provider cpu_avx2_rope = {
     .run = rope_run,
 };
 
+// One head [n] (n % 8 == 0) in place: x * rsqrt(mean(x^2) + eps) * w.
+static void head_rmsnorm(float *head, int64_t n, const float *w, float eps)
+{
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n; i += 8) {
+        __m256 v = _mm256_loadu_ps(head + i);
+        acc = _mm256_fmadd_ps(v, v, acc);
+    }
+    __m256 s = _mm256_set1_ps(1.0f / sqrtf(avx2_hsum(acc) / (float)n + eps));
+    for (int64_t i = 0; i < n; i += 8)
+        _mm256_storeu_ps(head + i, _mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(head + i), s),
+                                                 _mm256_loadu_ps(w + i)));
+}
+
 static bool qk_norm_rope_supports(const struct op_call *c)
 {
     return rope_shape_ok(c) && c->dst->ne[0] % 8 == 0 && c->src[2]->dtype == DTYPE_F32;
@@ -100,16 +114,7 @@ static void qk_norm_rope_rows(const struct op_call *c, int64_t t0, int64_t t1)
         rope_tables_fill(&tab, c->p.rope_dim, c->p.rope_neox, pos[t], c->src[1]->data);
         for (int64_t h = 0; h < d->ne[1]; h++) {
             float *head = cpu_at(d, 0, t, h);
-            __m256 acc = _mm256_setzero_ps();
-            for (int64_t i = 0; i < n; i += 8) {
-                __m256 v = _mm256_loadu_ps(head + i);
-                acc = _mm256_fmadd_ps(v, v, acc);
-            }
-            __m256 s = _mm256_set1_ps(1.0f / sqrtf(avx2_hsum(acc) / (float)n + c->p.eps));
-            for (int64_t i = 0; i < n; i += 8)
-                _mm256_storeu_ps(head + i,
-                                 _mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(head + i), s),
-                                               _mm256_loadu_ps(w + i)));
+            head_rmsnorm(head, n, w, c->p.eps);
             rope_apply(head, c->p.rope_dim, c->p.rope_neox, &tab);
         }
     }
@@ -127,4 +132,76 @@ const struct op_provider cpu_avx2_qk_norm_rope = {
     .priority = CPU_AVX2_PRIORITY,
     .supports = qk_norm_rope_supports,
     .run = qk_norm_rope_run,
+};
+
+// qkv_rope_store: the q heads of each fused qkv row are copied to dst and
+// normed/rotated there, the k heads in a stack row before they are stored;
+// the arithmetic per head is that of rope / qk_norm_rope above and the cache
+// rounding that of cpu-ref kv_store, so a fused layer matches the split one
+// bit for bit. The gate is the split ops' gates together.
+static bool qkv_rope_store_supports(const struct op_call *c)
+{
+    const struct tensor *kc = c->src[5], *vc = c->src[6], *wq = c->src[3], *wk = c->src[4];
+    bool norm_ok = !wq || (c->dst->ne[0] % 8 == 0 && wq->dtype == DTYPE_F32 &&
+                           wk->dtype == DTYPE_F32);
+    return rope_shape_ok(c) && c->dst->ne[0] <= ROPE_MAX_DIM && norm_ok &&
+           cpu_f32_rows(c->src[0]) && cpu_is_plain_float(kc->dtype) && vc->dtype == kc->dtype &&
+           tensor_rows_contiguous(kc) && tensor_rows_contiguous(vc);
+}
+
+static void qkv_rope_store_rows(const struct op_call *c, int64_t t0, int64_t t1)
+{
+    const struct tensor *q = c->dst, *kc = c->src[5], *vc = c->src[6];
+    const int32_t *pos = c->src[1]->data, *slots = c->src[7]->data;
+    const float *wq = c->src[3] ? c->src[3]->data : NULL;
+    const float *wk = c->src[4] ? c->src[4]->data : NULL;
+    int64_t hd = q->ne[0], nh = q->ne[1], nkv = kc->ne[1], block_size = kc->ne[2];
+    struct rope_tables tab;
+    float k[ROPE_MAX_DIM];
+    for (int64_t t = t0; t < t1; t++) {
+        const float *row = cpu_row(c->src[0], t);
+        rope_tables_fill(&tab, c->p.rope_dim, c->p.rope_neox, pos[t], c->src[2]->data);
+        for (int64_t h = 0; h < nh; h++) {
+            float *head = cpu_at(q, 0, t, h);
+            memcpy(head, row + h * hd, (size_t)hd * sizeof(float));
+            if (wq)
+                head_rmsnorm(head, hd, wq, c->p.eps);
+            rope_apply(head, c->p.rope_dim, c->p.rope_neox, &tab);
+        }
+        if (slots[t] < 0)
+            continue;
+        int64_t block = slots[t] / block_size, offset = slots[t] % block_size;
+        for (int64_t h = 0; h < nkv; h++) {
+            const float *v = row + (nh + nkv + h) * hd;
+            memcpy(k, row + (nh + h) * hd, (size_t)hd * sizeof(float));
+            if (wk)
+                head_rmsnorm(k, hd, wk, c->p.eps);
+            rope_apply(k, c->p.rope_dim, c->p.rope_neox, &tab);
+            void *kd = cpu_at(kc, block, offset, h), *vd = cpu_at(vc, block, offset, h);
+            for (int64_t i = 0; i < hd; i++) {
+                cpu_store(kc->dtype, kd, i, k[i]);
+                cpu_store(vc->dtype, vd, i, v[i]);
+            }
+        }
+    }
+}
+
+static enum vllmc_status qkv_rope_store_run(const struct op_call *c)
+{
+    const int32_t *slots = c->src[7]->data;
+    int64_t n = c->dst->ne[2], n_slots = c->src[5]->ne[2] * c->src[5]->ne[3];
+    for (int64_t t = 0; t < n; t++)
+        if (slots[t] >= n_slots)
+            return op_fail(c, VLLMC_ERR_INVALID_ARG, "slot %d of token %lld outside [0, %lld)",
+                           (int)slots[t], (long long)t, (long long)n_slots);
+    avx2_parallel_rows(c, n, c->src[0]->ne[0], qkv_rope_store_rows);
+    return VLLMC_OK;
+}
+
+const struct op_provider cpu_avx2_qkv_rope_store = {
+    .name = "cpu-avx2",
+    .op = OP_QKV_ROPE_STORE,
+    .priority = CPU_AVX2_PRIORITY,
+    .supports = qkv_rope_store_supports,
+    .run = qkv_rope_store_run,
 };

@@ -1,4 +1,5 @@
-// cpu-avx2 silu_mul: dst = gate / (1 + e^-gate) * up, with a vector exp.
+// cpu-avx2 silu_mul: dst = gate / (1 + e^-gate) * up, with a vector exp; gate
+// and up are two tensors or the halves of one packed gate|up row.
 #include <math.h>
 
 #include "backend/cpu/avx2/avx2.h"
@@ -6,15 +7,17 @@
 
 static bool silu_mul_supports(const struct op_call *c)
 {
-    return cpu_f32_rows(c->dst) && cpu_f32_rows(c->src[0]) && cpu_f32_rows(c->src[1]);
+    return cpu_f32_rows(c->dst) && cpu_f32_rows(c->src[0]) &&
+           (!c->src[1] || cpu_f32_rows(c->src[1]));
 }
 
 static void silu_mul_rows(const struct op_call *c, int64_t r0, int64_t r1)
 {
-    int64_t n = c->src[0]->ne[0];
+    int64_t n = c->dst->ne[0];
     __m256 one = _mm256_set1_ps(1.0f), zero = _mm256_setzero_ps();
     for (int64_t r = r0; r < r1; r++) {
-        const float *g = cpu_row(c->src[0], r), *u = cpu_row(c->src[1], r);
+        const float *g = cpu_row(c->src[0], r);
+        const float *u = c->src[1] ? cpu_row(c->src[1], r) : g + n;
         float *d = cpu_row(c->dst, r);
         int64_t i = 0;
         for (; i + 8 <= n; i += 8) {
@@ -30,7 +33,7 @@ static void silu_mul_rows(const struct op_call *c, int64_t r0, int64_t r1)
 
 static enum vllmc_status silu_mul_run(const struct op_call *c)
 {
-    avx2_parallel_rows(c, tensor_n_rows(c->src[0]), c->src[0]->ne[0], silu_mul_rows);
+    avx2_parallel_rows(c, tensor_n_rows(c->dst), c->dst->ne[0], silu_mul_rows);
     return VLLMC_OK;
 }
 

@@ -19,6 +19,7 @@ extern const struct op_provider cpu_ref_qk_norm_rope;
 extern const struct op_provider cpu_ref_silu_mul;
 extern const struct op_provider cpu_ref_add;
 extern const struct op_provider cpu_ref_kv_store;
+extern const struct op_provider cpu_ref_qkv_rope_store;
 extern const struct op_provider cpu_ref_attention;
 extern const struct op_provider cpu_ref_select_ids;
 

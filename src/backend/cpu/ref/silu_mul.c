@@ -1,4 +1,5 @@
-// cpu-ref silu_mul: dst [n, ff] = silu(gate) * up, silu(x) = x / (1 + e^-x).
+// cpu-ref silu_mul: dst [n, ff] = silu(gate) * up, silu(x) = x / (1 + e^-x);
+// gate and up are two tensors, or the two halves of one packed [n, 2 ff] row.
 #include <math.h>
 
 #include "backend/cpu/cpu_ops.h"
@@ -6,16 +7,18 @@
 
 static bool silu_mul_supports(const struct op_call *c)
 {
-    return cpu_f32_rows(c->dst) && cpu_f32_rows(c->src[0]) && cpu_f32_rows(c->src[1]);
+    return cpu_f32_rows(c->dst) && cpu_f32_rows(c->src[0]) &&
+           (!c->src[1] || cpu_f32_rows(c->src[1]));
 }
 
 static enum vllmc_status silu_mul_run(const struct op_call *c)
 {
-    const struct tensor *g = c->src[0];
+    const struct tensor *g = c->src[0], *d = c->dst;
     for (int64_t r = 0; r < tensor_n_rows(g); r++) {
-        const float *gr = cpu_row(g, r), *ur = cpu_row(c->src[1], r);
-        float *dr = cpu_row(c->dst, r);
-        for (int64_t i = 0; i < g->ne[0]; i++)
+        const float *gr = cpu_row(g, r);
+        const float *ur = c->src[1] ? cpu_row(c->src[1], r) : gr + d->ne[0];
+        float *dr = cpu_row(d, r);
+        for (int64_t i = 0; i < d->ne[0]; i++)
             dr[i] = gr[i] / (1.0f + expf(-gr[i])) * ur[i];
     }
     return VLLMC_OK;

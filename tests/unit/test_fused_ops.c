@@ -1,0 +1,288 @@
+// The fused ops of the forward pass against the split ops they replace:
+// qkv_rope_store against rope / qk_norm_rope on q and k followed by kv_store,
+// and the packed silu_mul against silu_mul over separate gate and up, for
+// cpu-ref and for whichever CPU provider the backend selects. The results
+// must be equal bit for bit: the fused forward pass relies on it.
+#include <math.h>
+#include <stdlib.h>
+
+#include "backend/backend.h"
+#include "backend/backend_impl.h"
+#include "backend/cpu/ref/ref.h"
+#include "check.h"
+#include "core/alloc.h"
+
+static float frand(unsigned *state)
+{
+    *state = *state * 1664525u + 1013904223u;
+    return (float)((*state >> 8) & 0xffff) / 32768.0f - 1.0f;
+}
+
+// Runs c on p (NULL: the backend's selection) after the contract check.
+static enum vllmc_status run_op(struct backend *be, const struct op_provider *p, struct op_call *c)
+{
+    c->backend = be;
+    if (!p)
+        return backend_run_op(be, c);
+    struct err err = {0};
+    enum vllmc_status rc = op_check(c, &err);
+    if (rc) {
+        fprintf(stderr, "op_check: %s\n", err.msg);
+        return rc;
+    }
+    CHECK(p->supports(c));
+    return p->run(c);
+}
+
+struct qkv_shape {
+    int n_tokens, n_heads, n_kv_heads, head_dim, rope_dim;
+    bool neox, norm;
+};
+
+// One shape and cache dtype: fused (provider fused, NULL = selected) against
+// the split ops (split_rope, split_norm_rope, split_store; NULL = selected).
+static void check_qkv_rope_store(struct backend *be, const struct qkv_shape *s, enum dtype cache_t,
+                                 const struct op_provider *fused,
+                                 const struct op_provider *split_rope,
+                                 const struct op_provider *split_norm_rope,
+                                 const struct op_provider *split_store)
+{
+    enum { BS = 4, NB = 8 };
+    const int T = s->n_tokens, H = s->n_heads, KVH = s->n_kv_heads, D = s->head_dim;
+    const int W = (H + 2 * KVH) * D;
+    unsigned st = (unsigned)(T * 131 + H * 17 + KVH * 5 + D + s->rope_dim + s->neox + 2 * s->norm);
+    float *qkv = mem_alloc((size_t)T * W * sizeof(float));
+    float *q_fused = mem_alloc((size_t)T * H * D * sizeof(float));
+    float *q = mem_alloc((size_t)T * H * D * sizeof(float));
+    float *k = mem_alloc((size_t)T * KVH * D * sizeof(float));
+    float *v = mem_alloc((size_t)T * KVH * D * sizeof(float));
+    float *inv_freq = mem_alloc((size_t)(s->rope_dim / 2) * sizeof(float));
+    float *wq = mem_alloc((size_t)D * sizeof(float)), *wk = mem_alloc((size_t)D * sizeof(float));
+    size_t cache_bytes = (size_t)NB * BS * KVH * D * dtype_info(cache_t)->type_size;
+    uint8_t *kc[2] = {mem_calloc(1, cache_bytes), mem_calloc(1, cache_bytes)};
+    uint8_t *vc[2] = {mem_calloc(1, cache_bytes), mem_calloc(1, cache_bytes)};
+    int32_t pos[16], slots[16];
+    VLLMC_ASSERT(T <= 16);
+    for (int i = 0; i < T * W; i++)
+        qkv[i] = frand(&st) * 2.0f;
+    for (int i = 0; i < D; i++) {
+        wq[i] = 0.5f + frand(&st) * 0.25f;
+        wk[i] = 1.0f + frand(&st) * 0.25f;
+    }
+    for (int i = 0; i < s->rope_dim / 2; i++)
+        inv_freq[i] = powf(10000.0f, -2.0f * (float)i / (float)s->rope_dim);
+    for (int t = 0; t < T; t++) {
+        pos[t] = 3 + 97 * t;
+        slots[t] = t % 3 == 1 ? -1 : (t * 5 + 2) % (BS * NB);
+    }
+
+    struct tensor t_qkv, t_q, t_pos, t_freq, t_wq, t_wk, t_kc[2], t_vc[2], t_slots;
+    tensor_init_2d(&t_qkv, DTYPE_F32, qkv, W, T);
+    tensor_init_3d(&t_q, DTYPE_F32, q_fused, D, H, T);
+    tensor_init_1d(&t_pos, DTYPE_I32, pos, T);
+    tensor_init_1d(&t_freq, DTYPE_F32, inv_freq, s->rope_dim / 2);
+    tensor_init_1d(&t_wq, DTYPE_F32, wq, D);
+    tensor_init_1d(&t_wk, DTYPE_F32, wk, D);
+    tensor_init_1d(&t_slots, DTYPE_I32, slots, T);
+    for (int i = 0; i < 2; i++) {
+        tensor_init(&t_kc[i], cache_t, kc[i], 4, (int64_t[]){D, KVH, BS, NB});
+        tensor_init(&t_vc[i], cache_t, vc[i], 4, (int64_t[]){D, KVH, BS, NB});
+    }
+    struct op_params p = {.eps = 1e-6f, .rope_dim = s->rope_dim, .rope_neox = s->neox};
+    struct op_call c = {.op = OP_QKV_ROPE_STORE,
+                        .dst = &t_q,
+                        .src = {&t_qkv, &t_pos, &t_freq, s->norm ? &t_wq : NULL,
+                                s->norm ? &t_wk : NULL, &t_kc[0], &t_vc[0], &t_slots},
+                        .p = p};
+    CHECK_EQ_INT(run_op(be, fused, &c), VLLMC_OK);
+
+    // The split path: q, k, v out of the qkv rows, rope each, store k and v.
+    for (int t = 0; t < T; t++) {
+        memcpy(q + (size_t)t * H * D, qkv + (size_t)t * W, (size_t)H * D * sizeof(float));
+        memcpy(k + (size_t)t * KVH * D, qkv + (size_t)t * W + H * D,
+               (size_t)KVH * D * sizeof(float));
+        memcpy(v + (size_t)t * KVH * D, qkv + (size_t)t * W + (H + KVH) * D,
+               (size_t)KVH * D * sizeof(float));
+    }
+    struct tensor t_q3, t_k3, t_v3;
+    tensor_init_3d(&t_q3, DTYPE_F32, q, D, H, T);
+    tensor_init_3d(&t_k3, DTYPE_F32, k, D, KVH, T);
+    tensor_init_3d(&t_v3, DTYPE_F32, v, D, KVH, T);
+    const struct op_provider *rp = s->norm ? split_norm_rope : split_rope;
+    struct op_call rq = {.op = s->norm ? OP_QK_NORM_ROPE : OP_ROPE,
+                         .dst = &t_q3,
+                         .src = {&t_pos, &t_freq, s->norm ? &t_wq : NULL},
+                         .p = p};
+    struct op_call rk = rq;
+    rk.dst = &t_k3;
+    rk.src[2] = s->norm ? &t_wk : NULL;
+    struct op_call store = {.op = OP_KV_STORE, .src = {&t_k3, &t_v3, &t_kc[1], &t_vc[1], &t_slots}};
+    CHECK_EQ_INT(run_op(be, rp, &rq), VLLMC_OK);
+    CHECK_EQ_INT(run_op(be, rp, &rk), VLLMC_OK);
+    CHECK_EQ_INT(run_op(be, split_store, &store), VLLMC_OK);
+
+    bool same = !memcmp(q, q_fused, (size_t)T * H * D * sizeof(float)) &&
+                !memcmp(kc[0], kc[1], cache_bytes) && !memcmp(vc[0], vc[1], cache_bytes);
+    if (!same)
+        fprintf(stderr, "  differs: T=%d H=%d KVH=%d D=%d rope_dim=%d %s%s cache=%s via %s\n", T, H,
+                KVH, D, s->rope_dim, s->neox ? "neox" : "pairs", s->norm ? " qk_norm" : "",
+                dtype_name(cache_t), fused ? fused->name : "selection");
+    CHECK(same);
+    // Something was written: the skipped slots stay zero, the others not.
+    int n_nonzero = 0;
+    for (size_t i = 0; i < cache_bytes; i++)
+        n_nonzero += vc[0][i] != 0;
+    CHECK(n_nonzero > 0);
+
+    mem_free(qkv);
+    mem_free(q_fused);
+    mem_free(q);
+    mem_free(k);
+    mem_free(v);
+    mem_free(inv_freq);
+    mem_free(wq);
+    mem_free(wk);
+    for (int i = 0; i < 2; i++) {
+        mem_free(kc[i]);
+        mem_free(vc[i]);
+    }
+}
+
+static const struct qkv_shape qkv_shapes[] = {
+    {1, 4, 2, 64, 64, true, true},  {5, 3, 1, 128, 128, true, false},
+    {3, 2, 2, 80, 32, false, true}, {7, 8, 2, 64, 48, true, true},
+    {2, 1, 1, 10, 6, false, false}, {4, 6, 2, 256, 256, false, true},
+    {9, 5, 5, 96, 64, true, false}, {3, 16, 8, 128, 128, true, true},
+    {6, 6, 6, 8, 8, false, false},  {2, 12, 4, 64, 64, false, true},
+};
+#define N_QKV_SHAPES (sizeof qkv_shapes / sizeof qkv_shapes[0])
+static const enum dtype cache_types[] = {DTYPE_F32, DTYPE_F16, DTYPE_BF16};
+
+static struct backend *cpu_backend(void)
+{
+    struct backend_options o;
+    backend_options_default(&o);
+    o.n_threads = 2;
+    o.disable = "";
+    struct backend *be = NULL;
+    struct err err = {0};
+    CHECK_EQ_INT(backend_create("cpu", &o, &be, &err), VLLMC_OK);
+    return be;
+}
+
+static void test_qkv_rope_store_ref(void)
+{
+    struct backend *be = cpu_backend();
+    for (size_t i = 0; i < N_QKV_SHAPES; i++)
+        for (size_t ct = 0; ct < 3; ct++)
+            check_qkv_rope_store(be, &qkv_shapes[i], cache_types[ct], &cpu_ref_qkv_rope_store,
+                                 &cpu_ref_rope, &cpu_ref_qk_norm_rope, &cpu_ref_kv_store);
+    backend_free(be);
+}
+
+// The providers the backend picks for the fused op and for the split ops
+// agree bit for bit (the fused forward pass's exactness on the CPU).
+static void test_qkv_rope_store_selected(void)
+{
+    struct backend *be = cpu_backend();
+    for (size_t i = 0; i < N_QKV_SHAPES; i++)
+        for (size_t ct = 0; ct < 3; ct++)
+            check_qkv_rope_store(be, &qkv_shapes[i], cache_types[ct], NULL, NULL, NULL, NULL);
+    backend_free(be);
+}
+
+static void test_qkv_rope_store_errors(void)
+{
+    struct backend *be = cpu_backend();
+    float qkv[4 * 8] = {0}, q[2 * 8] = {0}, f[4] = {1, 1, 1, 1}, kc[2 * 4 * 8], vc[2 * 4 * 8];
+    int32_t pos[1] = {0}, slots[1] = {8};
+    struct tensor t_qkv, t_q, t_pos, t_f, t_kc, t_vc, t_s;
+    tensor_init_2d(&t_qkv, DTYPE_F32, qkv, 4 * 8, 1);
+    tensor_init_3d(&t_q, DTYPE_F32, q, 8, 2, 1);
+    tensor_init_1d(&t_pos, DTYPE_I32, pos, 1);
+    tensor_init_1d(&t_f, DTYPE_F32, f, 4);
+    tensor_init(&t_kc, DTYPE_F32, kc, 4, (int64_t[]){8, 1, 4, 2});
+    tensor_init(&t_vc, DTYPE_F32, vc, 4, (int64_t[]){8, 1, 4, 2});
+    tensor_init_1d(&t_s, DTYPE_I32, slots, 1);
+    struct op_call c = {.op = OP_QKV_ROPE_STORE,
+                        .dst = &t_q,
+                        .src = {&t_qkv, &t_pos, &t_f, NULL, NULL, &t_kc, &t_vc, &t_s},
+                        .p.rope_dim = 8};
+    // slot 8 is outside the 2 blocks of 4
+    CHECK_EQ_INT(backend_run_op(be, &c), VLLMC_ERR_INVALID_ARG);
+    slots[0] = 7;
+    CHECK_EQ_INT(backend_run_op(be, &c), VLLMC_OK);
+    // qkv must be (n_heads + 2 n_kv_heads) head_dim wide
+    tensor_init_2d(&t_qkv, DTYPE_F32, qkv, 3 * 8, 1);
+    CHECK_EQ_INT(backend_run_op(be, &c), VLLMC_ERR_INVALID_ARG);
+    tensor_init_2d(&t_qkv, DTYPE_F32, qkv, 4 * 8, 1);
+    // one norm weight without the other
+    c.src[3] = &t_f;
+    CHECK_EQ_INT(backend_run_op(be, &c), VLLMC_ERR_INVALID_ARG);
+    backend_free(be);
+}
+
+// silu_mul over one packed gate|up row against separate gate and up.
+static void check_silu_mul_packed(struct backend *be, const struct op_provider *p, int rows, int ff)
+{
+    unsigned st = (unsigned)(rows * 7 + ff);
+    float *gu = mem_alloc((size_t)rows * 2 * ff * sizeof(float));
+    float *g = mem_alloc((size_t)rows * ff * sizeof(float));
+    float *u = mem_alloc((size_t)rows * ff * sizeof(float));
+    float *y0 = mem_alloc((size_t)rows * ff * sizeof(float));
+    float *y1 = mem_alloc((size_t)rows * ff * sizeof(float));
+    for (int i = 0; i < rows * 2 * ff; i++)
+        gu[i] = frand(&st) * 6.0f;
+    for (int r = 0; r < rows; r++) {
+        memcpy(g + (size_t)r * ff, gu + (size_t)r * 2 * ff, (size_t)ff * sizeof(float));
+        memcpy(u + (size_t)r * ff, gu + (size_t)r * 2 * ff + ff, (size_t)ff * sizeof(float));
+    }
+    struct tensor t_gu, t_g, t_u, t_y0, t_y1;
+    tensor_init_2d(&t_gu, DTYPE_F32, gu, 2 * ff, rows);
+    tensor_init_2d(&t_g, DTYPE_F32, g, ff, rows);
+    tensor_init_2d(&t_u, DTYPE_F32, u, ff, rows);
+    tensor_init_2d(&t_y0, DTYPE_F32, y0, ff, rows);
+    tensor_init_2d(&t_y1, DTYPE_F32, y1, ff, rows);
+    struct op_call packed = {.op = OP_SILU_MUL, .dst = &t_y0, .src = {&t_gu}};
+    struct op_call split = {.op = OP_SILU_MUL, .dst = &t_y1, .src = {&t_g, &t_u}};
+    CHECK_EQ_INT(run_op(be, p, &packed), VLLMC_OK);
+    CHECK_EQ_INT(run_op(be, p, &split), VLLMC_OK);
+    CHECK(!memcmp(y0, y1, (size_t)rows * ff * sizeof(float)));
+    // spot check against the formula
+    CHECK_NEAR(y0[0], gu[0] / (1.0 + exp(-(double)gu[0])) * gu[ff], 1e-5, 1e-5);
+    mem_free(gu);
+    mem_free(g);
+    mem_free(u);
+    mem_free(y0);
+    mem_free(y1);
+}
+
+static void test_silu_mul_packed(void)
+{
+    struct backend *be = cpu_backend();
+    static const int shapes[][2] = {{1, 3}, {4, 13}, {3, 64}, {5, 1024}, {2, 2819}};
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        check_silu_mul_packed(be, &cpu_ref_silu_mul, shapes[i][0], shapes[i][1]);
+        check_silu_mul_packed(be, NULL, shapes[i][0], shapes[i][1]);
+    }
+    // a packed input must be twice as wide as dst
+    float a[6] = {0}, y[2];
+    struct tensor ta, ty;
+    tensor_init_2d(&ta, DTYPE_F32, a, 6, 1);
+    tensor_init_2d(&ty, DTYPE_F32, y, 2, 1);
+    struct op_call c = {.op = OP_SILU_MUL, .dst = &ty, .src = {&ta}};
+    CHECK_EQ_INT(backend_run_op(be, &c), VLLMC_ERR_INVALID_ARG);
+    backend_free(be);
+}
+
+int main(int argc, char **argv)
+{
+    static const struct check_case cases[] = {
+        {"qkv_rope_store_ref", test_qkv_rope_store_ref},
+        {"qkv_rope_store_selected", test_qkv_rope_store_selected},
+        {"qkv_rope_store_errors", test_qkv_rope_store_errors},
+        {"silu_mul_packed", test_silu_mul_packed},
+        {NULL, NULL},
+    };
+    return check_run(cases, argc, argv);
+}
