@@ -299,13 +299,6 @@ if want ab; then
         ab "decode attention splits" "VLLMC_CUDA_DECODE_SPLIT=$split" \
             "$VLLMC" bench-ops --device cuda --section attention --iters 50
     done
-    # Split-K merged in the decode kernel (default) or by a second kernel.
-    for mg in 0 1; do
-        ab "decode split merge" "VLLMC_CUDA_DECODE_MERGE=$mg" \
-            "$VLLMC" bench-ops --device cuda --section attention --iters 50
-        ab "op-parity, decode split merge" "VLLMC_CUDA_DECODE_MERGE=$mg" \
-            "$VLLMC" op-parity --device cuda --op attention
-    done
     # The packed GEMV (default) against the byte-loading one on quantized rows.
     ab "op-parity, byte-loading quantized GEMV" "VLLMC_CUDA_QGEMV=0" \
         "$VLLMC" op-parity --device cuda --op matmul

@@ -34,8 +34,6 @@ struct att_params {
     int qt;                  // tokens per block
     int n_hchunks;           // group / hc
     int n_splits, split_len; // keys per split (multiple of ATT_KT)
-    int32_t *counters;       // decode: [n_seqs, n_kv_heads] finished splits, zero between
-                             // launches; NULL: att_combine_kernel merges the splits
     float scale;
     int bs_shift;            // log2(block_size) when a power of two, else -1
 };
@@ -233,11 +231,16 @@ static __device__ __forceinline__ void att_split_write(const struct att_params &
     }
 }
 
-// Merges the n_splits partial states of query token tok, head `head`, into
-// dst with the threads of one warp-sized or larger group: lanes take the
-// splits' maxima and sums, then each thread owns output elements and issues
-// the splits' loads 4 at a time (the merge is bound by load latency). The
-// partial states are read through L2 (__ldcg): other blocks wrote them.
+// Merging the split-K partial states of query token tok, head `head`: one
+// warp's lanes take the splits' maxima and sums (att_merge_ml), then each
+// thread owns output elements and issues the splits' loads 4 at a time
+// (att_merge_elem); the merge is bound by load latency. On the H200 this took
+// batch-1 decode attention (pipelined kernel + merge, bench-ops) from 21.3 to
+// 16.3 us at 512 keys and from 53 to 30 us at 4096. Merging in the decode
+// kernel instead (the last block of each sequence and KV head, found with a
+// device counter) measured slower, 21.6 and 59.3 us: one block's merge of
+// all the group's heads and splits is a longer serial chain. The partial
+// states are read through L2 (__ldcg): other blocks wrote them.
 static __device__ __forceinline__ float att_merge_ml(const struct att_params &p, int64_t tok,
                                                      int head, float *l_out)
 {
@@ -283,45 +286,6 @@ static __device__ __forceinline__ float att_merge_elem(const struct att_params &
             o += __ldcg(&p.part_acc[row * D + d]) * expf(ms - m);
     }
     return o;
-}
-
-// Split-K in one launch: each decode block, once its partial state is
-// written, counts itself done for (seq, kvh); the last of the n_splits
-// blocks merges them all into dst and zeroes the counter for the next launch
-// (and the next replay of a graph). Saves the merge kernel's launch and its
-// serial loads. ms / ls are the block's [GMAX] scratch, free after
-// att_split_write. Call from every thread, after att_split_write.
-static __device__ __forceinline__ void att_merge_if_last(const struct att_params &p, int seq,
-                                                         int kvh, int q0, float *ms, float *ls)
-{
-    __shared__ int last;
-    __threadfence(); // this block's partial state is visible before it counts itself
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        int32_t *ctr = p.counters + (int64_t)seq * p.n_kv_heads + kvh;
-        last = atomicAdd(ctr, 1) == p.n_splits - 1;
-        if (last)
-            *ctr = 0;
-    }
-    __syncthreads();
-    if (!last)
-        return;
-    __threadfence();
-    const int G = p.group, D = p.head_dim, warp = threadIdx.x / CUDA_WARP;
-    for (int h = warp; h < G; h += ATT_THREADS / CUDA_WARP) {
-        float l;
-        const float m = att_merge_ml(p, q0, kvh * G + h, &l);
-        if (threadIdx.x % CUDA_WARP == 0) {
-            ms[h] = m;
-            ls[h] = l;
-        }
-    }
-    __syncthreads();
-    for (int e = threadIdx.x; e < G * D; e += blockDim.x) {
-        const int h = e / D, d = e % D, head = kvh * G + h;
-        const float o = att_merge_elem(p, q0, head, d, ms[h]);
-        p.dst[(int64_t)q0 * p.dst_stride + (int64_t)head * D + d] = ls[h] > 0.0f ? o / ls[h] : 0.0f;
-    }
 }
 
 // Decode (one query per sequence): one block per (key split, KV head,
@@ -448,8 +412,6 @@ template <typename TC, int GMAX> static __global__ void __launch_bounds__(ATT_TH
     }
     __syncthreads();
     att_split_write(p, red, n_kg, kvh, q0, split, n_keys, ms, ls);
-    if (p.counters && p.n_splits > 1)
-        att_merge_if_last(p, seq, kvh, q0, ms, ls);
 }
 
 // Decode, pipelined: as att_decode_kernel, for GQA groups of up to GMAX = 8
@@ -618,8 +580,6 @@ template <typename TC, int GMAX> static __global__ void __launch_bounds__(ATT_TH
     }
     __syncthreads();
     att_split_write(p, red, n_kg, kvh, q0, split, n_keys, ms, ls);
-    if (p.counters && p.n_splits > 1)
-        att_merge_if_last(p, seq, kvh, q0, ms, ls);
 }
 
 // Merges the split-K partial states of one (token, head) per block.
@@ -702,7 +662,7 @@ static cudaError_t att_decode_launch_g(const struct att_params *p, int n_seqs, c
     const dim3 grid((unsigned)p->n_splits, (unsigned)p->n_kv_heads, (unsigned)n_seqs);
     att_decode_kernel<TC, GMAX><<<grid, ATT_THREADS, smem, stream>>>(*p);
     rc = cudaGetLastError();
-    if (rc != cudaSuccess || p->n_splits == 1 || p->counters)
+    if (rc != cudaSuccess || p->n_splits == 1)
         return rc;
     att_combine_kernel<<<dim3((unsigned)p->n_tokens, (unsigned)p->n_heads), 128, 0, stream>>>(*p);
     return cudaGetLastError();
@@ -729,7 +689,7 @@ static cudaError_t att_decode_pipe_launch(const struct att_params *p, int n_seqs
     const dim3 grid((unsigned)p->n_splits, (unsigned)p->n_kv_heads, (unsigned)n_seqs);
     att_decode_pipe_kernel<TC, GMAX><<<grid, ATT_THREADS, smem, stream>>>(*p);
     rc = cudaGetLastError();
-    if (rc != cudaSuccess || p->n_splits == 1 || p->counters)
+    if (rc != cudaSuccess || p->n_splits == 1)
         return rc;
     att_combine_kernel<<<dim3((unsigned)p->n_tokens, (unsigned)p->n_heads), 128, 0, stream>>>(*p);
     return cudaGetLastError();
@@ -812,17 +772,6 @@ extern "C" void cuda_attention_set_decode_split(int max_keys, int blocks_per_sm)
         att_decode_waves = blocks_per_sm;
 }
 
-// On the H200 (Nsight Compute, the synthetic batch-1 decode step at 512
-// keys) the separate merge kernel took 10.4 us a layer for the 0.6B shape,
-// more than the 8.2 us decode kernel itself: its splits were read one
-// dependent load after another.
-static bool att_decode_merge_in_kernel = true;
-
-extern "C" void cuda_attention_set_decode_merge(bool in_kernel)
-{
-    att_decode_merge_in_kernel = in_kernel;
-}
-
 // Decode batches: keys split so that the grid covers the GPU about twice.
 static enum vllmc_status att_decode_run(struct cuda_device *dev, struct att_params *p, int n_seqs,
                                         int max_seq, enum dtype cache_type)
@@ -853,8 +802,6 @@ static enum vllmc_status att_decode_run(struct cuda_device *dev, struct att_para
             return rc;
         p->part_acc = (float *)scratch;
         p->part_ml = p->part_acc + rows * (size_t)p->head_dim;
-        if (att_decode_merge_in_kernel && (int64_t)n_seqs * p->n_kv_heads <= dev->n_att_counters)
-            p->counters = dev->att_counters;
     }
     switch (cache_type) {
     case DTYPE_F16:

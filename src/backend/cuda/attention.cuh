@@ -18,10 +18,6 @@ void cuda_attention_set_decode(int mode);
 // splitting further until the grid has blocks_per_sm blocks per SM
 // (defaults 128 and 2; VLLMC_CUDA_DECODE_SPLIT=MAX_KEYS,BLOCKS_PER_SM).
 void cuda_attention_set_decode_split(int max_keys, int blocks_per_sm);
-// Decode split-K merged by the last block of each (sequence, KV head) in the
-// decode kernel itself (on, the default) or by a second kernel (off;
-// VLLMC_CUDA_DECODE_MERGE=0 at backend creation, for comparisons).
-void cuda_attention_set_decode_merge(bool in_kernel);
 
 bool cuda_attention_supports(const struct op_call *c);
 enum vllmc_status cuda_attention_run(const struct op_call *c);

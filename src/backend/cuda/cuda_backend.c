@@ -181,8 +181,6 @@ void cuda_device_free(struct cuda_device *dev)
         cudaFreeHost(dev->pinned);
     if (dev->scratch)
         cudaFree(dev->scratch);
-    if (dev->att_counters)
-        cudaFree(dev->att_counters);
     if (dev->lt_workspace)
         cudaFree(dev->lt_workspace);
     if (dev->lt)
@@ -244,13 +242,6 @@ enum vllmc_status cuda_device_create(int index, struct err *err, struct cuda_dev
     CREATE_TRY(cudaMalloc(&dev->lt_workspace, dev->lt_workspace_bytes));
     dev->pinned_bytes = CUDA_PINNED_BYTES;
     CREATE_TRY(cudaHostAlloc(&dev->pinned, dev->pinned_bytes, cudaHostAllocDefault));
-    // Sequences x KV heads of the largest decode batch that merges its key
-    // splits in the kernel (attention.cu); larger ones use a second kernel.
-    dev->n_att_counters = 1 << 16;
-    CREATE_TRY(cudaMalloc((void **)&dev->att_counters,
-                          (size_t)dev->n_att_counters * sizeof *dev->att_counters));
-    CREATE_TRY(cudaMemset(dev->att_counters, 0,
-                          (size_t)dev->n_att_counters * sizeof *dev->att_counters));
 #undef CREATE_TRY
     *out = dev;
     return VLLMC_OK;
@@ -555,9 +546,6 @@ enum vllmc_status cuda_backend_create(const struct backend_options *o, struct ba
         const char *comma = strchr(split, ',');
         cuda_attention_set_decode_split(atoi(split), comma ? atoi(comma + 1) : 0);
     }
-    const char *merge = getenv("VLLMC_CUDA_DECODE_MERGE");
-    if (merge && *merge)
-        cuda_attention_set_decode_merge(atoi(merge) != 0);
     const char *decode_att = getenv("VLLMC_CUDA_DECODE_ATTENTION");
     if (decode_att && *decode_att)
         cuda_attention_set_decode(atoi(decode_att));

@@ -42,8 +42,6 @@ struct cuda_device {
     uint64_t scratch_gen;           // bumped each time scratch moves (graphs holding it go stale)
     void *pinned;                   // owned, page-locked host staging [pinned_bytes]
     size_t pinned_bytes;
-    int32_t *att_counters;          // owned, device [n_att_counters], zero between launches:
-    int n_att_counters;             // split-K decode attention's finished splits per (seq, KV head)
     struct cuda_lt_algo lt_algos[CUDA_LT_ALGO_SLOTS]; // heuristic results by shape
     int lt_algo_next;                                 // next slot to replace
     struct err *err;                // borrowed: the backend's error slot
