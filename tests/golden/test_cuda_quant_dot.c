@@ -162,7 +162,8 @@ static void check_walk(const struct walk_type *wt, int blocks_per_row)
     float *x = mem_alloc((size_t)k * sizeof(float)), *xd = mem_alloc((size_t)n_sub * sizeof(float));
     float *xs = mem_alloc((size_t)n_sub * sizeof(float));
     int8_t *xq = mem_alloc((size_t)k);
-    if (!file || !expect || !w || !slot || !x || !xd || !xs || !xq || n_rows < 1) {
+    uint8_t *xlay = mem_alloc((size_t)qdot_x_bytes(k, 32 * wt->subs));
+    if (!file || !expect || !w || !slot || !x || !xd || !xs || !xq || !xlay || n_rows < 1) {
         CHECK(!"setup");
         goto done;
     }
@@ -175,6 +176,8 @@ static void check_walk(const struct walk_type *wt, int blocks_per_row)
             exact_activations(x + b); // k is a multiple of 256 or of 32 * 8
         for (int s = 0; s < n_sub; s++)
             qdot_quantize32(x + 32 * s, xq + 32 * s, &xd[s], &xs[s]);
+        for (int e = 0; e < k; e++) // the kernel's shared-memory layout
+            xlay[qdot_x_offset(e, 32 * wt->subs)] = (uint8_t)xq[e];
         double ref = 0.0, mag = 0.0;
         for (int l = 0; l < k; l++) {
             const double wx = (double)expect[(int64_t)r * k + l] * x[l];
@@ -202,7 +205,8 @@ static void check_walk(const struct walk_type *wt, int blocks_per_row)
                 wt->fn(slot + sp.mis + bi * (int)info->type_size, uj, &wu);
                 const int s = t * wt->tile_blocks * sub_b + bi * sub_b + uj * wt->subs;
                 uint32_t xw[16];
-                memcpy(xw, xq + 32 * s, (size_t)(32 * wt->subs));
+                for (int pc = 0; pc < 2 * wt->subs; pc++)
+                    memcpy(xw + 4 * pc, xlay + qdot_x_offset(32 * s + 16 * pc, 32 * wt->subs), 16);
                 got += qdot_unit_dot(&wu, wt->subs, xw, xd + s, xs + s);
             }
         }
@@ -223,6 +227,7 @@ done:
     mem_free(xd);
     mem_free(xs);
     mem_free(xq);
+    mem_free(xlay);
 }
 
 // Rows shorter than a tile, a tile and a part, misaligned and aligned.
@@ -244,6 +249,36 @@ static void test_walk(void)
         static const int small[] = {8, 24, 72, 104}, large[] = {1, 3, 10, 17};
         for (int j = 0; j < 4; j++)
             check_walk(&wt, k_quant ? large[j] : small[j]);
+    }
+}
+
+// The activations' shared-memory layout: one byte per element inside the
+// token's bytes, 16-byte pieces kept whole, and the eight units of a load
+// phase reading one piece each from 128 contiguous bytes.
+static void test_x_layout(void)
+{
+    static const int ks[] = {32, 96, 256, 768, 1024, 4096, 12288};
+    for (int uw = 32; uw <= 64; uw *= 2) {
+        for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++) {
+            const int k = ks[i];
+            if (k % uw)
+                continue;
+            const int n = qdot_x_bytes(k, uw);
+            CHECK(n >= k && n % (8 * uw) == 0);
+            uint8_t *seen = mem_calloc((size_t)n, 1);
+            int bad = 0;
+            for (int e = 0; e < k; e++) {
+                const int o = qdot_x_offset(e, uw);
+                bad += o < 0 || o >= n || seen[o]++ || (e % 16 && o != qdot_x_offset(e - 1, uw) + 1);
+            }
+            for (int u = 0; u + 8 <= k / uw; u += 8)
+                for (int pc = 0; pc < uw / 16; pc++)
+                    for (int l = 0; l < 8; l++)
+                        bad += qdot_x_offset((u + l) * uw + 16 * pc, uw) !=
+                               qdot_x_offset(u * uw + 16 * pc, uw) + 16 * l;
+            CHECK_EQ_INT(bad, 0);
+            mem_free(seen);
+        }
     }
 }
 
@@ -304,6 +339,7 @@ int main(int argc, char **argv)
         {"dot_iq4_nl", test_iq4_nl},
         {"dot_iq4_xs", test_iq4_xs},
         {"walk", test_walk},
+        {"x_layout", test_x_layout},
         {"byte_helpers", test_byte_helpers},
         {"quantize32", test_quantize32},
         {NULL, NULL},

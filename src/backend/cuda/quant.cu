@@ -121,8 +121,8 @@ static __global__ void __launch_bounds__(QGEMV_WARPS * CUDA_WARP)
 
 // The packed GEMV's tile bytes of a type and its shared memory for M tokens
 // of rows of k: a tile slot per warp (a tile and the 16 bytes a row's
-// misalignment adds), then the activations' bytes [M, k], scales [M, k / 32]
-// and sums [M, k / 32].
+// misalignment adds), then the activations' bytes [M, qdot_x_bytes] laid out
+// by qdot_x_offset, scales [M, k / 32] and sums [M, k / 32].
 template <int T> static constexpr int qgemv_tile_bytes()
 {
     return q_unit<T>::tile_blocks * q_fmt<T>::bytes;
@@ -130,7 +130,9 @@ template <int T> static constexpr int qgemv_tile_bytes()
 
 template <int T> static size_t qgemv_packed_smem(int m, int64_t k)
 {
-    return (size_t)QGEMV_P_WARPS * (qgemv_tile_bytes<T>() + 16) + (size_t)m * (size_t)k / 4 * 5;
+    const int uw = 32 * q_unit<T>::subs;
+    return (size_t)QGEMV_P_WARPS * (qgemv_tile_bytes<T>() + 16) +
+           (size_t)m * ((size_t)qdot_x_bytes((int)k, uw) + (size_t)k / 4);
 }
 
 // Tile t of a row into registers (qdot_tile_span): lane l takes 16-byte
@@ -184,8 +186,10 @@ static __global__ void __launch_bounds__(QGEMV_P_WARPS *CUDA_WARP)
     const int warp = threadIdx.x / CUDA_WARP, lane = threadIdx.x % CUDA_WARP;
     const int n_sub = k / 32;
     uint4 *tile = qgemv_smem + warp * SLOT16;
-    int8_t *xq = (int8_t *)(qgemv_smem + QGEMV_P_WARPS * SLOT16); // [M, k]
-    float *xd = (float *)(xq + (int64_t)M * k);                    // [M, n_sub]
+    constexpr int UW = 32 * Q::subs; // weights a unit
+    const int kx = qdot_x_bytes(k, UW);
+    int8_t *xq = (int8_t *)(qgemv_smem + QGEMV_P_WARPS * SLOT16); // [M, kx], qdot_x_offset
+    float *xd = (float *)(xq + (int64_t)M * kx);                   // [M, n_sub]
     float *xs = xd + M * n_sub;                                    // [M, n_sub]
     const int64_t row_bytes = (int64_t)(k / q_fmt<T>::elems) * BYTES;
     const int n_tiles = (int)((row_bytes + TILE - 1) / TILE);
@@ -228,7 +232,8 @@ static __global__ void __launch_bounds__(QGEMV_P_WARPS *CUDA_WARP)
             }
             if (g < n_groups) {
                 const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
-                *(char4 *)(xq + 32 * (int64_t)g + 4 * l8) =
+                *(char4 *)(xq + (int64_t)(g / n_sub) * kx +
+                           qdot_x_offset((g % n_sub) * 32 + 4 * l8, UW)) =
                     make_char4((signed char)__float2int_rn(v[j].x * inv),
                                (signed char)__float2int_rn(v[j].y * inv),
                                (signed char)__float2int_rn(v[j].z * inv),
@@ -273,11 +278,11 @@ static __global__ void __launch_bounds__(QGEMV_P_WARPS *CUDA_WARP)
                 const int s = sub0 + bi * SUBS_B + uj * Q::subs;
 #pragma unroll
                 for (int m = 0; m < M; m++) {
-                    const uint4 *xv = (const uint4 *)(xq + (int64_t)m * k + 32 * s);
+                    const int8_t *xt = xq + (int64_t)m * kx;
                     uint32_t xw[8 * Q::subs];
 #pragma unroll
                     for (int i = 0; i < 2 * Q::subs; i++) {
-                        const uint4 q = xv[i];
+                        const uint4 q = *(const uint4 *)(xt + qdot_x_offset(32 * s + 16 * i, UW));
                         xw[4 * i] = q.x;
                         xw[4 * i + 1] = q.y;
                         xw[4 * i + 2] = q.z;

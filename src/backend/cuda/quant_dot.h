@@ -12,12 +12,14 @@
 #ifdef __CUDACC__
 #include <cuda_fp16.h>
 #define QDOT_FN static __device__ __forceinline__
+#define QDOT_HD static __host__ __device__ __forceinline__
 #define QDOT_UNROLL _Pragma("unroll")
 #else
 #include <math.h>
 #include "core/dtype.h"
 #include "core/status.h"
 #define QDOT_FN static inline
+#define QDOT_HD static inline
 #define QDOT_UNROLL
 #endif
 
@@ -458,6 +460,22 @@ QDOT_FN struct qdot_span qdot_tile_span(uintptr_t row_addr, int64_t row_bytes, i
     sp.n16 = (sp.mis + sp.bytes + 15) / 16;
     sp.first = (int64_t)t * tile_bytes - sp.mis;
     return sp;
+}
+
+// Where the GEMV keeps activation byte e of a token (k of them): units of
+// unit_weights (32 or 64) bytes go in groups of 8, a group's 16-byte pieces
+// piece-major, so the eight lanes of a 16-byte shared-memory load phase
+// (consecutive units, the same piece) read 128 contiguous bytes, no bank
+// conflicts. A token takes qdot_x_bytes(k) bytes (whole groups).
+QDOT_HD int qdot_x_offset(int e, int unit_weights)
+{
+    const int u = e / unit_weights, p = (e % unit_weights) / 16;
+    return ((u / 8) * (unit_weights / 16) + p) * 128 + (u % 8) * 16 + e % 16;
+}
+
+QDOT_HD int qdot_x_bytes(int k, int unit_weights)
+{
+    return (k + 8 * unit_weights - 1) / (8 * unit_weights) * (8 * unit_weights);
 }
 
 // ---- the dot product ----
