@@ -37,6 +37,10 @@ struct backend;
     /* dst [n, ff] = silu(src0 gate [n, ff]) * src1 up [n, ff]. Packed variant, src1 NULL: */     \
     /* src0 is one fused gate|up matmul output [n, 2 ff]; dst = silu(src0[:, :ff]) * src0[:, ff:] */ \
     X(SILU_MUL, "silu_mul")                                                                        \
+    /* dst [m, ff] = silu(src0 x [m, k] . W_gate^T) * (x . W_up^T) with src1 W [2 ff, k] the */     \
+    /* fused gate|up weight (rows [0, ff) gate, [ff, 2 ff) up): MATMUL and packed SILU_MUL in */    \
+    /* one op, for decode on devices, where one warp reads both rows of an output. */              \
+    X(MATMUL_SILU_MUL, "matmul_silu_mul")                                                          \
     /* dst = src0 + src1, same shapes; dst may alias src0 */                                       \
     X(ADD, "add")                                                                                  \
     /* Writes src0 k and src1 v [n_tokens, n_kv_heads, head_dim] into src2 k_cache and src3 */     \

@@ -225,6 +225,19 @@ enum vllmc_status op_check(const struct op_call *c, struct err *err)
         return VLLMC_OK;
     case OP_QKV_ROPE_STORE:
         return check_qkv_rope_store(c, err);
+    case OP_MATMUL_SILU_MUL:
+        TRY(need(c, d, "dst", err));
+        TRY(need(c, s0, "x", err));
+        TRY(need(c, s1, "W", err));
+        if (s1->ne[2] != 1 || s1->ne[3] != 1 || s0->ne[0] != s1->ne[0] ||
+            s1->ne[1] != 2 * d->ne[0] || tensor_n_rows(d) != tensor_n_rows(s0))
+            FAIL("op=matmul_silu_mul: x [%lld, k=%lld], W [n=%lld, k=%lld] and dst [%lld, ff=%lld] "
+                 "disagree (n = 2 ff)",
+                 (long long)tensor_n_rows(s0), (long long)s0->ne[0], (long long)s1->ne[1],
+                 (long long)s1->ne[0], (long long)tensor_n_rows(d), (long long)d->ne[0]);
+        if (s2 || c->src[3])
+            FAIL("op=matmul_silu_mul: takes no bias and no permutation");
+        return VLLMC_OK;
     case OP_ATTENTION:
         return check_attention(c, err);
     case OP_SAMPLE:

@@ -144,6 +144,10 @@ void op_call_describe(const struct op_call *c, char *buf, size_t n)
                  ne(d, 2), ne(d, 1), ne(d, 0), c->p.rope_dim, c->p.rope_neox ? "neox" : "pairs",
                  dt(d));
         break;
+    case OP_MATMUL_SILU_MUL:
+        snprintf(buf, n, "m=%lld ff=%lld k=%lld wtype=%s", s0 ? (long long)tensor_n_rows(s0) : 0,
+                 ne(d, 0), ne(s0, 0), dt(s1));
+        break;
     case OP_QKV_ROPE_STORE:
         snprintf(buf, n,
                  "n_tokens=%lld n_heads=%lld n_kv_heads=%lld head_dim=%lld rope_dim=%d %s%s "

@@ -206,11 +206,23 @@ static enum vllmc_status fwd_qkv(struct fwd *f, const struct model_batch *b, str
     return fwd_rope_store(f, b, kv, l);
 }
 
-// act = silu(h . w_gate^T) * (h . w_up^T): one matmul over the fused gate|up
-// weights and the packed SiLU-mul, or two matmuls and the split one.
+// act = silu(h . w_gate^T) * (h . w_up^T): on a device whose provider takes
+// the step's token count, one matmul_silu_mul (the decode GEMV writes the
+// activation directly); else one matmul over the fused gate|up weights and
+// the packed SiLU-mul, or two matmuls and the split one. (The CPU has only
+// the reference composition of matmul_silu_mul; its own matmul and SiLU
+// providers are faster, and launches cost it nothing.)
 static enum vllmc_status fwd_gate_up(struct fwd *f, struct model_layer *L)
 {
     enum vllmc_status rc;
+    if (L->w_gate_up.data && backend_location(f->be) == TENSOR_DEVICE) {
+        struct op_call c = {.op = OP_MATMUL_SILU_MUL,
+                            .dst = &f->act,
+                            .src = {&f->h, &L->w_gate_up},
+                            .backend = f->be};
+        if (backend_select_provider(f->be, &c))
+            return fwd_run(f, &c);
+    }
     if (L->w_gate_up.data) {
         if ((rc = fwd_matmul(f, &f->gate_up, &f->h, &L->w_gate_up, NULL, NULL)))
             return rc;

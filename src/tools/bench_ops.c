@@ -397,11 +397,12 @@ struct layer_w {
 // last q_len of them new this step (1 = decode, ctx = prefill), and prints ms
 // per step. Weights bf16, activations f32, KV cache bf16; the lm_head runs on
 // one row per sequence, as a runner asks for logits of last tokens only. The
-// layer is the forward pass's with fused projections (9 ops): fused q|k|v
-// matmul, qkv_rope_store, attention, o-proj, add_rmsnorm, fused gate|up
-// matmul, packed silu_mul, down, add_rmsnorm. split runs q/k norm-RoPE and
-// kv_store as three ops and silu_mul over two views instead (11 ops), for a
-// side-by-side figure.
+// layer is the forward pass's with fused projections (9 ops): add_rmsnorm,
+// fused q|k|v matmul, qkv_rope_store, attention, o-proj, add_rmsnorm, fused
+// gate|up matmul, packed silu_mul, down; 8 where a device provider takes
+// matmul_silu_mul for the gate|up matmul and silu_mul. split runs q/k
+// norm-RoPE and kv_store as three ops and silu_mul over two views instead
+// (11 ops), for a side-by-side figure.
 static int bench_decode(struct bench *b, const struct qwen3_shape *m, int n_seqs, int ctx,
                         int q_len, bool split)
 {
@@ -514,6 +515,11 @@ static int bench_decode(struct bench *b, const struct qwen3_shape *m, int n_seqs
     struct tensor att2 = tensor_view(&att, 2, (int64_t[]){NQ, n_tok}, (size_t[]){f4, NQ * f4}, 0);
     struct tensor hn_last = tensor_view(&hn, 2, (int64_t[]){H, n_seqs}, (size_t[]){f4, H * f4}, 0);
     const int n_steps = b->iters < 3 ? 3 : b->iters;
+    int ops_per_layer = 0;
+    struct op_call probe = {.op = OP_MATMUL_SILU_MUL, .dst = &ff, .src = {&hn, &L[0].wgu},
+                            .backend = b->be};
+    const bool fuse_gate_up = !rc && !split && backend_location(b->be) == TENSOR_DEVICE &&
+                              backend_select_provider(b->be, &probe) != NULL;
     int64_t t0 = 0;
     for (int step = 0; step <= n_steps && !rc; step++) {
         if (step == 1) { // step 0 warms up (allocations, cuBLASLt heuristics)
@@ -559,8 +565,17 @@ static int bench_decode(struct bench *b, const struct qwen3_shape *m, int n_seqs
                 {.op = OP_SILU_MUL, .dst = &ff, .src = {&gate, &up}},
                 {.op = OP_MATMUL, .dst = &x, .src = {&ff, &w->wdown}},
             };
+            // As the forward pass: one matmul_silu_mul where a device provider takes it.
+            struct op_call gate_up = {.op = OP_MATMUL_SILU_MUL, .dst = &ff,
+                                      .src = {&hn, &w->wgu}, .backend = b->be};
+            if (!split && fuse_gate_up) {
+                fused[6] = gate_up;
+                fused[7] = fused[8];
+            }
             struct op_call *seq = split ? calls : fused;
-            size_t n_ops = split ? sizeof calls / sizeof calls[0] : sizeof fused / sizeof fused[0];
+            size_t n_ops = split ? sizeof calls / sizeof calls[0]
+                                 : sizeof fused / sizeof fused[0] - (fuse_gate_up ? 1 : 0);
+            ops_per_layer = (int)n_ops;
             for (size_t i = 0; i < n_ops && !rc; i++)
                 rc = backend_run_op(b->be, &seq[i]);
         }
@@ -581,7 +596,7 @@ static int bench_decode(struct bench *b, const struct qwen3_shape *m, int n_seqs
         printf("%s model=%s batch=%d ctx=%d tokens=%d ms_per_step=%.3f tok_s=%.0f weight_gb=%.2f "
                "weight_gbps=%.0f ops_per_layer=%d%s\n",
                q_len == 1 ? "decode" : "prefill", m->name, n_seqs, ctx, n_tok, ms,
-               n_tok * 1e3 / ms, weight_gb, weight_gb / (ms * 1e-3), split ? 11 : 9,
+               n_tok * 1e3 / ms, weight_gb, weight_gb / (ms * 1e-3), ops_per_layer,
                split ? " split" : "");
     }
 done:
@@ -615,8 +630,9 @@ static int section_decode(struct bench *b, const char *only_model, int only_batc
         for (size_t j = 0; j < 3; j++)
             if (!only_batch || only_batch == batches[j])
                 fails += bench_decode(b, &qwen3_shapes[i], batches[j], 512, 1, false);
-        // Batch-1 decode again with the split post-QKV ops, side by side.
-        if (!only_batch || only_batch == 1)
+        // Batch-1 decode again with the split post-QKV ops, side by side
+        // (not with --batch, whose runs profilers count kernels of).
+        if (!only_batch)
             fails += bench_decode(b, &qwen3_shapes[i], 1, 512, 1, true);
         if (!only_batch)
             fails += bench_decode(b, &qwen3_shapes[i], 1, 512, 512, false); // pp512

@@ -424,6 +424,33 @@ static void grid_silu_mul_packed(struct parity *pr)
     }
 }
 
+// The fused gate|up matmul with SiLU-mul: W [2 ff, k]; few tokens (the decode
+// kernels' range) and more, odd ff and k.
+static void grid_matmul_silu_mul(struct parity *pr)
+{
+    // m, ff, k
+    static const int64_t shapes[][3] = {
+        {1, 1, 32}, {1, 17, 64}, {2, 96, 256}, {3, 67, 512}, {1, 512, 1024}, {2, 300, 2048}, {5, 33, 128},
+    };
+    static const enum dtype types[] = {DTYPE_F32, DTYPE_F16, DTYPE_BF16, DTYPE_Q8_0};
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        int64_t m = shapes[i][0], ff = shapes[i][1], k = shapes[i][2];
+        for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
+            if (!weight_type_usable(types[t], k))
+                continue;
+            struct pcase pc = {.op = OP_MATMUL_SILU_MUL, .wtype = types[t], .outputs = 1};
+            snprintf(pc.shape, sizeof pc.shape, "%lld,ff=%lld,%lld", (long long)m, (long long)ff,
+                     (long long)k);
+            snprintf(pc.dtype, sizeof pc.dtype, "%s", dtype_name(types[t]));
+            if (pc_add(&pc, 0, DTYPE_F32, 2, (int64_t[]){ff, m}) &&
+                pc_add(&pc, 1, DTYPE_F32, 2, (int64_t[]){k, m}) &&
+                pc_add(&pc, 2, types[t], 2, (int64_t[]){k, 2 * ff}))
+                pc_check(pr, &pc);
+            pc_free(&pc);
+        }
+    }
+}
+
 // The fused post-QKV step: both RoPE layouts, rope_dim < head_dim, GQA
 // ratios 1 to 4 and odd head counts, head_dim 10 to 256, with and without the
 // q/k norm, every cache dtype; every third token's slot is negative.
@@ -694,6 +721,8 @@ int op_parity_main(int argc, char **argv)
         grid_rows(&pr, OP_ADD);
     if (want(&pr, OP_KV_STORE))
         grid_kv_store(&pr);
+    if (want(&pr, OP_MATMUL_SILU_MUL))
+        grid_matmul_silu_mul(&pr);
     if (want(&pr, OP_QKV_ROPE_STORE))
         grid_qkv_rope_store(&pr);
     if (want(&pr, OP_ATTENTION))

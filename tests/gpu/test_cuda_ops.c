@@ -407,6 +407,43 @@ static void test_elementwise(void)
         }
 }
 
+// The fused gate|up decode GEMV with SiLU (one and two tokens), against
+// cpu-ref's matmul + silu_mul; three tokens are left to the matmul.
+static void test_matmul_silu_mul(void)
+{
+    const int64_t fk[][2] = {{3072, 1024}, {17, 64}, {1000, 2048}, {300, 40}};
+    for (int64_t m = 1; m <= 3; m++)
+        for (size_t s = 0; s < 4; s++)
+            for (size_t t = 0; t < 3; t++) {
+                const int64_t ff = fk[s][0], k = fk[s][1];
+                struct pair x, w, dst;
+                int64_t ne_x[2] = {k, m}, ne_w[2] = {k, 2 * ff}, ne_d[2] = {ff, m};
+                pair_init(&x, DTYPE_F32, 2, ne_x);
+                pair_init(&w, float_types[t], 2, ne_w);
+                pair_init(&dst, DTYPE_F32, 2, ne_d);
+                pair_random(&x, 1.0f);
+                pair_random(&w, 0.5f);
+                pair_poison(&dst);
+                struct op_call probe = {.op = OP_MATMUL_SILU_MUL, .dst = &dst.d,
+                                        .src = {&x.d, &w.d}};
+                const struct op_provider *p = backend_select_provider(gpu, &probe);
+                if (m == 3) {
+                    CHECK(p == NULL);
+                } else {
+                    struct pair *slots[] = {&dst, &x, &w};
+                    run_both(OP_MATMUL_SILU_MUL, (struct op_params){0}, slots, 3);
+                    char what[160];
+                    snprintf(what, sizeof what, "matmul_silu_mul m=%lld ff=%lld k=%lld w=%s %s",
+                             (long long)m, (long long)ff, (long long)k,
+                             dtype_name(float_types[t]), p ? p->name : "none");
+                    report(what, pair_nmse(&dst), 1e-6);
+                }
+                pair_free(&x);
+                pair_free(&w);
+                pair_free(&dst);
+            }
+}
+
 // SiLU-mul over one packed gate|up output [n, 2 ff] (the fused gate|up matmul's).
 static void test_silu_mul_packed(void)
 {
@@ -617,6 +654,7 @@ int main(int argc, char **argv)
         {"rope", test_rope},           {"elementwise", test_elementwise},
         {"kv_store", test_kv_store},   {"attention", test_attention},
         {"silu_mul_packed", test_silu_mul_packed},
+        {"matmul_silu_mul", test_matmul_silu_mul},
         {"qkv_rope_store", test_qkv_rope_store},
         {"int4g", test_int4g},
         {NULL, NULL},

@@ -275,6 +275,46 @@ static void test_silu_mul_packed(void)
     backend_free(be);
 }
 
+// cpu-ref matmul_silu_mul against the formula in double precision, and bit
+// for bit against cpu-ref matmul followed by the packed silu_mul.
+static void test_matmul_silu_mul_ref(void)
+{
+    enum { M = 3, FF = 5, K = 7 };
+    unsigned st = 99;
+    float x[M * K], w[2 * FF * K], y[M * FF], gu[M * 2 * FF], y2[M * FF];
+    for (int i = 0; i < M * K; i++)
+        x[i] = frand(&st);
+    for (int i = 0; i < 2 * FF * K; i++)
+        w[i] = frand(&st);
+    struct tensor tx, tw, ty, tgu, ty2;
+    tensor_init_2d(&tx, DTYPE_F32, x, K, M);
+    tensor_init_2d(&tw, DTYPE_F32, w, K, 2 * FF);
+    tensor_init_2d(&ty, DTYPE_F32, y, FF, M);
+    tensor_init_2d(&tgu, DTYPE_F32, gu, 2 * FF, M);
+    tensor_init_2d(&ty2, DTYPE_F32, y2, FF, M);
+    struct backend *be = cpu_backend();
+    struct op_call c = {.op = OP_MATMUL_SILU_MUL, .dst = &ty, .src = {&tx, &tw}};
+    CHECK_EQ_INT(run_op(be, &cpu_ref_matmul_silu_mul, &c), VLLMC_OK);
+    for (int t = 0; t < M; t++)
+        for (int j = 0; j < FF; j++) {
+            double g = 0, u = 0;
+            for (int l = 0; l < K; l++) {
+                g += (double)x[t * K + l] * w[j * K + l];
+                u += (double)x[t * K + l] * w[(FF + j) * K + l];
+            }
+            CHECK_NEAR(y[t * FF + j], g / (1.0 + exp(-g)) * u, 1e-5, 1e-5);
+        }
+    struct op_call mm = {.op = OP_MATMUL, .dst = &tgu, .src = {&tx, &tw}};
+    struct op_call silu = {.op = OP_SILU_MUL, .dst = &ty2, .src = {&tgu}};
+    CHECK_EQ_INT(run_op(be, &cpu_ref_matmul, &mm), VLLMC_OK);
+    CHECK_EQ_INT(run_op(be, &cpu_ref_silu_mul, &silu), VLLMC_OK);
+    CHECK(!memcmp(y, y2, sizeof y));
+    // W must hold 2 ff rows
+    tensor_init_2d(&tw, DTYPE_F32, w, K, 2 * FF - 1);
+    CHECK_EQ_INT(backend_run_op(be, &c), VLLMC_ERR_INVALID_ARG);
+    backend_free(be);
+}
+
 int main(int argc, char **argv)
 {
     static const struct check_case cases[] = {
@@ -282,6 +322,7 @@ int main(int argc, char **argv)
         {"qkv_rope_store_selected", test_qkv_rope_store_selected},
         {"qkv_rope_store_errors", test_qkv_rope_store_errors},
         {"silu_mul_packed", test_silu_mul_packed},
+        {"matmul_silu_mul_ref", test_matmul_silu_mul_ref},
         {NULL, NULL},
     };
     return check_run(cases, argc, argv);

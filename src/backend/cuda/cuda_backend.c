@@ -16,6 +16,7 @@
 #include "backend/cuda/cuda_device.h"
 #include "backend/cuda/elementwise.cuh"
 #include "backend/cuda/embedding.cuh"
+#include "backend/cuda/gemv_silu.cuh"
 #include "backend/cuda/kv_store.cuh"
 #include "backend/cuda/matmul.cuh"
 #include "backend/cuda/norm.cuh"
@@ -57,6 +58,7 @@ CUDA_PROVIDER(cuda_p_silu_mul, "cuda", OP_SILU_MUL, 100, cuda_silu_mul);
 CUDA_PROVIDER(cuda_p_add, "cuda", OP_ADD, 100, cuda_add);
 CUDA_PROVIDER(cuda_p_kv_store, "cuda", OP_KV_STORE, 100, cuda_kv_store);
 CUDA_PROVIDER(cuda_p_qkv_rope_store, "cuda", OP_QKV_ROPE_STORE, 100, cuda_qkv_rope_store);
+CUDA_PROVIDER(cuda_p_gemv_silu, "cuda-gemv-silu", OP_MATMUL_SILU_MUL, 100, cuda_gemv_silu);
 CUDA_PROVIDER(cuda_p_attention, "cuda-paged", OP_ATTENTION, 100, cuda_attention);
 // Prefill attention on tensor cores wins calls with many query tokens by its
 // gate (attention_prefill.cu); its f16/bf16 operands get the 5e-4 parity bar.
@@ -100,7 +102,7 @@ static const struct op_provider *const cuda_provider_table[] = {
     &cuda_p_qgemm,        &cuda_p_int4g_gemv,
     &cuda_p_int4g_gemm,   &cuda_p_sample,
     &cuda_p_select_ids,
-    &cuda_p_qkv_rope_store,
+    &cuda_p_qkv_rope_store, &cuda_p_gemv_silu,
 };
 
 #define CUDA_N_PROVIDERS (sizeof cuda_provider_table / sizeof cuda_provider_table[0])

@@ -1,0 +1,156 @@
+// MATMUL_SILU_MUL for few tokens: x [m, k] against the fused gate|up weight
+// [2 ff, k]. One warp per output j streams gate row j and up row ff + j with
+// 16-byte loads (UNROLL of each in flight per lane), keeps 2 m sums in
+// registers and writes silu(g) * u, so the gate|up output never goes through
+// memory and one kernel replaces the GEMV and the SiLU-mul. The arithmetic
+// per row is matmul.cu's one-warp-per-row GEMV's; silu is elementwise.cu's.
+#include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/gemv_silu.cuh"
+
+#define GEMV_SILU_ROWS 4 // warps (outputs) per block
+#define GEMV_SILU_UNROLL 4
+
+// ---- kernel ----
+
+// acc[t] += w (VEC weights, widened) . x[t][col .. col + VEC)
+template <int M, int VEC>
+__device__ __forceinline__ void gemv_silu_dot(float *acc, const float *wf, const float *x,
+                                              int64_t x_pitch, int64_t col)
+{
+#pragma unroll
+    for (int t = 0; t < M; t++) {
+        const float4 *xv = (const float4 *)(x + t * x_pitch + col);
+#pragma unroll
+        for (int q = 0; q < VEC / 4; q++) {
+            const float4 xq = xv[q];
+            acc[t] += wf[4 * q] * xq.x + wf[4 * q + 1] * xq.y + wf[4 * q + 2] * xq.z +
+                      wf[4 * q + 3] * xq.w;
+        }
+    }
+}
+
+template <typename TW, int M>
+static __global__ void __launch_bounds__(GEMV_SILU_ROWS *CUDA_WARP)
+    gemv_silu_kernel(float *dst, int64_t dst_pitch, const float *x, int64_t x_pitch, const TW *w,
+                     int64_t w_pitch, int ff, int k)
+{
+    constexpr int VEC = 16 / (int)sizeof(TW);
+    constexpr int U = GEMV_SILU_UNROLL;
+    const int lane = threadIdx.x % CUDA_WARP;
+    const int row = blockIdx.x * GEMV_SILU_ROWS + threadIdx.x / CUDA_WARP;
+    if (row >= ff)
+        return; // the whole warp: no barrier follows
+    const uint4 *wg = (const uint4 *)(w + (int64_t)row * w_pitch);
+    const uint4 *wu = (const uint4 *)(w + (int64_t)(row + ff) * w_pitch);
+    const int n_chunks = k / VEC;
+    float ag[M], au[M];
+#pragma unroll
+    for (int t = 0; t < M; t++)
+        ag[t] = au[t] = 0.0f;
+    int ch = lane;
+    for (; ch + (U - 1) * CUDA_WARP < n_chunks; ch += U * CUDA_WARP) {
+        uint4 g[U], u[U];
+#pragma unroll
+        for (int i = 0; i < U; i++) {
+            g[i] = __ldcs(wg + ch + i * CUDA_WARP);
+            u[i] = __ldcs(wu + ch + i * CUDA_WARP);
+        }
+#pragma unroll
+        for (int i = 0; i < U; i++) {
+            float wf[VEC];
+            const int64_t col = (int64_t)(ch + i * CUDA_WARP) * VEC;
+            cuda_widen16(g[i], wf, (const TW *)nullptr);
+            gemv_silu_dot<M, VEC>(ag, wf, x, x_pitch, col);
+            cuda_widen16(u[i], wf, (const TW *)nullptr);
+            gemv_silu_dot<M, VEC>(au, wf, x, x_pitch, col);
+        }
+    }
+    for (; ch < n_chunks; ch += CUDA_WARP) {
+        float wf[VEC];
+        const int64_t col = (int64_t)ch * VEC;
+        cuda_widen16(__ldcs(wg + ch), wf, (const TW *)nullptr);
+        gemv_silu_dot<M, VEC>(ag, wf, x, x_pitch, col);
+        cuda_widen16(__ldcs(wu + ch), wf, (const TW *)nullptr);
+        gemv_silu_dot<M, VEC>(au, wf, x, x_pitch, col);
+    }
+#pragma unroll
+    for (int t = 0; t < M; t++) {
+        const float g = cuda_warp_sum(ag[t]), u = cuda_warp_sum(au[t]);
+        if (lane == 0)
+            dst[t * dst_pitch + row] = g / (1.0f + expf(-g)) * u;
+    }
+}
+
+// ---- launcher ----
+
+template <typename TW, int M>
+static void gemv_silu_launch(float *dst, int64_t dst_pitch, const float *x, int64_t x_pitch,
+                             const void *w, int64_t w_pitch, int ff, int k, cudaStream_t stream)
+{
+    const unsigned grid = (unsigned)((ff + GEMV_SILU_ROWS - 1) / GEMV_SILU_ROWS);
+    gemv_silu_kernel<TW, M><<<grid, GEMV_SILU_ROWS * CUDA_WARP, 0, stream>>>(
+        dst, dst_pitch, x, x_pitch, (const TW *)w, w_pitch, ff, k);
+}
+
+template <typename TW>
+static void gemv_silu_launch_m(int m, float *dst, int64_t dst_pitch, const float *x,
+                               int64_t x_pitch, const void *w, int64_t w_pitch, int ff, int k,
+                               cudaStream_t stream)
+{
+    if (m == 1)
+        gemv_silu_launch<TW, 1>(dst, dst_pitch, x, x_pitch, w, w_pitch, ff, k, stream);
+    else
+        gemv_silu_launch<TW, 2>(dst, dst_pitch, x, x_pitch, w, w_pitch, ff, k, stream);
+}
+
+// ---- provider ----
+
+static bool aligned16(const void *p, size_t pitch_bytes)
+{
+    return ((uintptr_t)p % 16) == 0 && pitch_bytes % 16 == 0;
+}
+
+// x f32 [m <= CUDA_GEMV_SILU_MAX_M, k] and W [2 ff, k] of a float dtype with
+// 16-byte aligned rows, k a multiple of one 16-byte load; dst f32 [m, ff].
+extern "C" bool cuda_gemv_silu_supports(const struct op_call *c)
+{
+    const struct tensor *x = c->src[0], *w = c->src[1], *d = c->dst;
+    if (c->op != OP_MATMUL_SILU_MUL || !cuda_tensor_rows_ok(x, DTYPE_F32) || !w ||
+        !cuda_dtype_is_float(w->dtype) || !cuda_tensor_rows_ok(w, w->dtype) ||
+        !cuda_tensor_rows_ok(d, DTYPE_F32) || c->src[2] || c->src[3])
+        return false;
+    const int64_t m = tensor_n_rows(x);
+    const int vec = (int)(16 / dtype_info(w->dtype)->type_size);
+    return m >= 1 && m <= CUDA_GEMV_SILU_MAX_M && tensor_n_rows(d) == m &&
+           w->ne[1] == 2 * d->ne[0] && tensor_n_rows(w) == w->ne[1] && w->ne[0] == x->ne[0] &&
+           x->ne[0] > 0 && x->ne[0] % vec == 0 && x->ne[0] <= INT32_MAX && d->ne[0] <= INT32_MAX &&
+           aligned16(x->data, x->nb[1]) && aligned16(w->data, w->nb[1]);
+}
+
+extern "C" enum vllmc_status cuda_gemv_silu_run(const struct op_call *c)
+{
+    struct cuda_device *dev = cuda_device_of(c);
+    struct err *err = dev->err;
+    const struct tensor *x = c->src[0], *w = c->src[1], *d = c->dst;
+    const int m = (int)tensor_n_rows(x), ff = (int)d->ne[0], k = (int)x->ne[0];
+    if (m == 0 || ff == 0)
+        return VLLMC_OK;
+    float *dp = (float *)d->data;
+    const float *xp = (const float *)x->data;
+    const int64_t dpitch = cuda_row_pitch(d), xpitch = cuda_row_pitch(x),
+                  wpitch = cuda_row_pitch(w);
+    switch (w->dtype) {
+    case DTYPE_F16:
+        gemv_silu_launch_m<__half>(m, dp, dpitch, xp, xpitch, w->data, wpitch, ff, k, dev->stream);
+        break;
+    case DTYPE_BF16:
+        gemv_silu_launch_m<__nv_bfloat16>(m, dp, dpitch, xp, xpitch, w->data, wpitch, ff, k,
+                                          dev->stream);
+        break;
+    default:
+        gemv_silu_launch_m<float>(m, dp, dpitch, xp, xpitch, w->data, wpitch, ff, k, dev->stream);
+        break;
+    }
+    CUDA_TRY_LAUNCH();
+    return VLLMC_OK;
+}
