@@ -625,6 +625,25 @@ static void check_checkpoint_on(const char *fdir, const char *qdir, bool act_ord
         if (!(err2 <= bar * norm))
             fprintf(stderr, "  logits nmse %.3g (disabled: '%s')\n", err2 / norm, disable);
         CHECK(err2 <= bar * norm);
+        // The fused q|k|v and gate|up layout (device backends' default),
+        // forced here: int4g rows stack like any other; act-order weights
+        // stay split. Same logits bit for bit.
+        struct model_load_params lp;
+        model_load_params_default(&lp);
+        lp.fuse = MODEL_FUSE_ON;
+        struct model *mqf = NULL;
+        CHECK_EQ_INT(model_load(qdir, be, &lp, &mqf, &err), VLLMC_OK);
+        if (mqf) {
+            const struct model_layer *L = &mq->layers[0];
+            bool perm = L->wq_perm.data || L->wk_perm.data || L->wv_perm.data;
+            CHECK((mqf->layers[0].wqkv.data != NULL) == !perm);
+            perm = L->w_gate_perm.data || L->w_up_perm.data;
+            CHECK((mqf->layers[0].w_gate_up.data != NULL) == !perm);
+            float lqf[5 * T_VOCAB];
+            forward5(mqf, lqf);
+            CHECK(!memcmp(lq, lqf, sizeof lq));
+        }
+        model_free(mqf);
     }
     model_free(mq);
     model_free(mf);
