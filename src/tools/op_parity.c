@@ -350,6 +350,7 @@ static void grid_rows(struct parity *pr, enum op_kind op)
 {
     static const int64_t shapes[][2] = {
         {1, 3}, {4, 13}, {1, 8}, {3, 64}, {2, 100}, {5, 1024}, {17, 4096}, {9, 2816},
+        {1, 896}, {2, 5120}, {3, 8192},
     };
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
         int64_t rows = shapes[i][0], dim = shapes[i][1];
