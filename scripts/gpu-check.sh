@@ -427,6 +427,17 @@ if want q8b; then
             stage "q8b: quantize $t" "$OUT/q8b.log" 300 \
                 "$VLLMC" quantize "$Q8B/bf16.gguf" "$Q8B/$t.gguf" --type $t --quiet
         done
+        # The bf16 source itself: the 8B shape's decode and prefill without
+        # the transformers checkpoint of the hf8b stage (random weights).
+        from=$(($(wc -l <"$OUT/q8b.log" 2>/dev/null || echo 0) + 1))
+        stage "q8b: bench BF16 pp512/tg128 cuda (8B)" "$OUT/q8b.log" 200 \
+            "$VLLMC" bench --model "$Q8B/bf16.gguf" --device cuda -p 512 -n 128 -r 3
+        tail -n +"$from" "$OUT/q8b.log" | grep "  pp512 \|  tg128 \|^decode:" | sed "s|^|  q8b BF16 |" >>"$SUMMARY"
+        from=$(($(wc -l <"$OUT/q8b.log" 2>/dev/null || echo 0) + 1))
+        stage "q8b: bench throughput BF16 cuda (8B, 64x512/128)" "$OUT/q8b.log" 200 \
+            "$VLLMC" bench throughput --model "$Q8B/bf16.gguf" --device cuda \
+            --num-prompts 64 --input-len 512 --output-len 128 --max-num-seqs 64
+        tail -n +"$from" "$OUT/q8b.log" | grep "^Decode (all\|^Engine step" | sed "s|^|  q8b BF16 |" >>"$SUMMARY"
         rm -f "$Q8B/bf16.gguf"
     fi
     for t in Q4_K_M Q8_0; do
