@@ -157,6 +157,12 @@ fi
 if want ops; then
     stage "op-parity --device cuda" "$OUT/op-parity.log" 300 "$VLLMC" op-parity --device cuda
     grep -q "provider=cuda" "$OUT/op-parity.log" || note "op-parity: no cuda provider was checked"
+    # The quantized decode GEMV's largest error per weight type (bar 5e-4).
+    grep "provider=cuda-qgemv nmse=" "$OUT/op-parity.log" |
+        sed -E 's/.*dtype=([^ ]*) .*nmse=([^ ]*).*/\1 \2/' |
+        awk '{if (!($1 in m) || $2 + 0 > m[$1] + 0) m[$1] = $2}
+             END {for (t in m) o = o (o == "" ? "" : ", ") t " " m[t];
+                  if (o != "") print "  cuda-qgemv max nmse: " o}' >>"$SUMMARY"
     # The quantized GGUF models of shared/testdata/quant/models (carried when
     # copied to .gpu-data/quant-models) against llama.cpp's recorded outputs:
     # the k-quants, Q4_0, Q8_0 and IQ4_XS through the CUDA GEMV and prefill.
@@ -306,7 +312,7 @@ if want ab; then
         from=$(($(wc -l <"$OUT/ab.log" 2>/dev/null || echo 0) + 1))
         ab "quantized GEMV (1 = packed)" "VLLMC_CUDA_QGEMV=$q" \
             "$VLLMC" bench-ops --device cuda --section gemv --iters 50
-        tail -n +"$from" "$OUT/ab.log" | grep "^op=matmul shape=8b.*wtype=Q" |
+        tail -n +"$from" "$OUT/ab.log" | grep -i "^op=matmul shape=8b.*wtype=i*q" |
             sed -E "s/^op=matmul shape=([^ ]*) m=([0-9]*) .*wtype=([^ ]*) provider=[^ ]* us=([^ ]*) gbps=([^ ]*).*/  [VLLMC_CUDA_QGEMV=$q] \\3 \\1 m=\\2 \\4 us \\5 GB\/s/" >>"$SUMMARY"
     done
     ab "op-parity, GEMV one warp per row" "VLLMC_CUDA_GEMV_WARP=1" \
@@ -477,7 +483,7 @@ fi
     echo "---- figures ----"
     grep -h "^roofline" "$OUT/bench.log" 2>/dev/null
     grep -h "^op=matmul shape=8b\.\(down\|gate_up\|lm_head\) m=1 .*wtype=bf16" "$OUT/bench.log" 2>/dev/null
-    grep -h "^op=matmul shape=8b\..* wtype=Q" "$OUT/bench.log" 2>/dev/null
+    grep -hi "^op=matmul shape=8b\..* wtype=i*q" "$OUT/bench.log" 2>/dev/null
     grep -h "^crossover" "$OUT/bench.log" 2>/dev/null | awk '{print $2, $3, $6}' | paste -sd' ' | fold -w 160
     grep -h "^op=attention" "$OUT/bench.log" 2>/dev/null | sed 's/heads=.*provider=[^ ]* //'
     grep -h "^decode model\|^prefill model" "$OUT/bench.log" 2>/dev/null

@@ -1,9 +1,9 @@
 // The CUDA decode GEMV's integer dot products (backend/cuda/quant_dot.h,
 // compiled here for the host) against the reference vectors in
 // shared/testdata/quant/blocks: each row of reference weights dotted with
-// activations that 8-bit blocks hold exactly (multiples of 1/128 with an
-// extreme of 127/128), so the unpacked bytes, scales and mins must give the
-// reference dot product up to float rounding.
+// activations that 16-bit blocks hold exactly (multiples of 2^-15 with an
+// extreme of 32767 / 2^15), so the unpacked bytes, scales and mins must give
+// the reference dot product up to float rounding.
 #include "check.h"
 
 #include <ctype.h>
@@ -49,14 +49,15 @@ static uint32_t rng_next(void)
     return rng_state >> 8;
 }
 
-// x [ROW]: multiples of 1/128 in [-127/128, 127/128], each 32-block with an
-// element of magnitude 127/128, so its 8-bit block is exact (d = 1/128).
+// x [ROW]: multiples of 2^-15 in [-32767, 32767] 2^-15, each 32-block with an
+// element of magnitude 32767 2^-15, so its 16-bit block is exact (d = 2^-15).
 static void exact_activations(float *x)
 {
+    const float step = 1.0f / 32768.0f;
     for (int l = 0; l < ROW; l++)
-        x[l] = (float)((int)(rng_next() % 255u) - 127) / 128.0f;
+        x[l] = (float)((int)(rng_next() % 65535u) - 32767) * step;
     for (int s = 0; s < ROW / 32; s++)
-        x[32 * s + (int)(rng_next() % 32u)] = (rng_next() & 1u) ? 127.0f / 128.0f : -127.0f / 128.0f;
+        x[32 * s + (int)(rng_next() % 32u)] = (rng_next() & 1u) ? 32767.0f * step : -32767.0f * step;
 }
 
 // Every row's dot product through units of `subs` sub-blocks, `units` a block.
@@ -79,11 +80,11 @@ static void check_type(const char *name, enum dtype t, unit_fn fn, int units, in
     int n_bad = 0;
     for (int r = 0; r < N_ROWS; r++) {
         float x[ROW], xd[ROW / 32], xs[ROW / 32];
-        int8_t xq[ROW];
+        int16_t xq[ROW];
         exact_activations(x);
         for (int s = 0; s < ROW / 32; s++) {
             qdot_quantize32(x + 32 * s, xq + 32 * s, &xd[s], &xs[s]);
-            CHECK(xd[s] == 1.0f / 128.0f);
+            CHECK(xd[s] == 1.0f / 32768.0f);
         }
         double ref = 0.0, mag = 0.0;
         for (int l = 0; l < ROW; l++) {
@@ -99,8 +100,8 @@ static void check_type(const char *name, enum dtype t, unit_fn fn, int units, in
                 struct qdot_unit w;
                 fn(b, u, &w);
                 const int s = bi * units * subs + u * subs;
-                uint32_t xw[16];
-                memcpy(xw, xq + 32 * s, (size_t)(32 * subs));
+                uint32_t xw[32];
+                memcpy(xw, xq + 32 * s, (size_t)(64 * subs));
                 got += qdot_unit_dot(&w, subs, xw, xd + s, xs + s);
             }
         }
@@ -161,8 +162,8 @@ static void check_walk(const struct walk_type *wt, int blocks_per_row)
     uint8_t *slot = mem_alloc((size_t)slot_bytes);
     float *x = mem_alloc((size_t)k * sizeof(float)), *xd = mem_alloc((size_t)n_sub * sizeof(float));
     float *xs = mem_alloc((size_t)n_sub * sizeof(float));
-    int8_t *xq = mem_alloc((size_t)k);
-    uint8_t *xlay = mem_alloc((size_t)qdot_x_bytes(k, 32 * wt->subs));
+    int16_t *xq = mem_alloc((size_t)k * sizeof(int16_t));
+    int16_t *xlay = mem_alloc((size_t)qdot_x_elems(k, 32 * wt->subs) * sizeof(int16_t));
     if (!file || !expect || !w || !slot || !x || !xd || !xs || !xq || !xlay || n_rows < 1) {
         CHECK(!"setup");
         goto done;
@@ -177,7 +178,7 @@ static void check_walk(const struct walk_type *wt, int blocks_per_row)
         for (int s = 0; s < n_sub; s++)
             qdot_quantize32(x + 32 * s, xq + 32 * s, &xd[s], &xs[s]);
         for (int e = 0; e < k; e++) // the kernel's shared-memory layout
-            xlay[qdot_x_offset(e, 32 * wt->subs)] = (uint8_t)xq[e];
+            xlay[qdot_x_offset(e, 32 * wt->subs)] = xq[e];
         double ref = 0.0, mag = 0.0;
         for (int l = 0; l < k; l++) {
             const double wx = (double)expect[(int64_t)r * k + l] * x[l];
@@ -204,9 +205,9 @@ static void check_walk(const struct walk_type *wt, int blocks_per_row)
                 struct qdot_unit wu;
                 wt->fn(slot + sp.mis + bi * (int)info->type_size, uj, &wu);
                 const int s = t * wt->tile_blocks * sub_b + bi * sub_b + uj * wt->subs;
-                uint32_t xw[16];
-                for (int pc = 0; pc < 2 * wt->subs; pc++)
-                    memcpy(xw + 4 * pc, xlay + qdot_x_offset(32 * s + 16 * pc, 32 * wt->subs), 16);
+                uint32_t xw[32];
+                for (int pc = 0; pc < 4 * wt->subs; pc++)
+                    memcpy(xw + 4 * pc, xlay + qdot_x_offset(32 * s + 8 * pc, 32 * wt->subs), 16);
                 got += qdot_unit_dot(&wu, wt->subs, xw, xd + s, xs + s);
             }
         }
@@ -252,9 +253,9 @@ static void test_walk(void)
     }
 }
 
-// The activations' shared-memory layout: one byte per element inside the
-// token's bytes, 16-byte pieces kept whole, and the eight units of a load
-// phase reading one piece each from 128 contiguous bytes.
+// The activations' shared-memory layout: one slot per element inside the
+// token's elements, 16-byte pieces (8 elements) kept whole, and the eight
+// units of a load phase reading one piece each from 128 contiguous bytes.
 static void test_x_layout(void)
 {
     static const int ks[] = {32, 96, 256, 768, 1024, 4096, 12288};
@@ -263,19 +264,19 @@ static void test_x_layout(void)
             const int k = ks[i];
             if (k % uw)
                 continue;
-            const int n = qdot_x_bytes(k, uw);
+            const int n = qdot_x_elems(k, uw);
             CHECK(n >= k && n % (8 * uw) == 0);
             uint8_t *seen = mem_calloc((size_t)n, 1);
             int bad = 0;
             for (int e = 0; e < k; e++) {
                 const int o = qdot_x_offset(e, uw);
-                bad += o < 0 || o >= n || seen[o]++ || (e % 16 && o != qdot_x_offset(e - 1, uw) + 1);
+                bad += o < 0 || o >= n || seen[o]++ || (e % 8 && o != qdot_x_offset(e - 1, uw) + 1);
             }
             for (int u = 0; u + 8 <= k / uw; u += 8)
-                for (int pc = 0; pc < uw / 16; pc++)
+                for (int pc = 0; pc < uw / 8; pc++)
                     for (int l = 0; l < 8; l++)
-                        bad += qdot_x_offset((u + l) * uw + 16 * pc, uw) !=
-                               qdot_x_offset(u * uw + 16 * pc, uw) + 16 * l;
+                        bad += qdot_x_offset((u + l) * uw + 8 * pc, uw) !=
+                               qdot_x_offset(u * uw + 8 * pc, uw) + 8 * l;
             CHECK_EQ_INT(bad, 0);
             mem_free(seen);
         }
@@ -297,15 +298,17 @@ static void test_byte_helpers(void)
     for (uint32_t h = 0; h < 16; h++)
         for (int b = 0; b < 4; b++)
             CHECK_EQ_INT((qdot_spread4(h) >> (8 * b)) & 0xFFu, (h >> b) & 1u);
-    CHECK_EQ_INT(qdot_dp4a(0xFF02FE7Fu, 0x807F0301u, 5), 5 + 127 * 1 - 2 * 3 + 2 * 127 + 128);
+    // a: int16 halves 0x7FFF = 32767, 0x8001 = -32767; b: bytes 0x01, 0xFE, 0x7F, 0x80.
+    CHECK_EQ_INT(qdot_dp2a_lo(0x80017FFFu, 0x807FFE01u, 5), 5 + 32767 * 1 + 32767 * 2);
+    CHECK_EQ_INT(qdot_dp2a_hi(0x80017FFFu, 0x807FFE01u, 5), 5 + 32767 * 127 + 32767 * 128);
 }
 
-// Random activations: each byte within half a step of x, the extreme at +-127.
+// Random activations: each value within half a step of x, the extreme at +-32767.
 static void test_quantize32(void)
 {
     for (int trial = 0; trial < 200; trial++) {
         float x[32], d, s;
-        int8_t q[32];
+        int16_t q[32];
         const float range = ldexpf(1.0f, (int)(rng_next() % 40u) - 20);
         double sum = 0.0;
         for (int l = 0; l < 32; l++) {
@@ -315,10 +318,10 @@ static void test_quantize32(void)
         qdot_quantize32(x, q, &d, &s);
         int qmax = 0;
         for (int l = 0; l < 32; l++) {
-            CHECK(fabsf((float)q[l] * d - x[l]) <= 0.5f * d * 1.0001f);
+            CHECK(fabsf((float)q[l] * d - x[l]) <= 0.5f * d * 1.0001f + 1e-6f * fabsf(x[l]));
             qmax = abs(q[l]) > qmax ? abs(q[l]) : qmax;
         }
-        CHECK_EQ_INT(qmax, 127);
+        CHECK_EQ_INT(qmax, 32767);
         CHECK(fabs((double)s - sum) <= 1e-5 * 32 * range);
     }
 }

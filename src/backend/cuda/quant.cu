@@ -6,21 +6,25 @@
 //
 // Decode (m <= CUDA_QGEMV_MAX_M) is bound by reading W once: at the H200's
 // ~4.4 TB/s a 24576 x 4096 Q4_K matrix (56.6 MB) takes 12.9 us. The packed
-// GEMV (qgemv_packed_kernel) streams each row with 16-byte loads: a warp owns
-// a row, copies a tile of whole blocks (64 units, a multiple of 16 bytes, so
-// a row's tiles share its misalignment: the 16-byte pieces that cover a tile
-// start up to 14 bytes before it) from registers into its shared-memory
-// slot, issues the loads of its next tile (the next row's first when the row
-// ends) and then decodes the tile from shared memory, two units a lane;
-// about 2 KB in flight per warp, 50-70 KB per SM, more than Little's law
-// asks of HBM latency (~30 KB). The activations are quantized once per block to
-// 8-bit blocks of 32 in shared memory (as llama.cpp's q8_1), so a lane dots
-// four weights per dp4a instead of converting each to a float (the SM's
-// conversion rate, 16 a clock, is below the weight rate that bandwidth needs
-// for 4-bit types). Every packed type has a unit decoder (quant_dot.h); W
-// not 16-aligned, x too large for shared memory and VLLMC_CUDA_QGEMV=0 take
-// qgemv_kernel: a warp per output row, a lane per 32-weight sub-block, byte
-// loads, f32 arithmetic.
+// GEMV (qgemv_packed_kernel) streams rows with 16-byte loads: a warp takes
+// two rows at a time (one for Q4_K, Q5_K) and walks them in tiles of whole blocks (64
+// units, a multiple of 16 bytes, so a row's tiles share its misalignment:
+// the 16-byte pieces that cover a tile start up to 14 bytes before it). Each
+// tile goes from registers into the warp's shared-memory slot, the next
+// tiles' loads are issued, then the lanes decode the tile from shared memory
+// (aligned words and funnel shifts), two units a lane; ~4.6 KB in flight a
+// warp, more than Little's law asks of HBM latency (~30 KB an SM) at 16
+// warps an SM. The activations are quantized once per block to 16-bit
+// blocks of 32 in shared memory, so a lane dots two weights per dp2a
+// (int16 x int8) instead of converting each weight to a float (the SM's
+// conversion rate, 16 a clock, is below the ~32 weights a clock that 4-bit
+// types at full bandwidth need); 16 bits keep the results within float
+// rounding of the f32 kernel's (8-bit activations, as llama.cpp's q8_1,
+// moved greedy tokens of the quantized parity models). An activation piece
+// read from shared memory serves every row of the warp's group. Every packed
+// type has a unit decoder (quant_dot.h); W not 16-aligned, x too large for
+// shared memory and VLLMC_CUDA_QGEMV=0 take qgemv_kernel: a warp per output
+// row, a lane per 32-weight sub-block, byte loads, f32 arithmetic.
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/matmul.cuh"
 #include "backend/cuda/quant.cuh"
@@ -28,7 +32,7 @@
 #include "backend/cuda/quant_dot.h"
 
 #define QGEMV_WARPS 4
-#define QGEMV_P_WARPS 8 // warps (rows in flight) per block of the packed GEMV
+#define QGEMV_P_WARPS 8 // warps per block of the packed GEMV
 #define QK_K 256
 
 // ---- the packed types ----
@@ -120,19 +124,26 @@ static __global__ void __launch_bounds__(QGEMV_WARPS * CUDA_WARP)
 }
 
 // The packed GEMV's tile bytes of a type and its shared memory for M tokens
-// of rows of k: a tile slot per warp (a tile and the 16 bytes a row's
-// misalignment adds), then the activations' bytes [M, qdot_x_bytes] laid out
-// by qdot_x_offset, scales [M, k / 32] and sums [M, k / 32].
+// of rows of k: qgemv_rows tile slots per warp (a tile and the 16 bytes a row's
+// misalignment adds), then the activations' 16-bit values [M, qdot_x_elems]
+// laid out by qdot_x_offset, scales [M, k / 32] and sums [M, k / 32].
 template <int T> static constexpr int qgemv_tile_bytes()
 {
     return q_unit<T>::tile_blocks * q_fmt<T>::bytes;
 }
 
+// Rows a warp of the packed GEMV takes at a time: two, but one for the
+// 64-weight units (Q4_K, Q5_K), whose second row would not fit 128 registers.
+template <int T> static constexpr int qgemv_rows()
+{
+    return q_unit<T>::subs == 2 ? 1 : 2;
+}
+
 template <int T> static size_t qgemv_packed_smem(int m, int64_t k)
 {
     const int uw = 32 * q_unit<T>::subs;
-    return (size_t)QGEMV_P_WARPS * (qgemv_tile_bytes<T>() + 16) +
-           (size_t)m * ((size_t)qdot_x_bytes((int)k, uw) + (size_t)k / 4);
+    return (size_t)QGEMV_P_WARPS * qgemv_rows<T>() * (qgemv_tile_bytes<T>() + 16) +
+           (size_t)m * (2 * (size_t)qdot_x_elems((int)k, uw) + (size_t)k / 4);
 }
 
 // Tile t of a row into registers (qdot_tile_span): lane l takes 16-byte
@@ -167,17 +178,21 @@ static __device__ __forceinline__ void qgemv_tile_load(uint4 *pre, const uint8_t
 }
 
 // dst [M, n] = x [M, k] . W^T, W 16-aligned with dense rows of w_pitch bytes
-// (even; 4-aligned rows for Q4_1 and Q5_1, 16-aligned for Q4_K and Q5_K). Warp
-// slot warp * gridDim.x + blockIdx.x takes rows slot, slot + slots, ... (the
-// rows left over after whole rounds spread over the blocks). x is quantized
-// into shared memory first, while the first tile's loads are in flight.
+// (even; 4-aligned rows for Q4_1 and Q5_1, 16-aligned for Q4_K and Q5_K). A
+// warp takes qgemv_rows rows at a time (a group), so each activation
+// piece read from shared memory serves every row of the group. Warp slot
+// warp * gridDim.x + blockIdx.x takes groups slot, slot + slots, ... (the
+// groups left over after whole rounds spread over the blocks). x is
+// quantized into shared memory first, while the first tiles' loads are in
+// flight.
 template <int T, int M>
-static __global__ void __launch_bounds__(QGEMV_P_WARPS *CUDA_WARP)
+static __global__ void __launch_bounds__(QGEMV_P_WARPS *CUDA_WARP, 2)
     qgemv_packed_kernel(float *dst, int64_t dst_pitch, const float *x, int64_t x_pitch,
                         const uint8_t *w, int64_t w_pitch, const void *bias, int bias_type, int n,
                         int k)
 {
     using Q = q_unit<T>;
+    constexpr int R = qgemv_rows<T>();
     constexpr int BYTES = q_fmt<T>::bytes, SUBS_B = q_fmt<T>::elems / 32;
     constexpr int TILE = qgemv_tile_bytes<T>(), SLOT16 = TILE / 16 + 1;
     constexpr int LOADS = (SLOT16 + CUDA_WARP - 1) / CUDA_WARP;
@@ -185,26 +200,31 @@ static __global__ void __launch_bounds__(QGEMV_P_WARPS *CUDA_WARP)
     extern __shared__ uint4 qgemv_smem[];
     const int warp = threadIdx.x / CUDA_WARP, lane = threadIdx.x % CUDA_WARP;
     const int n_sub = k / 32;
-    uint4 *tile = qgemv_smem + warp * SLOT16;
-    constexpr int UW = 32 * Q::subs; // weights a unit
-    const int kx = qdot_x_bytes(k, UW);
-    int8_t *xq = (int8_t *)(qgemv_smem + QGEMV_P_WARPS * SLOT16); // [M, kx], qdot_x_offset
-    float *xd = (float *)(xq + (int64_t)M * kx);                   // [M, n_sub]
-    float *xs = xd + M * n_sub;                                    // [M, n_sub]
+    uint4 *slot = qgemv_smem + warp * R * SLOT16; // R slots of SLOT16 pieces
+    constexpr int UW = 32 * Q::subs;               // weights a unit
+    const int kx = qdot_x_elems(k, UW);
+    int16_t *xq = (int16_t *)(qgemv_smem + QGEMV_P_WARPS * R * SLOT16); // [M, kx], qdot_x_offset
+    float *xd = (float *)(xq + (int64_t)M * kx);                       // [M, n_sub]
+    float *xs = xd + M * n_sub;                                        // [M, n_sub]
     const int64_t row_bytes = (int64_t)(k / q_fmt<T>::elems) * BYTES;
     const int n_tiles = (int)((row_bytes + TILE - 1) / TILE);
-    const int slots = (int)gridDim.x * QGEMV_P_WARPS;
-    int row = warp * (int)gridDim.x + (int)blockIdx.x;
+    const int slots = (int)gridDim.x * QGEMV_P_WARPS, n_groups_r = (n + R - 1) / R;
+    int group = warp * (int)gridDim.x + (int)blockIdx.x;
     const uint8_t *w_end = w + (int64_t)n * w_pitch;
 
-    uint4 pre[LOADS];
+    uint4 pre[R][LOADS];
 #pragma unroll
-    for (int i = 0; i < LOADS; i++)
-        pre[i] = make_uint4(0, 0, 0, 0);
-    if (row < n)
-        qgemv_tile_load<TILE, LOADS>(pre, w + (int64_t)row * w_pitch, row_bytes, 0, lane, w_end);
+    for (int r = 0; r < R; r++)
+#pragma unroll
+        for (int i = 0; i < LOADS; i++)
+            pre[r][i] = make_uint4(0, 0, 0, 0);
+#pragma unroll
+    for (int r = 0; r < R; r++)
+        if (group * R + r < n)
+            qgemv_tile_load<TILE, LOADS>(pre[r], w + (int64_t)(group * R + r) * w_pitch,
+                                         row_bytes, 0, lane, w_end);
 
-    // Eight threads a 32-block: q = round(x * 127 / amax), d = amax / 127, s = sum x
+    // Eight threads a 32-block: q = round(x * 32767 / amax), d = amax / 32767, s = sum x
     // (qdot_quantize32). Four rounds of loads in flight at a time; every
     // thread runs the same rounds (full-warp shuffles).
     constexpr int GROUPS = QGEMV_P_WARPS * CUDA_WARP / 8, BATCH = 4;
@@ -231,15 +251,15 @@ static __global__ void __launch_bounds__(QGEMV_P_WARPS *CUDA_WARP)
                 sum += __shfl_xor_sync(0xffffffffu, sum, off);
             }
             if (g < n_groups) {
-                const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
-                *(char4 *)(xq + (int64_t)(g / n_sub) * kx +
-                           qdot_x_offset((g % n_sub) * 32 + 4 * l8, UW)) =
-                    make_char4((signed char)__float2int_rn(v[j].x * inv),
-                               (signed char)__float2int_rn(v[j].y * inv),
-                               (signed char)__float2int_rn(v[j].z * inv),
-                               (signed char)__float2int_rn(v[j].w * inv));
+                const float inv = amax > 0.0f ? 32767.0f / amax : 0.0f;
+                *(short4 *)(xq + (int64_t)(g / n_sub) * kx +
+                            qdot_x_offset((g % n_sub) * 32 + 4 * l8, UW)) =
+                    make_short4((short)__float2int_rn(v[j].x * inv),
+                                (short)__float2int_rn(v[j].y * inv),
+                                (short)__float2int_rn(v[j].z * inv),
+                                (short)__float2int_rn(v[j].w * inv));
                 if (l8 == 0) {
-                    xd[g] = amax / 127.0f;
+                    xd[g] = amax / 32767.0f;
                     xs[g] = sum;
                 }
             }
@@ -247,59 +267,80 @@ static __global__ void __launch_bounds__(QGEMV_P_WARPS *CUDA_WARP)
     }
     __syncthreads();
 
-    for (; row < n; row += slots) {
-        const uint8_t *wr = w + (int64_t)row * w_pitch;
-        float acc[M];
+    for (; group < n_groups_r; group += slots) {
+        const int row0 = group * R;
+        const int n_rows = n - row0 < R ? n - row0 : R; // warp-uniform
+        float acc[R][M];
 #pragma unroll
-        for (int m = 0; m < M; m++)
-            acc[m] = 0.0f;
+        for (int r = 0; r < R; r++)
+#pragma unroll
+            for (int m = 0; m < M; m++)
+                acc[r][m] = 0.0f;
         for (int t = 0; t < n_tiles; t++) {
-            const struct qdot_span sp = qdot_tile_span((uintptr_t)wr, row_bytes, t, TILE);
-            __syncwarp(); // every lane is done with the previous tile
+            struct qdot_span sp[R];
+            __syncwarp(); // every lane is done with the previous tiles
 #pragma unroll
-            for (int i = 0; i < LOADS; i++)
-                if (lane + CUDA_WARP * i < sp.n16)
-                    tile[lane + CUDA_WARP * i] = pre[i];
+            for (int r = 0; r < R; r++) {
+                sp[r] = qdot_tile_span((uintptr_t)(w + (int64_t)(row0 + r) * w_pitch), row_bytes,
+                                       t, TILE);
+                if (r < n_rows) {
+#pragma unroll
+                    for (int i = 0; i < LOADS; i++)
+                        if (lane + CUDA_WARP * i < sp[r].n16)
+                            slot[r * SLOT16 + lane + CUDA_WARP * i] = pre[r][i];
+                }
+            }
             __syncwarp();
-            if (t + 1 < n_tiles)
-                qgemv_tile_load<TILE, LOADS>(pre, wr, row_bytes, t + 1, lane, w_end);
-            else if (row + slots < n)
-                qgemv_tile_load<TILE, LOADS>(pre, w + (int64_t)(row + slots) * w_pitch, row_bytes,
-                                             0, lane, w_end);
-            const uint8_t *tb = (const uint8_t *)tile + sp.mis;
-            const int bytes = sp.bytes;
-            const int units = bytes / BYTES * Q::units;
+            // The next tiles: this group's, or the first of the warp's next group.
+            const int nt = t + 1 < n_tiles ? t + 1 : 0;
+            const int nrow0 = t + 1 < n_tiles ? row0 : row0 + slots * R;
+#pragma unroll
+            for (int r = 0; r < R; r++)
+                if (nrow0 + r < n)
+                    qgemv_tile_load<TILE, LOADS>(pre[r], w + (int64_t)(nrow0 + r) * w_pitch,
+                                                 row_bytes, nt, lane, w_end);
+            const int units = sp[0].bytes / BYTES * Q::units;
             const int sub0 = t * Q::tile_blocks * SUBS_B; // the tile's first sub-block in the row
 #pragma unroll 2
             for (int u = lane; u < units; u += CUDA_WARP) {
                 const int bi = u / Q::units, uj = u % Q::units;
-                struct qdot_unit wu;
-                Q::load(tb + bi * BYTES, uj, &wu);
+                struct qdot_unit wu[R];
+#pragma unroll
+                for (int r = 0; r < R; r++)
+                    if (r < n_rows)
+                        Q::load((const uint8_t *)(slot + r * SLOT16) + sp[r].mis + bi * BYTES, uj,
+                                &wu[r]);
                 const int s = sub0 + bi * SUBS_B + uj * Q::subs;
 #pragma unroll
                 for (int m = 0; m < M; m++) {
-                    const int8_t *xt = xq + (int64_t)m * kx;
-                    uint32_t xw[8 * Q::subs];
+                    const int16_t *xt = xq + (int64_t)m * kx;
+                    uint32_t xw[16 * Q::subs];
 #pragma unroll
-                    for (int i = 0; i < 2 * Q::subs; i++) {
-                        const uint4 q = *(const uint4 *)(xt + qdot_x_offset(32 * s + 16 * i, UW));
+                    for (int i = 0; i < 4 * Q::subs; i++) {
+                        const uint4 q = *(const uint4 *)(xt + qdot_x_offset(32 * s + 8 * i, UW));
                         xw[4 * i] = q.x;
                         xw[4 * i + 1] = q.y;
                         xw[4 * i + 2] = q.z;
                         xw[4 * i + 3] = q.w;
                     }
-                    acc[m] += qdot_unit_dot(&wu, Q::subs, xw, xd + m * n_sub + s,
-                                            xs + m * n_sub + s);
+#pragma unroll
+                    for (int r = 0; r < R; r++)
+                        if (r < n_rows)
+                            acc[r][m] += qdot_unit_dot(&wu[r], Q::subs, xw, xd + m * n_sub + s,
+                                                       xs + m * n_sub + s);
                 }
             }
         }
 #pragma unroll
-        for (int m = 0; m < M; m++) {
-            float sum = cuda_warp_sum(acc[m]);
-            if (lane == 0) {
-                if (bias)
-                    sum += cuda_bias_at(bias, bias_type, row);
-                dst[m * dst_pitch + row] = sum;
+        for (int r = 0; r < R; r++) {
+#pragma unroll
+            for (int m = 0; m < M; m++) {
+                float sum = cuda_warp_sum(acc[r][m]);
+                if (lane == 0 && r < n_rows) {
+                    if (bias)
+                        sum += cuda_bias_at(bias, bias_type, row0 + r);
+                    dst[m * dst_pitch + row0 + r] = sum;
+                }
             }
         }
     }
@@ -408,7 +449,7 @@ template <int T> static bool qgemv_packed_ok(const struct op_call *c, int m, con
            qgemv_packed_smem<T>(m, w->ne[0]) <= dev->smem_optin_bytes;
 }
 
-// Tokens t0 .. t0 + M - 1 through the packed GEMV: one block per 8 rows, at
+// Tokens t0 .. t0 + M - 1 through the packed GEMV: a block per 8 row groups, at
 // most as many blocks as are resident at once (each quantizes x once).
 template <int T, int M>
 static enum vllmc_status qgemv_packed_launch(const struct op_call *c, int64_t t0,
@@ -422,7 +463,8 @@ static enum vllmc_status qgemv_packed_launch(const struct op_call *c, int64_t t0
     static struct qgemv_occupancy occ;
     int per_sm = 1;
     CUDA_TRY(qgemv_occupancy_get(qgemv_packed_kernel<T, M>, smem, &occ, &per_sm));
-    const int64_t want = ((int64_t)n + QGEMV_P_WARPS - 1) / QGEMV_P_WARPS;
+    const int64_t per_block = QGEMV_P_WARPS * qgemv_rows<T>();
+    const int64_t want = ((int64_t)n + per_block - 1) / per_block;
     const int64_t most = (int64_t)dev->n_sms * per_sm;
     qgemv_packed_kernel<T, M><<<(unsigned)(want < most ? want : most), QGEMV_P_WARPS * CUDA_WARP,
                                 smem, dev->stream>>>(

@@ -1,9 +1,9 @@
 // Integer dot products of packed GGUF blocks with activations quantized to
-// 8-bit blocks of 32 (scale d = amax / 127, and the float sum of the block),
-// for the CUDA decode GEMV (quant.cu). Written once for nvcc (device) and a C
-// compiler (host), so a test checks the unpacking against the formats'
-// reference vectors without a GPU. Arithmetic: 4-way byte dot products, one
-// float scale per 16 weights, one float min per 32.
+// 16-bit blocks of 32 (scale d = amax / 32767, and the float sum of the
+// block), for the CUDA decode GEMV (quant.cu). Written once for nvcc (device)
+// and a C compiler (host), so a test checks the unpacking against the
+// formats' reference vectors without a GPU. Arithmetic: 2-way int16 x int8
+// dot products, one float scale per 16 weights, one float min per 32.
 #ifndef VLLMC_BACKEND_CUDA_QUANT_DOT_H
 #define VLLMC_BACKEND_CUDA_QUANT_DOT_H
 
@@ -117,15 +117,25 @@ QDOT_FN void qdot_words8_16(const uint8_t *p, uint32_t *out)
 #endif
 }
 
-// c + the dot product of the four signed bytes of a and b.
-QDOT_FN int qdot_dp4a(uint32_t a, uint32_t b, int c)
+// c + the dot product of the two signed 16-bit halves of a with signed bytes
+// 0, 1 (lo) or 2, 3 (hi) of b.
+QDOT_FN int qdot_dp2a_lo(uint32_t a, uint32_t b, int c)
 {
 #ifdef __CUDACC__
-    return __dp4a((int)a, (int)b, c);
+    return __dp2a_lo((int)a, (int)b, c);
 #else
-    for (int i = 0; i < 4; i++)
-        c += (int)(int8_t)(uint8_t)(a >> (8 * i)) * (int)(int8_t)(uint8_t)(b >> (8 * i));
-    return c;
+    return c + (int)(int16_t)(uint16_t)a * (int)(int8_t)(uint8_t)b +
+           (int)(int16_t)(uint16_t)(a >> 16) * (int)(int8_t)(uint8_t)(b >> 8);
+#endif
+}
+
+QDOT_FN int qdot_dp2a_hi(uint32_t a, uint32_t b, int c)
+{
+#ifdef __CUDACC__
+    return __dp2a_hi((int)a, (int)b, c);
+#else
+    return c + (int)(int16_t)(uint16_t)a * (int)(int8_t)(uint8_t)(b >> 16) +
+           (int)(int16_t)(uint16_t)(a >> 16) * (int)(int8_t)(uint8_t)(b >> 24);
 #endif
 }
 
@@ -462,18 +472,18 @@ QDOT_FN struct qdot_span qdot_tile_span(uintptr_t row_addr, int64_t row_bytes, i
     return sp;
 }
 
-// Where the GEMV keeps activation byte e of a token (k of them): units of
-// unit_weights (32 or 64) bytes go in groups of 8, a group's 16-byte pieces
-// piece-major, so the eight lanes of a 16-byte shared-memory load phase
-// (consecutive units, the same piece) read 128 contiguous bytes, no bank
-// conflicts. A token takes qdot_x_bytes(k) bytes (whole groups).
+// Where the GEMV keeps activation e of a token (k of them, 16-bit): units of
+// unit_weights (32 or 64) go in groups of 8, a group's 16-byte pieces (8
+// activations) piece-major, so the eight lanes of a 16-byte shared-memory
+// load phase (consecutive units, the same piece) read 128 contiguous bytes,
+// no bank conflicts. An element index; a token takes qdot_x_elems(k).
 QDOT_HD int qdot_x_offset(int e, int unit_weights)
 {
-    const int u = e / unit_weights, p = (e % unit_weights) / 16;
-    return ((u / 8) * (unit_weights / 16) + p) * 128 + (u % 8) * 16 + e % 16;
+    const int u = e / unit_weights, p = (e % unit_weights) / 8;
+    return ((u / 8) * (unit_weights / 8) + p) * 64 + (u % 8) * 8 + e % 8;
 }
 
-QDOT_HD int qdot_x_bytes(int k, int unit_weights)
+QDOT_HD int qdot_x_elems(int k, int unit_weights)
 {
     return (k + 8 * unit_weights - 1) / (8 * unit_weights) * (8 * unit_weights);
 }
@@ -481,8 +491,8 @@ QDOT_HD int qdot_x_bytes(int k, int unit_weights)
 // ---- the dot product ----
 
 // Sum over the unit's `subs` sub-blocks (1 or 2) of w * x for one token: xw the
-// unit's activation bytes, four to a word; xd, xs each sub-block's scale and
-// float sum.
+// unit's activations, two to a word (word j holds activations 2 j, 2 j + 1);
+// xd, xs each sub-block's scale and float sum.
 QDOT_FN float qdot_unit_dot(const struct qdot_unit *w, int subs, const uint32_t *xw,
                             const float *xd, const float *xs)
 {
@@ -492,17 +502,19 @@ QDOT_FN float qdot_unit_dot(const struct qdot_unit *w, int subs, const uint32_t 
         int i0 = 0, i1 = 0;
         QDOT_UNROLL
         for (int i = 0; i < 4; i++) {
-            i0 = qdot_dp4a(w->q[8 * s + i], xw[8 * s + i], i0);
-            i1 = qdot_dp4a(w->q[8 * s + 4 + i], xw[8 * s + 4 + i], i1);
+            i0 = qdot_dp2a_lo(xw[16 * s + 2 * i], w->q[8 * s + i], i0);
+            i0 = qdot_dp2a_hi(xw[16 * s + 2 * i + 1], w->q[8 * s + i], i0);
+            i1 = qdot_dp2a_lo(xw[16 * s + 8 + 2 * i], w->q[8 * s + 4 + i], i1);
+            i1 = qdot_dp2a_hi(xw[16 * s + 8 + 2 * i + 1], w->q[8 * s + 4 + i], i1);
         }
         r += xd[s] * (w->sc[2 * s] * (float)i0 + w->sc[2 * s + 1] * (float)i1) - w->mn[s] * xs[s];
     }
     if (w->half_mins) {
         int s0 = 0, s1 = 0;
         QDOT_UNROLL
-        for (int i = 0; i < 4; i++) {
-            s0 = qdot_dp4a(0x01010101u, xw[i], s0);
-            s1 = qdot_dp4a(0x01010101u, xw[4 + i], s1);
+        for (int i = 0; i < 8; i++) {
+            s0 = qdot_dp2a_lo(xw[i], 0x00000101u, s0);
+            s1 = qdot_dp2a_lo(xw[8 + i], 0x00000101u, s1);
         }
         r -= xd[0] * (w->mh[0] * (float)s0 + w->mh[1] * (float)s1);
     }
@@ -510,19 +522,19 @@ QDOT_FN float qdot_unit_dot(const struct qdot_unit *w, int subs, const uint32_t 
 }
 
 #ifndef __CUDACC__
-// The activations' 8-bit blocks as the GEMV makes them (host copy of its
-// formula, for tests): q = round(x * 127 / amax), d = amax / 127, s = sum x.
-static inline void qdot_quantize32(const float *x, int8_t *q, float *d, float *s)
+// The activations' 16-bit blocks as the GEMV makes them (host copy of its
+// formula, for tests): q = round(x * 32767 / amax), d = amax / 32767, s = sum x.
+static inline void qdot_quantize32(const float *x, int16_t *q, float *d, float *s)
 {
     float amax = 0.0f, sum = 0.0f;
     for (int l = 0; l < 32; l++) {
         amax = fmaxf(amax, fabsf(x[l]));
         sum += x[l];
     }
-    const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+    const float inv = amax > 0.0f ? 32767.0f / amax : 0.0f;
     for (int l = 0; l < 32; l++)
-        q[l] = (int8_t)lrintf(x[l] * inv);
-    *d = amax / 127.0f;
+        q[l] = (int16_t)lrintf(x[l] * inv);
+    *d = amax / 32767.0f;
     *s = sum;
 }
 #endif
