@@ -146,6 +146,17 @@ template <int T> static size_t qgemv_packed_smem(int m, int64_t k)
            (size_t)m * (2 * (size_t)qdot_x_elems((int)k, uw) + (size_t)k / 4);
 }
 
+// 16 bytes of W, read once: not kept in L1 (the tile goes on to shared
+// memory; an L1 copy would only cost the SM's shared-memory bandwidth).
+static __device__ __forceinline__ uint4 qgemv_load_stream(const uint4 *p)
+{
+    uint4 v;
+    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "l"(p));
+    return v;
+}
+
 // Tile t of a row into registers (qdot_tile_span): lane l takes 16-byte
 // pieces l, l + 32, ...
 // A piece that runs past end (the last row's last piece, when W's size is
@@ -164,7 +175,7 @@ static __device__ __forceinline__ void qgemv_tile_load(uint4 *pre, const uint8_t
             continue;
         const uint4 *p = first + c;
         if ((const uint8_t *)(p + 1) <= end) {
-            pre[i] = __ldg(p);
+            pre[i] = qgemv_load_stream(p);
         } else {
             uint32_t v[4] = {0u, 0u, 0u, 0u};
             const unsigned short *h = (const unsigned short *)p;
