@@ -485,6 +485,9 @@ static enum vllmc_status qgemv_packed_launch(const struct op_call *c, int64_t t0
     return VLLMC_OK;
 }
 
+// Tokens t0 .. t0 + M - 1: the packed GEMV where it applies; where M tokens'
+// activations do not fit its shared memory (long rows), 4 and M - 4 tokens
+// in two passes over W, still faster than the byte-loading kernel.
 template <int T, int M>
 static enum vllmc_status qgemv_launch_chunk(const struct op_call *c, int64_t t0,
                                             struct cuda_device *dev)
@@ -492,6 +495,12 @@ static enum vllmc_status qgemv_launch_chunk(const struct op_call *c, int64_t t0,
     if constexpr (q_unit<T>::ok) {
         if (qgemv_packed_ok<T>(c, M, dev))
             return qgemv_packed_launch<T, M>(c, t0, dev);
+        if constexpr (M > 4) {
+            if (qgemv_packed_ok<T>(c, 4, dev)) {
+                enum vllmc_status rc = qgemv_packed_launch<T, 4>(c, t0, dev);
+                return rc ? rc : qgemv_launch_chunk<T, M - 4>(c, t0 + 4, dev);
+            }
+        }
     }
     qgemv_launch_m<T, M>(c, t0, dev->stream);
     return VLLMC_OK;
