@@ -19,7 +19,8 @@
 #
 # GPU_CHECK_STAGES (comma list) picks stages: deps,build,tests,ops,roofline,
 # bench,hf,ab,profile,serve,hf8b,q8b,sanitizer (default: all but hf8b, which writes a 16 GB
-# checkpoint, and q8b, which writes one and quantizes it to Q4_K_M and Q8_0;
+# checkpoint, and q8b, which writes one and quantizes it to Q4_K_M and Q8_0
+# (GPU_CHECK_Q8B_AB=0 leaves out its byte-loading GEMV comparison);
 # a machine call has 10 minutes, so split the stages over calls).
 # GPU_CHECK_CPU_PARITY=0 leaves out the (informational) CPU parity runs;
 # GPU_CHECK_HF_MODELS (default: qwen3-0.6b llama3-1b qwen2-0.5b stories int4)
@@ -455,6 +456,7 @@ if want q8b; then
         tail -n +"$from" "$OUT/q8b.log" | grep "^decode:" | tail -1 |
             awk -v t=$t -v r="$read_gbps" '{g = $(NF - 1); printf "  q8b %s tg128: %s MB a token, %.0f GB/s = %.1f%% of the %s GB/s read roofline\n", t, $2, g, 100 * g / r, r}' |
             tee -a "$SUMMARY"
+        [ "${GPU_CHECK_Q8B_AB:-1}" = 1 ] || continue
         from=$(($(wc -l <"$OUT/q8b.log" 2>/dev/null || echo 0) + 1))
         stage "q8b: bench $t tg128 cuda, byte-loading GEMV" "$OUT/q8b.log" 200 \
             env VLLMC_CUDA_QGEMV=0 "$VLLMC" bench --model "$Q8B/$t.gguf" --device cuda -p 0 -n 128 -r 3
