@@ -294,19 +294,31 @@ static double bench_cpu_s(void)
 // Runs a test once untimed and n_reps times timed; fills tok/s per repeat and
 // the share of its threads' wall time the process got a core (on a shared
 // machine, what is left to it by other work; spinning workers count as used).
-static int bench_test(struct bench *b, bool pp, int n, double *tps, double *cpu_share)
+// Runs the test n_reps times after one warm-up; tps[r] gets each repeat's
+// tokens/s. With probe_gbps, a short bandwidth probe (3 passes, the best
+// kept) runs right before each repeat: a shared machine's bandwidth moves
+// within seconds, so each repeat is judged against what the memory gave then.
+static int bench_test(struct bench *b, bool pp, int n, double *tps, double *probe_gbps,
+                      double *cpu_share)
 {
-    double s, wall = 0, cpu0;
+    double s, wall = 0, cpu = 0;
     if (bench_run_once(b, pp, pp ? n : 1, &s))
         return 1;
-    cpu0 = bench_cpu_s();
     for (long r = 0; r < b->o.n_reps; r++) {
+        struct membw_result bw = {0};
+        if (probe_gbps) {
+            if (membw_measure(b->n_threads, (size_t)b->o.bw_mib << 20, 3, &bw))
+                return 1;
+            probe_gbps[r] = bw.best_gbps;
+        }
+        double cpu0 = bench_cpu_s();
         if (bench_run_once(b, pp, n, &s))
             return 1;
+        cpu += bench_cpu_s() - cpu0;
         tps[r] = s > 0 ? n / s : 0;
         wall += s;
     }
-    *cpu_share = wall > 0 ? (bench_cpu_s() - cpu0) / (wall * b->n_threads) : 0;
+    *cpu_share = wall > 0 ? cpu / (wall * b->n_threads) : 0;
     return 0;
 }
 
@@ -366,15 +378,23 @@ static int bench_pp_tg(struct bench *b)
            "params", "backend", "threads", "test", "t/s", "median t/s");
     printf("| ------------------------------ | ---------: | ---------: | ---------- | ------: | "
            "--------------: | -------------------: | ---------: |\n");
+    // Paired probes judge decode against host memory: on the CPU only.
+    bool paired = o->bw_mib > 0 && !strcmp(o->device, "cpu");
     double *tps = mem_calloc((size_t)o->n_reps, sizeof(double));
-    if (!tps)
+    double *probe = mem_calloc((size_t)o->n_reps, sizeof(double));
+    double *ratio = mem_calloc((size_t)o->n_reps, sizeof(double));
+    if (!tps || !probe || !ratio) {
+        mem_free(tps);
+        mem_free(probe);
+        mem_free(ratio);
         return 1;
+    }
     char name[32], shares[128] = "";
     int rc = 0;
     double tg_median = 0, share = 0;
     if (o->n_prompt > 0) {
         snprintf(name, sizeof(name), "pp%ld", o->n_prompt);
-        rc = bench_test(b, true, (int)o->n_prompt, tps, &share);
+        rc = bench_test(b, true, (int)o->n_prompt, tps, NULL, &share);
         if (!rc) {
             bench_print_row(b, name, tps);
             snprintf(shares, sizeof(shares), "%s %.0f%%", name, 100 * share);
@@ -382,7 +402,7 @@ static int bench_pp_tg(struct bench *b)
     }
     if (!rc && o->n_gen > 0) {
         snprintf(name, sizeof(name), "tg%ld", o->n_gen);
-        rc = bench_test(b, false, (int)o->n_gen, tps, &share);
+        rc = bench_test(b, false, (int)o->n_gen, tps, paired ? probe : NULL, &share);
         if (!rc) {
             bench_print_row(b, name, tps);
             size_t len = strlen(shares);
@@ -393,7 +413,17 @@ static int bench_pp_tg(struct bench *b)
             tg_median = s.median;
         }
     }
+    double bpt = bench_bytes_per_token(b->m);
+    struct bench_summary ps = {0}, rs = {0};
+    if (!rc && o->n_gen > 0 && paired) {
+        for (long r = 0; r < o->n_reps; r++)
+            ratio[r] = probe[r] > 0 ? bpt * tps[r] * 1e-9 / probe[r] : 0;
+        bench_summarize(probe, (int)o->n_reps, &ps);
+        bench_summarize(ratio, (int)o->n_reps, &rs);
+    }
     mem_free(tps);
+    mem_free(probe);
+    mem_free(ratio);
     if (rc)
         return rc;
     printf("\n");
@@ -407,7 +437,6 @@ static int bench_pp_tg(struct bench *b)
                "threads): %s\n",
                load[0], load[1], load[2], sysconf(_SC_NPROCESSORS_ONLN), b->n_threads, shares);
     if (o->n_gen > 0) {
-        double bpt = bench_bytes_per_token(b->m);
         double gbps = bpt * tg_median * 1e-9;
         printf("decode: %.1f MB of weights read per token x %.2f tok/s (median) = %.1f GB/s",
                bpt * 1e-6, tg_median, gbps);
@@ -416,6 +445,10 @@ static int bench_pp_tg(struct bench *b)
         if (bw.n_bytes && bw.best_gbps > 0 && !strcmp(o->device, "cpu"))
             printf(" = %.1f%% of the read bandwidth", 100.0 * gbps / bw.best_gbps);
         printf("\n");
+        if (paired && rs.median > 0)
+            printf("decode, each repeat against a probe just before it: median %.1f%% of the read "
+                   "bandwidth (%.1f-%.1f%% over %ld repeats; probes %.1f-%.1f GB/s)\n",
+                   100 * rs.median, 100 * rs.min, 100 * rs.max, o->n_reps, ps.min, ps.max);
     }
     return 0;
 }
