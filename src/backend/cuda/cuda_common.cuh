@@ -129,6 +129,25 @@ __device__ __forceinline__ float cuda_warp_max(float v)
 
 // Sum over the block; every thread gets the result. shared: >= 32 floats.
 // blockDim.x must be a multiple of 32.
+// acc[t] += wf [VEC] . x[t][col .. col + VEC) for the M token rows of x (row
+// pitch x_pitch, col a multiple of 4): the inner product of the GEMV kernels,
+// in one fixed order per element.
+template <int M, int VEC>
+__device__ __forceinline__ void cuda_dot_rows(float *acc, const float *wf, const float *x,
+                                              int64_t x_pitch, int64_t col)
+{
+#pragma unroll
+    for (int t = 0; t < M; t++) {
+        const float4 *xv = (const float4 *)(x + t * x_pitch + col);
+#pragma unroll
+        for (int q = 0; q < VEC / 4; q++) {
+            const float4 xq = xv[q];
+            acc[t] += wf[4 * q] * xq.x + wf[4 * q + 1] * xq.y + wf[4 * q + 2] * xq.z +
+                      wf[4 * q + 3] * xq.w;
+        }
+    }
+}
+
 __device__ __forceinline__ float cuda_block_sum(float v, float *shared)
 {
     const int lane = threadIdx.x % CUDA_WARP, warp = threadIdx.x / CUDA_WARP;

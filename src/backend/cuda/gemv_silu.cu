@@ -12,23 +12,6 @@
 
 // ---- kernel ----
 
-// acc[t] += w (VEC weights, widened) . x[t][col .. col + VEC)
-template <int M, int VEC>
-__device__ __forceinline__ void gemv_silu_dot(float *acc, const float *wf, const float *x,
-                                              int64_t x_pitch, int64_t col)
-{
-#pragma unroll
-    for (int t = 0; t < M; t++) {
-        const float4 *xv = (const float4 *)(x + t * x_pitch + col);
-#pragma unroll
-        for (int q = 0; q < VEC / 4; q++) {
-            const float4 xq = xv[q];
-            acc[t] += wf[4 * q] * xq.x + wf[4 * q + 1] * xq.y + wf[4 * q + 2] * xq.z +
-                      wf[4 * q + 3] * xq.w;
-        }
-    }
-}
-
 template <typename TW, int M>
 static __global__ void __launch_bounds__(GEMV_SILU_ROWS *CUDA_WARP)
     gemv_silu_kernel(float *dst, int64_t dst_pitch, const float *x, int64_t x_pitch, const TW *w,
@@ -60,18 +43,18 @@ static __global__ void __launch_bounds__(GEMV_SILU_ROWS *CUDA_WARP)
             float wf[VEC];
             const int64_t col = (int64_t)(ch + i * CUDA_WARP) * VEC;
             cuda_widen16(g[i], wf, (const TW *)nullptr);
-            gemv_silu_dot<M, VEC>(ag, wf, x, x_pitch, col);
+            cuda_dot_rows<M, VEC>(ag, wf, x, x_pitch, col);
             cuda_widen16(u[i], wf, (const TW *)nullptr);
-            gemv_silu_dot<M, VEC>(au, wf, x, x_pitch, col);
+            cuda_dot_rows<M, VEC>(au, wf, x, x_pitch, col);
         }
     }
     for (; ch < n_chunks; ch += CUDA_WARP) {
         float wf[VEC];
         const int64_t col = (int64_t)ch * VEC;
         cuda_widen16(__ldcs(wg + ch), wf, (const TW *)nullptr);
-        gemv_silu_dot<M, VEC>(ag, wf, x, x_pitch, col);
+        cuda_dot_rows<M, VEC>(ag, wf, x, x_pitch, col);
         cuda_widen16(__ldcs(wu + ch), wf, (const TW *)nullptr);
-        gemv_silu_dot<M, VEC>(au, wf, x, x_pitch, col);
+        cuda_dot_rows<M, VEC>(au, wf, x, x_pitch, col);
     }
 #pragma unroll
     for (int t = 0; t < M; t++) {

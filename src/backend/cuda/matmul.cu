@@ -150,33 +150,13 @@ static __global__ void __launch_bounds__(GEMV_WARP_ROWS * CUDA_WARP)
         for (int u = 0; u < UNROLL; u++) {
             float wf[VEC];
             cuda_widen16(wv[u], wf, (const TW *)nullptr);
-            const int64_t col = (int64_t)(ch + u * CUDA_WARP) * VEC;
-#pragma unroll
-            for (int t = 0; t < M; t++) {
-                const float4 *xv = (const float4 *)(x + t * x_pitch + col);
-#pragma unroll
-                for (int q = 0; q < VEC / 4; q++) {
-                    const float4 xq = xv[q];
-                    acc[t] += wf[4 * q] * xq.x + wf[4 * q + 1] * xq.y + wf[4 * q + 2] * xq.z +
-                              wf[4 * q + 3] * xq.w;
-                }
-            }
+            cuda_dot_rows<M, VEC>(acc, wf, x, x_pitch, (int64_t)(ch + u * CUDA_WARP) * VEC);
         }
     }
     for (; ch < n_chunks; ch += CUDA_WARP) {
         float wf[VEC];
         cuda_widen16(__ldcs(wrow + ch), wf, (const TW *)nullptr);
-        const int64_t col = (int64_t)ch * VEC;
-#pragma unroll
-        for (int t = 0; t < M; t++) {
-            const float4 *xv = (const float4 *)(x + t * x_pitch + col);
-#pragma unroll
-            for (int q = 0; q < VEC / 4; q++) {
-                const float4 xq = xv[q];
-                acc[t] += wf[4 * q] * xq.x + wf[4 * q + 1] * xq.y + wf[4 * q + 2] * xq.z +
-                          wf[4 * q + 3] * xq.w;
-            }
-        }
+        cuda_dot_rows<M, VEC>(acc, wf, x, x_pitch, (int64_t)ch * VEC);
     }
 #pragma unroll
     for (int t = 0; t < M; t++) {
