@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/alloc.h"
+
 static int check_failures;
 
 #define CHECK(x)                                                                                   \
@@ -48,6 +50,34 @@ static int check_failures;
             check_failures++;                                                                      \
         }                                                                                          \
     } while (0)
+
+// Reads a whole file into an owned buffer (release it with mem_free) with a
+// NUL after its *n_out bytes; NULL, and a failed check, when it cannot be read.
+static inline void *check_read_file(const char *path, size_t *n_out)
+{
+    *n_out = 0;
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        fprintf(stderr, "cannot open %s\n", path);
+        check_failures++;
+        return NULL;
+    }
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *buf = n >= 0 ? mem_alloc((size_t)n + 1) : NULL;
+    size_t got = buf ? fread(buf, 1, (size_t)n, f) : 0;
+    fclose(f);
+    if (!buf || (long)got != n) {
+        fprintf(stderr, "cannot read %s\n", path);
+        check_failures++;
+        mem_free(buf);
+        return NULL;
+    }
+    buf[got] = 0;
+    *n_out = got;
+    return buf;
+}
 
 struct check_case {
     const char *name;

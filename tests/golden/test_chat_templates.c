@@ -14,21 +14,6 @@
 
 #define TEMPLATES_DIR VLLMC_SHARED_DIR "/testdata/chat-templates"
 
-static char *read_file(const char *path, size_t *n)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    long len = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *buf = malloc((size_t)len + 1);
-    *n = fread(buf, 1, (size_t)len, f);
-    buf[*n] = 0;
-    fclose(f);
-    return buf;
-}
-
 // Renders one case; returns the status and sets *out or *msg.
 static enum vllmc_status render_case(const struct jinja_template *t, json_t *special, json_t *c,
                                      char **out, struct err *e)
@@ -61,7 +46,7 @@ static void check_expected_file(const char *path)
     char tpath[1024];
     snprintf(tpath, sizeof tpath, "%s/%s", TEMPLATES_DIR, tname);
     size_t n;
-    char *src = read_file(tpath, &n);
+    char *src = check_read_file(tpath, &n);
     CHECK(src != NULL);
     struct jinja_template *t = NULL;
     struct err e;
@@ -98,7 +83,7 @@ static void check_expected_file(const char *path)
         mem_free(got);
     }
     jinja_free(t);
-    free(src);
+    mem_free(src);
     json_decref(doc);
 }
 
@@ -188,9 +173,9 @@ static void walk(const char *dir, const char *rel)
         if (len < 6 || strcmp(ent->d_name + len - 6, ".jinja"))
             continue;
         size_t n;
-        char *src = read_file(path, &n);
+        char *src = check_read_file(path, &n);
         check_plain(name, src, n);
-        free(src);
+        mem_free(src);
     }
     if (d)
         closedir(d);

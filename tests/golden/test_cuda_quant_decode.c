@@ -16,27 +16,6 @@
 
 typedef void (*decode_fn)(const uint8_t *b, int j, float *v);
 
-// Reads a whole file into an owned buffer; NULL (and a failed check) when missing.
-static void *read_file(const char *path, size_t *n_out)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        fprintf(stderr, "cannot open %s\n", path);
-        CHECK(f != NULL);
-        return NULL;
-    }
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    void *buf = mem_alloc(n > 0 ? (size_t)n : 1);
-    CHECK(buf != NULL);
-    size_t got = buf ? fread(buf, 1, (size_t)n, f) : 0;
-    fclose(f);
-    CHECK_EQ_INT(got, n);
-    *n_out = got;
-    return buf;
-}
-
 // Decodes the 32 rows of 256 weights sub-block by sub-block, as the GEMV's
 // lanes do (sub-block s of a row is sub-block s % per_block of block s / per_block).
 static void check_type(const char *name, enum dtype t, decode_fn decode)
@@ -44,9 +23,9 @@ static void check_type(const char *name, enum dtype t, decode_fn decode)
     char path[512];
     size_t n_blocks_bytes = 0, n_f32_bytes = 0;
     snprintf(path, sizeof path, BLOCKS_DIR "%s.blocks", name);
-    uint8_t *blocks = read_file(path, &n_blocks_bytes);
+    uint8_t *blocks = check_read_file(path, &n_blocks_bytes);
     snprintf(path, sizeof path, BLOCKS_DIR "%s.f32", name);
-    float *expect = read_file(path, &n_f32_bytes);
+    float *expect = check_read_file(path, &n_f32_bytes);
     const struct dtype_info *info = dtype_info(t);
     size_t row_bytes = dtype_row_bytes(t, ROW);
     if (!blocks || !expect || !info || n_blocks_bytes != row_bytes * (N_WEIGHTS / ROW) ||

@@ -22,26 +22,6 @@
 
 typedef void (*unit_fn)(const uint8_t *b, int u, struct qdot_unit *w);
 
-static void *read_file(const char *path, size_t *n_out)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        fprintf(stderr, "cannot open %s\n", path);
-        CHECK(f != NULL);
-        return NULL;
-    }
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    void *buf = mem_alloc(n > 0 ? (size_t)n : 1);
-    CHECK(buf != NULL);
-    size_t got = buf ? fread(buf, 1, (size_t)n, f) : 0;
-    fclose(f);
-    CHECK_EQ_INT(got, n);
-    *n_out = got;
-    return buf;
-}
-
 static uint32_t rng_state = 12345u;
 static uint32_t rng_next(void)
 {
@@ -66,9 +46,9 @@ static void check_type(const char *name, enum dtype t, unit_fn fn, int units, in
     char path[512];
     size_t n_blocks_bytes = 0, n_f32_bytes = 0;
     snprintf(path, sizeof path, BLOCKS_DIR "%s.blocks", name);
-    uint8_t *blocks = read_file(path, &n_blocks_bytes);
+    uint8_t *blocks = check_read_file(path, &n_blocks_bytes);
     snprintf(path, sizeof path, BLOCKS_DIR "%s.f32", name);
-    float *expect = read_file(path, &n_f32_bytes);
+    float *expect = check_read_file(path, &n_f32_bytes);
     const struct dtype_info *info = dtype_info(t);
     const size_t row_bytes = dtype_row_bytes(t, ROW);
     if (!blocks || !expect || !info || n_blocks_bytes != row_bytes * N_ROWS ||
@@ -150,9 +130,9 @@ static void check_walk(const struct walk_type *wt, int blocks_per_row)
     char path[512];
     size_t n_file = 0, n_f32 = 0;
     snprintf(path, sizeof path, BLOCKS_DIR "%s.blocks", wt->name);
-    uint8_t *file = read_file(path, &n_file);
+    uint8_t *file = check_read_file(path, &n_file);
     snprintf(path, sizeof path, BLOCKS_DIR "%s.f32", wt->name);
-    float *expect = read_file(path, &n_f32);
+    float *expect = check_read_file(path, &n_f32);
     const struct dtype_info *info = dtype_info(wt->t);
     const int tile = wt->tile_blocks * (int)info->type_size, slot_bytes = tile + 16;
     const int n_blocks = (int)(n_file / info->type_size), n_rows = n_blocks / blocks_per_row;

@@ -15,35 +15,14 @@
 #define N_WEIGHTS 8192
 #define ROW 256
 
-// Reads a whole file into an owned buffer; NULL (and a failed check) when missing.
-static void *read_file(const char *path, size_t *n_out)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        fprintf(stderr, "cannot open %s\n", path);
-        CHECK(f != NULL);
-        return NULL;
-    }
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    void *buf = mem_alloc((size_t)n);
-    CHECK(buf != NULL);
-    size_t got = fread(buf, 1, (size_t)n, f);
-    fclose(f);
-    CHECK_EQ_INT(got, n);
-    *n_out = (size_t)n;
-    return buf;
-}
-
 static void check_type(const char *name, enum dtype t)
 {
     char path[512];
     size_t n_blocks_bytes = 0, n_f32_bytes = 0;
     snprintf(path, sizeof path, BLOCKS_DIR "%s.blocks", name);
-    uint8_t *blocks = read_file(path, &n_blocks_bytes);
+    uint8_t *blocks = check_read_file(path, &n_blocks_bytes);
     snprintf(path, sizeof path, BLOCKS_DIR "%s.f32", name);
-    float *expect = read_file(path, &n_f32_bytes);
+    float *expect = check_read_file(path, &n_f32_bytes);
     if (!blocks || !expect)
         goto done;
     size_t row_bytes = dtype_row_bytes(t, ROW);
@@ -101,9 +80,9 @@ static void check_quantize_exact(const char *name, enum dtype t)
 {
     char path[512];
     size_t n_src = 0, n_blocks = 0;
-    float *src = read_file(BLOCKS_DIR "source.f32", &n_src);
+    float *src = check_read_file(BLOCKS_DIR "source.f32", &n_src);
     snprintf(path, sizeof path, BLOCKS_DIR "%s.blocks", name);
-    uint8_t *expect = read_file(path, &n_blocks);
+    uint8_t *expect = check_read_file(path, &n_blocks);
     static uint8_t got[N_WEIGHTS * 2];
     quant_quantize_fn fn = quant_quantize_row_fn(t);
     CHECK(fn != NULL);
@@ -138,9 +117,9 @@ static void check_quantize_error(const char *name, enum dtype t)
 {
     char path[512];
     size_t n_src = 0, n_blocks = 0;
-    float *src = read_file(BLOCKS_DIR "source.f32", &n_src);
+    float *src = check_read_file(BLOCKS_DIR "source.f32", &n_src);
     snprintf(path, sizeof path, BLOCKS_DIR "%s.blocks", name);
-    uint8_t *ref_blocks = read_file(path, &n_blocks);
+    uint8_t *ref_blocks = check_read_file(path, &n_blocks);
     quant_quantize_fn q = quant_quantize_row_fn(t);
     quant_dequant_fn dq = quant_dequant_row_fn(t);
     CHECK(q != NULL && dq != NULL);
