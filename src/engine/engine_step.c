@@ -549,7 +549,8 @@ static void idle_add(struct vllmc_engine *eng, const struct backend_event *from,
 }
 
 // Waits for the step in `slot`, reads its tokens and queues the outputs.
-static void engine_step_finish(struct vllmc_engine *eng, int slot)
+// True when it was a decode-only step (counted in the decode timings).
+static bool engine_step_finish(struct vllmc_engine *eng, int slot)
 {
     struct engine_inflight *st = &eng->steps[slot];
     const struct engine_inflight *prev = &eng->steps[!slot];
@@ -600,7 +601,8 @@ static void engine_step_finish(struct vllmc_engine *eng, int slot)
         }
     }
     double t_output = time_now_s() - t0;
-    if (st->decode_only && !st->status) {
+    bool decode = st->decode_only && !st->status;
+    if (decode) {
         ct->n_decode_steps++;
         ct->decode_schedule_s += st->t_schedule_s;
         ct->decode_prepare_s += st->t_prepare_s;
@@ -608,6 +610,7 @@ static void engine_step_finish(struct vllmc_engine *eng, int slot)
         ct->decode_output_s += st->t_sample_s + t_output;
     }
     st->n_reqs = 0;
+    return decode;
 }
 
 // One turn of the engine loop: with asynchronous scheduling, the next step
@@ -617,19 +620,19 @@ static void engine_step(struct vllmc_engine *eng)
     double t_start = time_now_s(), cpu_start = time_process_cpu_s();
     int64_t wait_before = eng->counters.wait_us;
     int cur = eng->step_cur, next = !cur;
-    bool in_flight = eng->steps[cur].n_reqs > 0;
+    bool in_flight = eng->steps[cur].n_reqs > 0, decode = false;
     if (!in_flight) {
         // The slots alternate, so that the other one holds the previous step's events.
         if (engine_step_launch(eng, next)) {
             engine_step_sample(eng, next, eng->async_scheduling);
             if (!eng->async_scheduling)
-                engine_step_finish(eng, next);
+                decode = engine_step_finish(eng, next);
             eng->step_cur = next;
         }
     } else {
         bool launched = engine_step_launch(eng, next);
         eng->counters.n_async_steps += launched;
-        engine_step_finish(eng, cur);
+        decode = engine_step_finish(eng, cur);
         if (launched) {
             engine_step_sample(eng, next, true);
             eng->step_cur = next;
@@ -638,7 +641,9 @@ static void engine_step(struct vllmc_engine *eng)
     live_remove_finished(eng);
     int64_t waited = eng->counters.wait_us - wait_before;
     eng->counters.host_us += (int64_t)((time_now_s() - t_start) * 1e6) - waited;
-    eng->counters.decode_cpu_s += time_process_cpu_s() - cpu_start;
+    // A turn finishes at most one step: its CPU time is that step's.
+    if (decode)
+        eng->counters.decode_cpu_s += time_process_cpu_s() - cpu_start;
 }
 
 static void publish_stats(struct vllmc_engine *eng)
@@ -707,7 +712,7 @@ void *engine_thread_main(void *arg)
     // Shutdown: the step in flight is read, then every request still here
     // ends with reason abort.
     if (eng->steps[eng->step_cur].n_reqs > 0)
-        engine_step_finish(eng, eng->step_cur);
+        (void)engine_step_finish(eng, eng->step_cur);
     for (int i = 0; i < eng->n_live; i++)
         request_abort_all(eng, eng->live[i]);
     live_remove_finished(eng);

@@ -62,7 +62,7 @@ enum vllmc_status runner_create(struct model *m, struct kv_cache *kv, int n_toke
         err_set(err, rc, "runner: %s", backend_err(be)->msg);
         goto fail;
     }
-    rc = arena_init(&r->arena, 2 * (size_t)n_seqs_cap * sizeof(int) + 256);
+    rc = arena_init(&r->arena, 4 * (size_t)n_seqs_cap * sizeof(int) + 256);
     if (rc) {
         err_set(err, rc, "runner: out of memory");
         goto fail;
@@ -115,8 +115,10 @@ enum vllmc_status runner_select_pending(struct runner *r, const struct model_bat
         return VLLMC_OK;
     struct backend *be = r->model->backend;
     int n = b->n_tokens;
-    for (int i = r->n_select_filled; i < n; i++)
-        r->select_host[i] = -1; // padding rows of a decode bucket
+    for (int i = 0; i < n; i++)
+        r->select_host[i] = -1;
+    for (int i = 0; i < r->n_select; i++)
+        r->select_host[r->select_token[i]] = r->select_row[i];
     enum vllmc_status rc =
         backend_upload(be, r->select_dev, r->select_host, (size_t)n * sizeof *r->select_host);
     if (rc)
@@ -152,7 +154,6 @@ static enum vllmc_status runner_forward(struct runner *r)
         tensor_init_2d(&lt, DTYPE_F32, r->logits_dev, r->n_vocab, n_logits);
     lt.location = backend_location(r->model->backend);
     r->n_logits = n_logits;
-    r->launch_us = time_now_us();
     return model_forward(r->model, &b, r->kv, n_logits ? &lt : NULL, &r->err);
 }
 
@@ -180,11 +181,12 @@ enum vllmc_status runner_execute(struct runner *r, const struct scheduler_output
     batch_builder_clear(&r->bb);
     r->row_first = arena_alloc(&r->arena, (size_t)o->n_reqs * sizeof(int), sizeof(int));
     r->n_rows = arena_alloc(&r->arena, (size_t)o->n_reqs * sizeof(int), sizeof(int));
-    VLLMC_ASSERT(r->row_first && r->n_rows);
+    r->select_token = arena_alloc(&r->arena, (size_t)o->n_reqs * sizeof(int), sizeof(int));
+    r->select_row = arena_alloc(&r->arena, (size_t)o->n_reqs * sizeof(int), sizeof(int));
+    VLLMC_ASSERT(r->row_first && r->n_rows && r->select_token && r->select_row);
     int n_rows_total = 0;
     bool decode = r->pad_decode;
     r->n_select = 0;
-    int n_selected_upto = 0; // select_host is filled up to this token
     for (int i = 0; i < o->n_reqs; i++) {
         const struct request *req = o->reqs[i];
         int n_new = o->n_new_tokens[i];
@@ -199,7 +201,6 @@ enum vllmc_status runner_execute(struct runner *r, const struct scheduler_output
             rows = 1;
         }
         VLLMC_ASSERT(n_rows_total + rows <= r->n_logits_max);
-        int first_token = r->bb.n_tokens;
         if (req->n_pending && pos0 + n_new > req->n_tokens) {
             // The pending token sits past the known ones: its id is on the
             // host already, or the device copies it in after the upload.
@@ -208,11 +209,8 @@ enum vllmc_status runner_execute(struct runner *r, const struct scheduler_output
             req->token_ids[req->n_tokens] = on_device ? 0 : req->pending_token;
             if (on_device) {
                 VLLMC_ASSERT(req->pending_row >= 0 && req->pending_row < r->n_pending_ids);
-                for (int t = n_selected_upto; t < first_token + n_new - 1; t++)
-                    r->select_host[t] = -1;
-                r->select_host[first_token + n_new - 1] = req->pending_row;
-                n_selected_upto = first_token + n_new;
-                r->n_select++;
+                r->select_token[r->n_select] = r->bb.n_tokens + n_new - 1;
+                r->select_row[r->n_select++] = req->pending_row;
             }
         }
         enum vllmc_status rc =
@@ -225,9 +223,6 @@ enum vllmc_status runner_execute(struct runner *r, const struct scheduler_output
         n_rows_total += rows;
         decode = decode && n_new == 1 && rows == 1;
     }
-    for (int t = n_selected_upto; r->n_select && t < r->bb.n_tokens; t++)
-        r->select_host[t] = -1;
-    r->n_select_filled = r->bb.n_tokens;
     r->t_prepare_s = time_now_s() - t0;
     return decode ? runner_forward_decode(r) : runner_forward(r);
 }

@@ -49,17 +49,17 @@ struct runner {
     struct runner_graph graphs[RUNNER_GRAPH_SLOTS];
     int n_graphs;
     int64_t n_graph_steps; // steps replayed from a graph
-    int64_t launch_us;     // clock when the last step's forward pass was queued
     // Tokens sampled on the device by a step whose results the host has not
     // read yet (asynchronous scheduling): the engine points pending_ids at
     // the device sampler's ids, and runner_execute takes a request's pending
     // token (request.pending_row) from there on the device (OP_SELECT_IDS).
     void *pending_ids;  // borrowed backend memory, i32 [n_pending_ids]
     int n_pending_ids;
-    int32_t *select_host; // owned [n_tokens_max]: a token's row in pending_ids, or -1
+    int n_select;         // tokens of the last step that take their id from pending_ids:
+    int *select_token;    // [n_select] in the arena: the token's index in the batch
+    int *select_row;      // [n_select] in the arena: its row in pending_ids
+    int32_t *select_host; // owned [n_tokens_max]: OP_SELECT_IDS's index, a row or -1
     void *select_dev;     // owned backend memory, as select_host
-    int n_select;         // tokens of the last step that took their id from pending_ids
-    int n_select_filled;  // leading entries of select_host set for the last step
     struct err err;
 };
 

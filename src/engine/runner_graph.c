@@ -138,7 +138,6 @@ enum vllmc_status runner_forward_decode(struct runner *r)
     tensor_init_2d(&lt, DTYPE_F32, r->logits_dev, r->n_vocab, b.n_logits);
     lt.location = backend_location(be);
     r->n_logits = b.n_logits;
-    r->launch_us = time_now_us();
     struct runner_graph *g = r->use_graphs ? graph_slot(r, n_seqs, max_ctx) : NULL;
     if (!g || g->failed)
         return forward_eager(r, &b, &lt);
