@@ -479,12 +479,13 @@ static void test_matmul_batch_invariance(void)
     check_matmul_batch_invariance(256, 150, "cpu-avx512,cpu-avx512bf16");
 }
 
-// A query alone gives the same row as inside a 3-sequence batch.
-static void check_attention_batch_invariance(const char *disable)
+// A query alone gives the same row as inside a 3-sequence batch. With an f32
+// cache the lone query reads its rows in place and the prefill copies them.
+static void check_attention_batch_invariance(const char *disable, enum dtype cache_type)
 {
     static struct attn_case ac;
     static float kc[A_NB * A_BS * A_KVH * A_D], vc[A_NB * A_BS * A_KVH * A_D];
-    attn_fill(&ac, DTYPE_F16, kc, vc, 3);
+    attn_fill(&ac, cache_type, kc, vc, 3);
     int32_t seq_lens[A_SEQS] = {9, 13, 6}, qsl[A_SEQS + 1] = {0, 6, 7, 13};
     static float q[13 * A_H * A_D], out[13 * A_H * A_D], out1[A_H * A_D];
     unsigned seed = 8;
@@ -493,8 +494,8 @@ static void check_attention_batch_invariance(const char *disable)
     struct tensor tq, to, tkc, tvc, tbt, tsl, tqsl;
     tensor_init_3d(&tq, DTYPE_F32, q, A_D, A_H, 13);
     tensor_init_3d(&to, DTYPE_F32, out, A_D, A_H, 13);
-    tensor_init(&tkc, DTYPE_F16, kc, 4, (int64_t[]){A_D, A_KVH, A_BS, A_NB});
-    tensor_init(&tvc, DTYPE_F16, vc, 4, (int64_t[]){A_D, A_KVH, A_BS, A_NB});
+    tensor_init(&tkc, cache_type, kc, 4, (int64_t[]){A_D, A_KVH, A_BS, A_NB});
+    tensor_init(&tvc, cache_type, vc, 4, (int64_t[]){A_D, A_KVH, A_BS, A_NB});
     tensor_init_2d(&tbt, DTYPE_I32, ac.tables, A_MAXB, A_SEQS);
     tensor_init_1d(&tsl, DTYPE_I32, seq_lens, A_SEQS);
     tensor_init_1d(&tqsl, DTYPE_I32, qsl, A_SEQS + 1);
@@ -533,8 +534,10 @@ static void check_attention_batch_invariance(const char *disable)
 
 static void test_attention_batch_invariance(void)
 {
-    check_attention_batch_invariance("");
-    check_attention_batch_invariance("cpu-avx512"); // the next in line: AVX2
+    check_attention_batch_invariance("", DTYPE_F16);
+    check_attention_batch_invariance("", DTYPE_F32);
+    check_attention_batch_invariance("cpu-avx512", DTYPE_F16); // the next in line: AVX2
+    check_attention_batch_invariance("cpu-avx512", DTYPE_F32);
 }
 
 int main(int argc, char **argv)

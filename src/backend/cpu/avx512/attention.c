@@ -23,7 +23,8 @@ struct attn_ctx {
     const struct op_call *c;
     int64_t n_seqs, n_tokens, group, head_dim, block_size, max_blocks;
     int64_t tokens_per_task, n_tok_tasks;
-    int dtype; // cache dtype
+    int dtype;       // cache dtype
+    bool rows_alias; // a chunk's rows of one kv head crowd some L1 set
 };
 
 // e^x for 16 lanes: avx2_exp's Cody-Waite range reduction and degree-5
@@ -320,9 +321,11 @@ static inline __attribute__((always_inline)) void attend(const int dtype,
                                                          int64_t kvh)
 {
     // The head sizes of current models; others take cpu-avx2 (see the gate).
-    // f32 rows are copied even for one token: read in place, a chunk's rows
-    // (n_kv_heads * head_dim * 4 bytes apart) share a few L1 sets.
-    bool copy = nq > 1 || dtype == DTYPE_F32;
+    // f32 rows of one token are copied only where a chunk's rows (n_kv_heads
+    // * head_dim * 4 bytes apart, e.g. 4 KiB in the 0.6B shape) would crowd
+    // a few L1 sets: the copy cost a third of the batched decode attention
+    // of the stories15M shape (1152 bytes apart).
+    bool copy = nq > 1 || (dtype == DTYPE_F32 && ctx->rows_alias);
     if (ctx->head_dim == 48 && copy) // stories-sized models
         attend_block(dtype, 3, true, ctx, s, tok0, nq, pos0, kvh);
     else if (ctx->head_dim == 48)
@@ -387,6 +390,18 @@ static void attn_task(void *p, int task, int thread)
     }
 }
 
+// Whether ATTN_CHUNK cache rows of row_bytes, stride bytes apart, put more
+// than half the ways of some L1 set (64 sets of 64-byte lines, 8 ways).
+static bool rows_alias(size_t stride, size_t row_bytes)
+{
+    int count[64] = {0};
+    for (size_t j = 0; j < ATTN_CHUNK; j++)
+        for (size_t b = 0; b < row_bytes; b += 64)
+            if (++count[(j * stride + b) / 64 % 64] > 4)
+                return true;
+    return false;
+}
+
 static bool attention_supports(const struct op_call *c)
 {
     const struct tensor *kc = c->src[1], *vc = c->src[2];
@@ -417,6 +432,7 @@ static enum vllmc_status attention_run(const struct op_call *c)
         .max_blocks = c->src[3]->ne[0],
         .dtype = c->src[1]->dtype,
     };
+    ctx.rows_alias = rows_alias(c->src[1]->nb[2], dtype_row_bytes(c->src[1]->dtype, ctx.head_dim));
     ctx.tokens_per_task = ATTN_MAX_ROWS / ctx.group;
     ctx.n_tok_tasks = (ctx.n_tokens + ctx.tokens_per_task - 1) / ctx.tokens_per_task;
     // Small calls (a tiny model, a short context) run inline: waking the
