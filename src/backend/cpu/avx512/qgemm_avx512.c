@@ -6,7 +6,7 @@
 // per-token correction removes the zero point). The decode kernels
 // read packed rows, 4 at a time with the rows in the lanes, and reduce to the
 // same exact block sums before the same float steps; a lone token over Q4_K
-// or Q6_K rows takes 16 rows at a time, a row per float lane, so the float steps run
+// rows takes 16 rows at a time, a row per float lane, so the float steps run
 // at full width and the rows' chains of block steps overlap.
 #include <immintrin.h>
 #include <string.h>
@@ -722,26 +722,6 @@ ALWAYS_INLINE __m512i merge_pairs(__m512i a, __m512i b)
     return _mm512_madd_epi16(_mm512_packs_epi32(a, b), _mm512_set1_epi16(1));
 }
 
-// Of merge_pairs results p01 (rows a, b) and p23 (rows c, d): per 128-bit
-// lane the 4 sums [a, b, c, d], in 32 bits.
-ALWAYS_INLINE __m512i sum_merged(__m512i p01, __m512i p23)
-{
-    __m512 x = _mm512_castsi512_ps(p01), y = _mm512_castsi512_ps(p23);
-    return _mm512_add_epi32(_mm512_castps_si512(_mm512_shuffle_ps(x, y, 0x88)),
-                            _mm512_castps_si512(_mm512_shuffle_ps(x, y, 0xDD)));
-}
-
-// The 128-bit lanes of u[0..3] transposed: lane g of out[c] = lane c of u[g].
-ALWAYS_INLINE void transpose_lanes4(const __m512i *u, __m512i *out)
-{
-    __m512i t0 = _mm512_shuffle_i64x2(u[0], u[1], 0x44), t1 = _mm512_shuffle_i64x2(u[0], u[1], 0xEE);
-    __m512i t2 = _mm512_shuffle_i64x2(u[2], u[3], 0x44), t3 = _mm512_shuffle_i64x2(u[2], u[3], 0xEE);
-    out[0] = _mm512_shuffle_i64x2(t0, t2, 0x88);
-    out[1] = _mm512_shuffle_i64x2(t0, t2, 0xDD);
-    out[2] = _mm512_shuffle_i64x2(t1, t3, 0x88);
-    out[3] = _mm512_shuffle_i64x2(t1, t3, 0xDD);
-}
-
 // Of q[0..3] (group g: lane L = 4 sums of rows 4g..4g+3), the sums of lanes
 // 0 + 1 in *s01 and of lanes 2 + 3 in *s23, 128-bit lane g from q[g].
 ALWAYS_INLINE void fold_groups(const __m512i *q, __m512i *s01, __m512i *s23)
@@ -804,70 +784,6 @@ static void q4_k_gemv16(const uint8_t *const *w, const uint8_t *a, int64_t k, co
                 __m512 p = _mm512_mul_ps(ws[4 * h + i], _mm512_set1_ps(ra.d[sub]));
                 acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sums[i]), p, acc);
                 acc = _mm512_fmadd_ps(wm[4 * h + i], _mm512_set1_ps(ra.asum[sub]), acc);
-            }
-        }
-    }
-    _mm512_storeu_ps(out, acc);
-}
-
-// Q6_K: per 16-value sub-block j, acc = fma(float(isum_j), ws_j * d_b, acc)
-// as the tile's lanes do. A vpdpbusd lane holds 4 products of a 6-bit value
-// q + 32 and an activation (|.| <= 4 * 63 * 127 < 2^15), so lane pairs merge
-// exactly in 16-bit words once; the zero point comes off the block sums.
-static void q6_k_gemv16(const uint8_t *const *w, const uint8_t *a, int64_t k, const uint8_t *pf,
-                        float *out)
-{
-    const struct row_act ra = row_act_at(a, k);
-    const int32_t *qsum16 = (const int32_t *)(a + qgemm_row_qsum16_off(k));
-    const size_t step = QGEMM_GEMV16_ROWS * sizeof(struct block_q6_k) / 2;
-    __m512 acc = _mm512_setzero_ps();
-    for (int64_t s = 0; s < k / QK_K; s++) {
-        const struct block_q6_k *b[QGEMM_GEMV16_ROWS];
-        const uint8_t *sc[QGEMM_GEMV16_ROWS];
-        UNROLL
-        for (int r = 0; r < QGEMM_GEMV16_ROWS; r++) {
-            b[r] = (const struct block_q6_k *)w[r] + s;
-            sc[r] = (const uint8_t *)b[r]->scales;
-        }
-        __m512i scw[4]; // lane r: row r's int8 scales 4q..4q+3
-        dwords16((const void *const *)sc, scw);
-        const __m512 d = _mm512_cvtph_ps(_mm256_setr_epi16(
-            (short)b[0]->d, (short)b[1]->d, (short)b[2]->d, (short)b[3]->d, (short)b[4]->d,
-            (short)b[5]->d, (short)b[6]->d, (short)b[7]->d, (short)b[8]->d, (short)b[9]->d,
-            (short)b[10]->d, (short)b[11]->d, (short)b[12]->d, (short)b[13]->d, (short)b[14]->d,
-            (short)b[15]->d));
-        UNROLL
-        for (int h = 0; h < 2; h++) {
-            prefetch_span(pf, (size_t)(2 * s + h) * step, step);
-            const int8_t *aq = ra.q + QK_K * s + 128 * h;
-            const __m512i a0 = _mm512_loadu_si512(aq), a1 = _mm512_loadu_si512(aq + 64);
-            __m512i q_lo[4], q_hi[4]; // group g, lane L: sub-block 8h + L (+ 4) of rows 4g..4g+3
-            UNROLL
-            for (int g = 0; g < 4; g++) {
-                __m512i v[8];
-                UNROLL
-                for (int r = 0; r < 4; r++) {
-                    __m512i lo, hi; // the 6-bit values q + 32
-                    q6_k_half(b[4 * g + r], h, &lo, &hi);
-                    v[r] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, a0);
-                    v[4 + r] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), hi, a1);
-                }
-                q_lo[g] = sum_merged(merge_pairs(v[0], v[1]), merge_pairs(v[2], v[3]));
-                q_hi[g] = sum_merged(merge_pairs(v[4], v[5]), merge_pairs(v[6], v[7]));
-            }
-            __m512i sums[8]; // sub-blocks 8h + i, lane r = row r
-            transpose_lanes4(q_lo, sums);
-            transpose_lanes4(q_hi, sums + 4);
-            UNROLL
-            for (int i = 0; i < 8; i++) {
-                const int j = 8 * h + i; // sub-block of the super-block
-                const int64_t sub = 16 * s + j;
-                __m512i isum = _mm512_sub_epi32(sums[i], _mm512_set1_epi32(32 * qsum16[sub]));
-                // Byte j % 4 of the scale dword, sign-extended.
-                __m512i scj = _mm512_srai_epi32(_mm512_slli_epi32(scw[j / 4], 24 - 8 * (j % 4)), 24);
-                __m512 ws = _mm512_mul_ps(_mm512_cvtepi32_ps(scj), d);
-                __m512 p = _mm512_mul_ps(ws, _mm512_set1_ps(ra.d[sub / 2]));
-                acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), p, acc);
             }
         }
     }
@@ -979,7 +895,7 @@ static const struct qgemm_kernel kernels[] = {
     {DTYPE_Q8_0, 128, 128, 32, q8_0_unpack, tile_32, q8_0_gemv, NULL},
     {DTYPE_Q4_0, 128, 8, 32, q4_0_unpack, tile_32, q4_0_gemv, NULL},
     {DTYPE_Q4_K, QK_K, 0, 32, q4_k_unpack, tile_32_min, q4_k_gemv, q4_k_gemv16},
-    {DTYPE_Q6_K, QK_K, 32, 16, q6_k_unpack, tile_16, q6_k_gemv, q6_k_gemv16},
+    {DTYPE_Q6_K, QK_K, 32, 16, q6_k_unpack, tile_16, q6_k_gemv, NULL},
 };
 
 const struct qgemm_isa qgemm_isa_avx512 = {
