@@ -430,11 +430,13 @@ static struct backend *cpu_backend(int n_threads, const char *disable)
 
 // Each of M rows alone gives the same bits as inside the M-row call; M past
 // 64 spreads the rows over several row blocks (tasks) of the tiled driver.
-static void check_matmul_batch_invariance(int64_t K, int M, const char *disable)
+// N = 67 ends the one-row call with a 3-column tile, N = 77 with a 13-column
+// one; K past 1024 makes 16-bit rows longer than 2 KiB (another decode order).
+static void check_matmul_batch_invariance(int64_t K, int M, int N, const char *disable)
 {
-    enum { M_MAX = 150, N = 67, K_MAX = 259 };
-    static float x[M_MAX * K_MAX], w[N * K_MAX], y1[N], y7[M_MAX * N];
-    static uint16_t wh[N * K_MAX], wf16[N * K_MAX];
+    enum { M_MAX = 150, N_MAX = 77, K_MAX = 1100 };
+    static float x[M_MAX * K_MAX], w[N_MAX * K_MAX], y1[N_MAX], y7[M_MAX * N_MAX];
+    static uint16_t wh[N_MAX * K_MAX], wf16[N_MAX * K_MAX];
     unsigned seed = 11;
     for (int i = 0; i < M * K; i++)
         x[i] = frand(&seed);
@@ -453,7 +455,8 @@ static void check_matmul_batch_invariance(int64_t K, int M, const char *disable)
         tensor_init_2d(&ty7, DTYPE_F32, y7, N, M);
         struct op_call c7 = {.op = OP_MATMUL, .dst = &ty7, .src = {&tx7, &tw}};
         CHECK_EQ_INT(backend_run_op(be, &c7), VLLMC_OK);
-        printf("matmul m=%d k=%lld wtype=%s provider=%s\n", M, (long long)K, dtype_name(tw.dtype),
+        printf("matmul m=%d n=%d k=%lld wtype=%s provider=%s\n", M, N, (long long)K,
+               dtype_name(tw.dtype),
                backend_select_provider(be, &c7)->name);
         for (int r = 0; r < M; r++) {
             tensor_init_2d(&tx1, DTYPE_F32, x + r * K, K, 1);
@@ -461,7 +464,7 @@ static void check_matmul_batch_invariance(int64_t K, int M, const char *disable)
             struct op_call c1 = {.op = OP_MATMUL, .dst = &ty1, .src = {&tx1, &tw}};
             CHECK_EQ_INT(backend_run_op(be, &c1), VLLMC_OK);
             CHECK(backend_select_provider(be, &c1) == backend_select_provider(be, &c7));
-            CHECK(!memcmp(y1, y7 + r * N, sizeof y1));
+            CHECK(!memcmp(y1, y7 + r * N, (size_t)N * sizeof y1[0]));
         }
     }
     backend_free(be);
@@ -469,14 +472,18 @@ static void check_matmul_batch_invariance(int64_t K, int M, const char *disable)
 
 static void test_matmul_batch_invariance(void)
 {
-    check_matmul_batch_invariance(259, 7, ""); // odd k: tails
-    check_matmul_batch_invariance(256, 7, "");
-    check_matmul_batch_invariance(259, 150, ""); // three row blocks, the last partial
-    check_matmul_batch_invariance(256, 150, "");
-    check_matmul_batch_invariance(250, 150, ""); // bf16 pairs with a tail of 13 pairs
+    check_matmul_batch_invariance(259, 7, 67, ""); // odd k: tails
+    check_matmul_batch_invariance(256, 7, 67, "");
+    check_matmul_batch_invariance(259, 150, 67, ""); // three row blocks, the last partial
+    check_matmul_batch_invariance(256, 150, 67, "");
+    check_matmul_batch_invariance(250, 150, 67, ""); // bf16 pairs with a tail of 13 pairs
+    check_matmul_batch_invariance(256, 7, 77, "");
+    check_matmul_batch_invariance(1100, 7, 77, "");
+    check_matmul_batch_invariance(1028, 9, 67, "");
     // The next providers in line (AVX2 where the CPU has AVX-512 and AVX512_BF16).
-    check_matmul_batch_invariance(256, 7, "cpu-avx512,cpu-avx512bf16");
-    check_matmul_batch_invariance(256, 150, "cpu-avx512,cpu-avx512bf16");
+    check_matmul_batch_invariance(256, 7, 67, "cpu-avx512,cpu-avx512bf16");
+    check_matmul_batch_invariance(256, 150, 67, "cpu-avx512,cpu-avx512bf16");
+    check_matmul_batch_invariance(1100, 7, 77, "cpu-avx512,cpu-avx512bf16");
 }
 
 // A query alone gives the same row as inside a 3-sequence batch. With an f32

@@ -11,6 +11,7 @@
 #define R_MAX 4
 #define C_MAX 6
 #define C_MAX_R1 8
+#define C_DECODE 16 // columns per decode tile (tile_decode16)
 
 // 16 values of dtype wt at p as f32: without a mask for full blocks (a
 // masked load is markedly slower on Zen 4; with all lanes on it reads the
@@ -47,26 +48,36 @@ tile_step(const int R, const int C, const int wt, const float *const *x, const v
     }
 }
 
-static inline __attribute__((always_inline)) void tile(const int R, const int C, const int wt,
-                                                       const float *const *x, const void *const *w,
-                                                       int64_t k, float *const *y,
-                                                       const float *bias, const void *next)
+// acc[r][c] = the dot products of the R x C tile before their horizontal
+// sums. ahead: when pf, byte l of weight row c is fetched into L2 from
+// w[c] + ahead + l while the tile reads w[c] + l.
+static inline __attribute__((always_inline)) void
+tile_dots(const int R, const int C, const int wt, const float *const *x, const void *const *w,
+          int64_t k, const bool pf, ptrdiff_t ahead, __m512 acc[R_MAX][C_MAX_R1])
 {
-    __m512 acc[R_MAX][C_MAX_R1];
 #pragma GCC unroll 8
     for (int r = 0; r < R; r++)
 #pragma GCC unroll 8
         for (int c = 0; c < C; c++)
             acc[r][c] = _mm512_setzero_ps();
     int64_t l = 0;
-    ptrdiff_t ahead = next ? (const char *)next - (const char *)w[0] : 0;
     for (; l + 16 <= k; l += 16) {
-        if (next && (wt == DTYPE_F32 || l % 32 == 0)) // one per 64-byte line
+        if (pf && (wt == DTYPE_F32 || l % 32 == 0)) // one per 64-byte line
             avx512_prefetch_next_tile(C, w, ahead, (size_t)l * (wt == DTYPE_F32 ? 4 : 2));
         tile_step(R, C, wt, x, w, l, 0xffff, true, acc);
     }
     if (l < k)
         tile_step(R, C, wt, x, w, l, (__mmask16)((1u << (k - l)) - 1u), false, acc);
+}
+
+static inline __attribute__((always_inline)) void tile(const int R, const int C, const int wt,
+                                                       const float *const *x, const void *const *w,
+                                                       int64_t k, float *const *y,
+                                                       const float *bias, const void *next)
+{
+    __m512 acc[R_MAX][C_MAX_R1];
+    tile_dots(R, C, wt, x, w, k, next != NULL, next ? (const char *)next - (const char *)w[0] : 0,
+              acc);
     __m512 flat[R_MAX * C_MAX_R1], sums[2];
 #pragma GCC unroll 8
     for (int r = 0; r < R; r++)
@@ -81,8 +92,41 @@ static inline __attribute__((always_inline)) void tile(const int R, const int C,
     avx512_store_rows(R, C, sums, y, bias);
 }
 
+// Decode: one x row against 16 weight rows in two passes of 8 (see
+// avx512_decode_pass).
+static inline __attribute__((always_inline)) void tile_decode16(const int wt, const float *const *x,
+                                                                const void *const *w, int64_t k,
+                                                                float *const *y, const float *bias,
+                                                                const void *next)
+{
+    __m512 flat[16], sums[2];
+#pragma GCC unroll 2
+    for (int g = 0; g < 2; g++) {
+        const void *wp[8];
+        __m512 acc[R_MAX][C_MAX_R1];
+        struct avx512_decode_pass dp = avx512_decode_pass_plan(w, k * (wt == DTYPE_F32 ? 4 : 2),
+                                                               next, g, wp);
+        tile_dots(1, 8, wt, x, wp, k, dp.pf, dp.ahead, acc);
+#pragma GCC unroll 8
+        for (int c = 0; c < 8; c++)
+            flat[dp.first + c * dp.step] = acc[0][c];
+    }
+    sums[0] = sums[1] = avx512_sums16(flat, 16, NULL);
+    avx512_store_rows(1, 16, sums, y, bias);
+}
+
 #define T(r, c, wt) tile(r, c, wt, x, w, k, y, bias, next)
-#define TILE_CASES(wt)                                                                             \
+#define TILE_CASES(wt, self)                                                                           \
+    if (R == 1 && C == C_DECODE) {                                                                 \
+        tile_decode16(wt, x, w, k, y, bias, next);                                                 \
+        return;                                                                                    \
+    }                                                                                              \
+    if (R == 1 && C > C_MAX_R1) { /* a decode tail: 8 columns, then the rest */                    \
+        float *y_rest = y[0] + C_MAX_R1;                                                           \
+        self(1, C_MAX_R1, x, w, k, y, bias, NULL);                                                 \
+        self(1, C - C_MAX_R1, x, w + C_MAX_R1, k, &y_rest, bias + C_MAX_R1, NULL);                 \
+        return;                                                                                    \
+    }                                                                                              \
     switch (R * 16 + C) { /* R <= 4; C <= 8 only when R = 1, else C <= 6 */                        \
     case 16 + 1:                                                                                   \
         T(1, 1, wt);                                                                               \
@@ -167,19 +211,19 @@ static inline __attribute__((always_inline)) void tile(const int R, const int C,
 static void tile_f32(int R, int C, const float *const *x, const void *const *w, int64_t k,
                      float *const *y, const float *bias, const void *next)
 {
-    TILE_CASES(DTYPE_F32)
+    TILE_CASES(DTYPE_F32, tile_f32)
 }
 
 static void tile_f16(int R, int C, const float *const *x, const void *const *w, int64_t k,
                      float *const *y, const float *bias, const void *next)
 {
-    TILE_CASES(DTYPE_F16)
+    TILE_CASES(DTYPE_F16, tile_f16)
 }
 
 static void tile_bf16(int R, int C, const float *const *x, const void *const *w, int64_t k,
                       float *const *y, const float *bias, const void *next)
 {
-    TILE_CASES(DTYPE_BF16)
+    TILE_CASES(DTYPE_BF16, tile_bf16)
 }
 
 // Prefill: 16-bit weights converted to f32 once per column tile (the f32 tile
@@ -207,17 +251,17 @@ static void panel_bf16(int C, const void *const *w, int64_t k, float *out, size_
 }
 
 static const struct cpu_mm_kernel kernel_f32 = {
-    .tile_store = tile_f32, .r_max = R_MAX, .c_max = C_MAX, .c_max_r1 = C_MAX_R1};
+    .tile_store = tile_f32, .r_max = R_MAX, .c_max = C_MAX, .c_max_r1 = C_DECODE};
 static const struct cpu_mm_kernel kernel_f16 = {.tile_store = tile_f16,
                                                 .r_max = R_MAX,
                                                 .c_max = C_MAX,
-                                                .c_max_r1 = C_MAX_R1,
+                                                .c_max_r1 = C_DECODE,
                                                 .panel = panel_f16,
                                                 .panel_kernel = &kernel_f32};
 static const struct cpu_mm_kernel kernel_bf16 = {.tile_store = tile_bf16,
                                                  .r_max = R_MAX,
                                                  .c_max = C_MAX,
-                                                 .c_max_r1 = C_MAX_R1,
+                                                 .c_max_r1 = C_DECODE,
                                                  .panel = panel_bf16,
                                                  .panel_kernel = &kernel_f32};
 

@@ -15,6 +15,7 @@
 #define R_MAX 4
 #define C_MAX 6
 #define C_MAX_R1 8
+#define C_DECODE 16 // columns per decode tile (tile_decode16)
 
 // Pairs of bf16 travel as 32-bit lanes, so masks count pairs. Full blocks
 // load without a mask: a masked load costs about a fifth of the kernel's
@@ -45,27 +46,36 @@ tile_step(const int R, const int C, const float *const *x, const void *const *w,
     }
 }
 
-// x and w rows are bf16 (x passed as const float * by the tiled driver).
-static inline __attribute__((always_inline)) void tile(const int R, const int C,
-                                                       const float *const *x, const void *const *w,
-                                                       int64_t k, float *const *y,
-                                                       const float *bias, const void *next)
+// acc[r][c] = the dot products of the R x C tile before their horizontal
+// sums; x and w rows are bf16 (x passed as const float * by the tiled
+// driver). ahead: when pf, byte b of weight row c is fetched into L2 from
+// w[c] + ahead + b while the tile reads w[c] + b.
+static inline __attribute__((always_inline)) void
+tile_dots(const int R, const int C, const float *const *x, const void *const *w, int64_t k,
+          const bool pf, ptrdiff_t ahead, __m512 acc[R_MAX][C_MAX_R1])
 {
-    __m512 acc[R_MAX][C_MAX_R1];
 #pragma GCC unroll 8
     for (int r = 0; r < R; r++)
 #pragma GCC unroll 8
         for (int c = 0; c < C; c++)
             acc[r][c] = _mm512_setzero_ps();
     int64_t n_pairs = k / 2, p = 0;
-    ptrdiff_t ahead = next ? (const char *)next - (const char *)w[0] : 0;
     for (; p + 16 <= n_pairs; p += 16) {
-        if (next)
+        if (pf)
             avx512_prefetch_next_tile(C, w, ahead, (size_t)p * 4);
         tile_step(R, C, x, w, p, 0xffff, true, acc);
     }
     if (p < n_pairs)
         tile_step(R, C, x, w, p, (__mmask16)((1u << (n_pairs - p)) - 1u), false, acc);
+}
+
+static inline __attribute__((always_inline)) void tile(const int R, const int C,
+                                                       const float *const *x, const void *const *w,
+                                                       int64_t k, float *const *y,
+                                                       const float *bias, const void *next)
+{
+    __m512 acc[R_MAX][C_MAX_R1];
+    tile_dots(R, C, x, w, k, next != NULL, next ? (const char *)next - (const char *)w[0] : 0, acc);
     __m512 flat[R_MAX * C_MAX_R1], sums[2];
 #pragma GCC unroll 8
     for (int r = 0; r < R; r++)
@@ -80,11 +90,43 @@ static inline __attribute__((always_inline)) void tile(const int R, const int C,
     avx512_store_rows(R, C, sums, y, bias);
 }
 
+// Decode: one x row against 16 weight rows in two passes of 8 (see
+// avx512_decode_pass).
+static inline __attribute__((always_inline)) void tile_decode16(const float *const *x,
+                                                                const void *const *w, int64_t k,
+                                                                float *const *y, const float *bias,
+                                                                const void *next)
+{
+    __m512 flat[16], sums[2];
+#pragma GCC unroll 2
+    for (int g = 0; g < 2; g++) {
+        const void *wp[8];
+        __m512 acc[R_MAX][C_MAX_R1];
+        struct avx512_decode_pass dp = avx512_decode_pass_plan(w, k * 2, next, g, wp);
+        tile_dots(1, 8, x, wp, k, dp.pf, dp.ahead, acc);
+#pragma GCC unroll 8
+        for (int c = 0; c < 8; c++)
+            flat[dp.first + c * dp.step] = acc[0][c];
+    }
+    sums[0] = sums[1] = avx512_sums16(flat, 16, NULL);
+    avx512_store_rows(1, 16, sums, y, bias);
+}
+
 #define T(r, c) tile(r, c, x, w, k, y, bias, next)
 
 static void tile_bf16(int R, int C, const float *const *x, const void *const *w, int64_t k,
                       float *const *y, const float *bias, const void *next)
 {
+    if (R == 1 && C == C_DECODE) {
+        tile_decode16(x, w, k, y, bias, next);
+        return;
+    }
+    if (R == 1 && C > C_MAX_R1) { // a decode tail: 8 columns, then the rest
+        float *y_rest = y[0] + C_MAX_R1;
+        tile_bf16(1, C_MAX_R1, x, w, k, y, bias, NULL);
+        tile_bf16(1, C - C_MAX_R1, x, w + C_MAX_R1, k, &y_rest, bias + C_MAX_R1, NULL);
+        return;
+    }
     // R <= 4; C <= 8 only when R = 1, else C <= 6.
     switch (R * 16 + C) {
     case 16 + 1:
@@ -169,7 +211,7 @@ static void tile_bf16(int R, int C, const float *const *x, const void *const *w,
 }
 
 static const struct cpu_mm_kernel kernel_bf16 = {
-    .tile_store = tile_bf16, .r_max = R_MAX, .c_max = C_MAX, .c_max_r1 = C_MAX_R1};
+    .tile_store = tile_bf16, .r_max = R_MAX, .c_max = C_MAX, .c_max_r1 = C_DECODE};
 
 static bool matmul_supports(const struct op_call *c)
 {
