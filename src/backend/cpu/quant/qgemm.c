@@ -121,6 +121,17 @@ static void qgemm_matmul_task(void *p, int task, int thread)
         qgemm_panel_run(ctx, pi, pi + 1 < p1, ctx->panels + (size_t)thread * ctx->panel_bytes);
 }
 
+// The first min(n, ahead) bytes at rows, all at once: the tiles of a task
+// that no earlier tile prefetched (the thread's previous task ran elsewhere
+// in the weight, and another core's prefetches filled that core's L2), so
+// their misses overlap instead of stalling one after another.
+static void qgemm_prefetch_start(const void *rows, size_t n, size_t ahead)
+{
+    const char *p = rows;
+    for (size_t o = 0; o < n && o < ahead; o += 64)
+        __builtin_prefetch(p + o, 0, 2);
+}
+
 static void qgemm_decode_task(void *p, int task, int thread)
 {
     (void)thread;
@@ -131,12 +142,15 @@ static void qgemm_decode_task(void *p, int task, int thread)
     int64_t j1 = j0 + ctx->panels_per_task * QGEMM_PANEL;
     j1 = j1 < ctx->n ? j1 : ctx->n;
     const int T = (int)ctx->m;
+    const size_t row_bytes = dtype_row_bytes(w->dtype, ctx->k);
+    const int tile_rows = T == 1 && ctx->kern->gemv16 ? QGEMM_GEMV16_ROWS : 4;
+    qgemm_prefetch_start(tensor_row(w, j0), (size_t)(j1 - j0) * row_bytes,
+                         QGEMM_PREFETCH_TILES * (size_t)tile_rows * row_bytes);
     if (T == 1 && ctx->kern->gemv16) {
         const uint8_t *wr16[QGEMM_GEMV16_ROWS];
         float out16[QGEMM_GEMV16_ROWS];
         // The rows QGEMM_PREFETCH_TILES tiles ahead stream in while a tile computes.
-        const size_t pf_ahead16 =
-            QGEMM_PREFETCH_TILES * QGEMM_GEMV16_ROWS * dtype_row_bytes(w->dtype, ctx->k);
+        const size_t pf_ahead16 = QGEMM_PREFETCH_TILES * QGEMM_GEMV16_ROWS * row_bytes;
         for (int64_t j = j0; j < j1; j += QGEMM_GEMV16_ROWS) {
             int R = j1 - j < QGEMM_GEMV16_ROWS ? (int)(j1 - j) : QGEMM_GEMV16_ROWS;
             for (int r = 0; r < QGEMM_GEMV16_ROWS; r++)
@@ -148,7 +162,7 @@ static void qgemm_decode_task(void *p, int task, int thread)
         }
         return;
     }
-    const size_t pf_ahead = QGEMM_PREFETCH_TILES * 4 * dtype_row_bytes(w->dtype, ctx->k);
+    const size_t pf_ahead = QGEMM_PREFETCH_TILES * 4 * row_bytes;
     const uint8_t *wr[4];
     float out[4 * QGEMM_GEMV_TOKENS];
     for (int64_t j = j0; j < j1; j += 4) {
