@@ -21,6 +21,7 @@ struct bench {
     int iters;
     void *pattern; // owned host buffer of random bytes (valid floats of every type)
     size_t n_alloc_bytes;
+    const char *filter; // gemv/crossover cases: only "SHAPE.WTYPE" names containing it, or NULL
 };
 
 // ---- buffers ----
@@ -153,6 +154,10 @@ static int bench_matmul_case(struct bench *b, const struct mm_shape *s, int64_t 
     struct tensor x, w, y;
     int64_t ne_x[2] = {s->k, m}, ne_w[2] = {s->k, s->n}, ne_y[2] = {s->n, m};
     *us_out = -1.0;
+    char case_name[96];
+    snprintf(case_name, sizeof case_name, "%s.%s", s->name, dtype_name(wt));
+    if (b->filter && !strstr(case_name, b->filter))
+        return 0;
     if (tensor_new(b, &x, DTYPE_F32, 2, ne_x) || tensor_new(b, &w, wt, 2, ne_w) ||
         tensor_new(b, &y, DTYPE_F32, 2, ne_y)) {
         fprintf(stderr, "bench-ops: %s\n", backend_err(b->be)->msg);
@@ -194,14 +199,17 @@ static int section_gemv(struct bench *b)
     fails += bench_matmul_case(b, &qwen3_8b_mm[2], 8, DTYPE_BF16, NULL, &us);
     // Packed GGUF weights: bandwidth of the dequantizing GEMV over the packed
     // bytes, on the 8B layer's four matmuls for the types of Q8_0 and Q4_K_M
-    // files (Q4_K with Q6_K), on gate_up and down for the others. INT4G:
-    // AWQ/GPTQ 4-bit weights as the loader repacks them.
+    // files (Q4_K with Q6_K, the type of a Q4_K_M file's lm_head), on gate_up
+    // and down for the others. INT4G: AWQ/GPTQ 4-bit weights as the loader
+    // repacks them.
     static const enum dtype qtypes[] = {DTYPE_Q8_0, DTYPE_Q4_K, DTYPE_Q6_K, DTYPE_Q4_0,
                                         DTYPE_Q5_K, DTYPE_INT4G};
     for (size_t t = 0; t < sizeof qtypes / sizeof qtypes[0]; t++) {
         bool all = t < 3;
         for (size_t i = all ? 0 : 2; i < 4; i++)
             fails += bench_matmul_case(b, &qwen3_8b_mm[i], 1, qtypes[t], NULL, &us);
+        if (qtypes[t] == DTYPE_Q6_K)
+            fails += bench_matmul_case(b, &qwen3_8b_mm[4], 1, qtypes[t], NULL, &us);
     }
     // Batched decode: 4 and 8 tokens through the same kernel.
     fails += bench_matmul_case(b, &qwen3_8b_mm[2], 4, DTYPE_Q4_K, NULL, &us);
@@ -643,7 +651,9 @@ static int section_decode(struct bench *b, const char *only_model, int only_batc
 static void usage(FILE *f)
 {
     fprintf(f, "usage: vllmc bench-ops [--device cpu|cuda] [--section gemv|crossover|attention|"
-               "decode|all] [--model qwen3-0.6b|qwen3-8b|tiny] [--batch 1|8|64] [--iters N]\n");
+               "decode|all] [--model qwen3-0.6b|qwen3-8b|tiny] [--batch 1|8|64] [--iters N]\n"
+               "       [--filter TEXT]   gemv and crossover: only cases whose SHAPE.WTYPE "
+               "contains TEXT (e.g. gate_up.q8_0)\n");
 }
 
 int bench_ops_main(int argc, char **argv)
@@ -662,6 +672,8 @@ int bench_ops_main(int argc, char **argv)
             batch = atoi(argv[++i]);
         } else if (!strcmp(argv[i], "--iters") && i + 1 < argc) {
             b.iters = atoi(argv[++i]);
+        } else if (!strcmp(argv[i], "--filter") && i + 1 < argc) {
+            b.filter = argv[++i];
         } else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
             usage(stdout);
             return 0;

@@ -539,7 +539,7 @@ enum vllmc_status cuda_backend_create(const struct backend_options *o, struct ba
         cuda_gemv_set_warp(atoi(gemv_warp) != 0);
     const char *qgemv = getenv("VLLMC_CUDA_QGEMV");
     if (qgemv && *qgemv)
-        cuda_qgemv_set_packed(atoi(qgemv) != 0);
+        cuda_qgemv_set_mode(atoi(qgemv));
     const char *bf16_x = getenv("VLLMC_CUDA_BF16_ACTIVATIONS");
     if (bf16_x && *bf16_x)
         cuda_matmul_set_split_x(atoi(bf16_x) == 0);

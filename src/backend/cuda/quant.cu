@@ -188,6 +188,59 @@ static __device__ __forceinline__ void qgemv_tile_load(uint4 *pre, const uint8_t
     }
 }
 
+// x [M, k] (rows x_pitch apart) into the GEMV's shared memory: 16-bit blocks
+// of 32, xq [M, kx] laid out by qdot_x_offset for units of uw weights, scales
+// xd [M, k / 32] and sums xs [M, k / 32]. Every thread of the block takes
+// part; the caller syncs before reading.
+template <int M>
+static __device__ __forceinline__ void qgemv_quantize_x(const float *x, int64_t x_pitch, int k,
+                                                        int uw, int16_t *xq, int kx, float *xd,
+                                                        float *xs)
+{
+    const int n_sub = k / 32;
+    // Eight threads a 32-block: q = round(x * 32767 / amax), d = amax / 32767, s = sum x
+    // (qdot_quantize32). Four rounds of loads in flight at a time; every
+    // thread runs the same rounds (full-warp shuffles).
+    constexpr int GROUPS = QGEMV_P_WARPS * CUDA_WARP / 8, BATCH = 4;
+    const int n_groups = M * n_sub, g8 = (int)threadIdx.x / 8, l8 = (int)threadIdx.x % 8;
+    for (int base = 0; base < n_groups; base += BATCH * GROUPS) {
+        float4 v[BATCH];
+#pragma unroll
+        for (int j = 0; j < BATCH; j++) {
+            const int g = base + j * GROUPS + g8;
+            v[j] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            if (g < n_groups)
+                v[j] = *(const float4 *)(x + (int64_t)(g / n_sub) * x_pitch + (g % n_sub) * 32 +
+                                         4 * l8);
+        }
+#pragma unroll
+        for (int j = 0; j < BATCH; j++) {
+            const int g = base + j * GROUPS + g8;
+            float amax = fmaxf(fmaxf(fabsf(v[j].x), fabsf(v[j].y)),
+                               fmaxf(fabsf(v[j].z), fabsf(v[j].w)));
+            float sum = (v[j].x + v[j].y) + (v[j].z + v[j].w);
+#pragma unroll
+            for (int off = 1; off < 8; off <<= 1) {
+                amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, off));
+                sum += __shfl_xor_sync(0xffffffffu, sum, off);
+            }
+            if (g < n_groups) {
+                const float inv = amax > 0.0f ? 32767.0f / amax : 0.0f;
+                *(short4 *)(xq + (int64_t)(g / n_sub) * kx +
+                            qdot_x_offset((g % n_sub) * 32 + 4 * l8, uw)) =
+                    make_short4((short)__float2int_rn(v[j].x * inv),
+                                (short)__float2int_rn(v[j].y * inv),
+                                (short)__float2int_rn(v[j].z * inv),
+                                (short)__float2int_rn(v[j].w * inv));
+                if (l8 == 0) {
+                    xd[g] = amax / 32767.0f;
+                    xs[g] = sum;
+                }
+            }
+        }
+    }
+}
+
 // dst [M, n] = x [M, k] . W^T, W 16-aligned with dense rows of w_pitch bytes
 // (even; 4-aligned rows for Q4_1 and Q5_1, 16-aligned for Q4_K and Q5_K). A
 // warp takes qgemv_rows rows at a time (a group), so each activation
@@ -235,47 +288,7 @@ static __global__ void __launch_bounds__(QGEMV_P_WARPS *CUDA_WARP, 2)
             qgemv_tile_load<TILE, LOADS>(pre[r], w + (int64_t)(group * R + r) * w_pitch,
                                          row_bytes, 0, lane, w_end);
 
-    // Eight threads a 32-block: q = round(x * 32767 / amax), d = amax / 32767, s = sum x
-    // (qdot_quantize32). Four rounds of loads in flight at a time; every
-    // thread runs the same rounds (full-warp shuffles).
-    constexpr int GROUPS = QGEMV_P_WARPS * CUDA_WARP / 8, BATCH = 4;
-    const int n_groups = M * n_sub, g8 = (int)threadIdx.x / 8, l8 = (int)threadIdx.x % 8;
-    for (int base = 0; base < n_groups; base += BATCH * GROUPS) {
-        float4 v[BATCH];
-#pragma unroll
-        for (int j = 0; j < BATCH; j++) {
-            const int g = base + j * GROUPS + g8;
-            v[j] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-            if (g < n_groups)
-                v[j] = *(const float4 *)(x + (int64_t)(g / n_sub) * x_pitch + (g % n_sub) * 32 +
-                                         4 * l8);
-        }
-#pragma unroll
-        for (int j = 0; j < BATCH; j++) {
-            const int g = base + j * GROUPS + g8;
-            float amax = fmaxf(fmaxf(fabsf(v[j].x), fabsf(v[j].y)),
-                               fmaxf(fabsf(v[j].z), fabsf(v[j].w)));
-            float sum = (v[j].x + v[j].y) + (v[j].z + v[j].w);
-#pragma unroll
-            for (int off = 1; off < 8; off <<= 1) {
-                amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, off));
-                sum += __shfl_xor_sync(0xffffffffu, sum, off);
-            }
-            if (g < n_groups) {
-                const float inv = amax > 0.0f ? 32767.0f / amax : 0.0f;
-                *(short4 *)(xq + (int64_t)(g / n_sub) * kx +
-                            qdot_x_offset((g % n_sub) * 32 + 4 * l8, UW)) =
-                    make_short4((short)__float2int_rn(v[j].x * inv),
-                                (short)__float2int_rn(v[j].y * inv),
-                                (short)__float2int_rn(v[j].z * inv),
-                                (short)__float2int_rn(v[j].w * inv));
-                if (l8 == 0) {
-                    xd[g] = amax / 32767.0f;
-                    xs[g] = sum;
-                }
-            }
-        }
-    }
+    qgemv_quantize_x<M>(x, x_pitch, k, UW, xq, kx, xd, xs);
     __syncthreads();
 
     for (; group < n_groups_r; group += slots) {
@@ -357,6 +370,217 @@ static __global__ void __launch_bounds__(QGEMV_P_WARPS *CUDA_WARP, 2)
     }
 }
 
+// ---- the direct GEMV (Q4_K, Q6_K, Q8_0), one token ----
+
+// 16 bytes of W at p (16-aligned), zeros for the bytes at or past end (the
+// last row's last piece may run past the tensor).
+static __device__ __forceinline__ uint4 qgemv_ld16(const uint4 *p, const uint8_t *end)
+{
+    if ((const uint8_t *)(p + 1) <= end)
+        return __ldg(p);
+    uint32_t v[4] = {0u, 0u, 0u, 0u};
+    const unsigned short *h = (const unsigned short *)p;
+#pragma unroll
+    for (int j = 0; j < 8; j++)
+        if ((const uint8_t *)(h + j) < end)
+            v[j / 2] |= (uint32_t)__ldg(h + j) << (16 * (j % 2));
+    return make_uint4(v[0], v[1], v[2], v[3]);
+}
+
+// The 32 bytes at p (2-aligned) as eight little-endian words: the 16-byte
+// pieces that cover them (two or three) into registers, then a shift by the
+// lane's own word offset (two select stages, no indexed registers) and a
+// funnel shift by its byte offset.
+static __device__ __forceinline__ void qgemv_words32(const uint8_t *p, const uint8_t *end,
+                                                     uint32_t *out)
+{
+    const uint4 *base = (const uint4 *)((uintptr_t)p & ~(uintptr_t)15);
+    const int o = (int)((uintptr_t)p & 15);
+    const uint4 v0 = qgemv_ld16(base, end), v1 = qgemv_ld16(base + 1, end);
+    const uint4 v2 = o ? qgemv_ld16(base + 2, end) : make_uint4(0, 0, 0, 0);
+    uint32_t a[12] = {v0.x, v0.y, v0.z, v0.w, v1.x, v1.y, v1.z, v1.w, v2.x, v2.y, v2.z, v2.w};
+    if (o & 4) {
+#pragma unroll
+        for (int i = 0; i < 11; i++)
+            a[i] = a[i + 1];
+    }
+    if (o & 8) {
+#pragma unroll
+        for (int i = 0; i < 9; i++)
+            a[i] = a[i + 2];
+    }
+    const unsigned sh = 8u * (unsigned)(o & 3);
+#pragma unroll
+    for (int i = 0; i < 8; i++)
+        out[i] = __funnelshift_r(a[i], a[i + 1], sh);
+}
+
+static __device__ __forceinline__ float qgemv_half_at(const uint8_t *p)
+{
+    return __half2float(__ushort_as_half(__ldg((const unsigned short *)p)));
+}
+
+// Unit u of the block at b, read from global memory into registers; the same
+// weights as the q_unit decoders (quant_dot.h) give from shared memory.
+template <int T> struct q_direct {
+    static constexpr bool ok = false;
+};
+
+// Q4_K (144-byte blocks, 16-aligned): the block's 16-byte head (d, dmin, the 12
+// scale bytes) and the unit's 32 qs bytes, in three 16-byte loads. The 6-bit
+// scale and min of sub-block j (qdot_k4_scale_min) come from byte j & 3 of
+// the head's words 1 (bytes 4..7), 2 and 3.
+template <> struct q_direct<DTYPE_Q4_K> {
+    static constexpr bool ok = true;
+    static __device__ __forceinline__ void load(const uint8_t *b, int u, const uint8_t *end,
+                                                struct qdot_unit *w)
+    {
+        const uint4 *p = (const uint4 *)b;
+        const uint4 h = qgemv_ld16(p, end), q0 = qgemv_ld16(p + 1 + 2 * u, end),
+                    q1 = qgemv_ld16(p + 2 + 2 * u, end);
+        const float d = __half2float(__ushort_as_half((unsigned short)(h.x & 0xffffu)));
+        const float dmin = __half2float(__ushort_as_half((unsigned short)(h.x >> 16)));
+        float sc[2], mn[2];
+#pragma unroll
+        for (int i = 0; i < 2; i++) {
+            const int j = 2 * u + i, sh = 8 * (j & 3);
+            const int a = (int)((h.y >> sh) & 255u), bb = (int)((h.z >> sh) & 255u),
+                      c = (int)((h.w >> sh) & 255u);
+            const int s = j < 4 ? a & 63 : (c & 15) | ((a >> 6) << 4);
+            const int m = j < 4 ? bb & 63 : (c >> 4) | ((bb >> 6) << 4);
+            sc[i] = d * (float)s;
+            mn[i] = dmin * (float)m;
+        }
+        const uint32_t qs[8] = {q0.x, q0.y, q0.z, q0.w, q1.x, q1.y, q1.z, q1.w};
+#pragma unroll
+        for (int i = 0; i < 8; i++) {
+            w->q[i] = qs[i] & 0x0F0F0F0Fu;
+            w->q[8 + i] = (qs[i] >> 4) & 0x0F0F0F0Fu;
+        }
+        w->sc[0] = w->sc[1] = sc[0];
+        w->sc[2] = w->sc[3] = sc[1];
+        w->mn[0] = mn[0];
+        w->mn[1] = mn[1];
+        w->mh[0] = w->mh[1] = 0.0f;
+        w->half_mins = 0;
+    }
+};
+
+// Q8_0 (34-byte blocks, 2-aligned): qs through qgemv_words32, d on its own.
+template <> struct q_direct<DTYPE_Q8_0> {
+    static constexpr bool ok = true;
+    static __device__ __forceinline__ void load(const uint8_t *b, int u, const uint8_t *end,
+                                                struct qdot_unit *w)
+    {
+        (void)u;
+        qgemv_words32(b + 2, end, w->q);
+        qdot_scale_all(w, qgemv_half_at(b), 0.0f);
+    }
+};
+
+// Q6_K (210-byte blocks, 2-aligned): as qdot_unit_q6_k, its ql and qh words
+// through qgemv_words32.
+template <> struct q_direct<DTYPE_Q6_K> {
+    static constexpr bool ok = true;
+    static __device__ __forceinline__ void load(const uint8_t *b, int u, const uint8_t *end,
+                                                struct qdot_unit *w)
+    {
+        const int h = u / 4, g = u % 4;
+        const int shift_l = 4 * (g >> 1), shift_h = 2 * g;
+        uint32_t wl[8], wh[8];
+        qgemv_words32(b + 64 * h + 32 * (g & 1), end, wl);
+        qgemv_words32(b + 128 + 32 * h, end, wh);
+#pragma unroll
+        for (int i = 0; i < 8; i++) {
+            const uint32_t lo = (wl[i] >> shift_l) & 0x0F0F0F0Fu;
+            const uint32_t hi = (wh[i] >> shift_h) & 0x03030303u;
+            w->q[i] = qdot_sub_bytes(lo | hi << 4, 32);
+        }
+        const float d = qgemv_half_at(b + 208);
+        const unsigned short sc2 = __ldg((const unsigned short *)(b + 192 + 8 * h + 2 * g));
+        w->sc[0] = d * (float)(int8_t)(sc2 & 0xff);
+        w->sc[1] = d * (float)(int8_t)(sc2 >> 8);
+        w->sc[2] = w->sc[3] = 0.0f;
+        w->mn[0] = w->mn[1] = 0.0f;
+        w->mh[0] = w->mh[1] = 0.0f;
+        w->half_mins = 0;
+    }
+};
+
+// dst [n] = x [k] . W^T without staging W in shared memory: a lane takes
+// units lane, lane + 32, ... of R rows at a time and reads each straight into
+// registers (q_direct), two units a lane loaded before any is used. Only the
+// activations (16-bit, quantized once per block as in qgemv_packed_kernel)
+// come from shared memory, and each activation load serves the R rows.
+template <int T, int R>
+static __global__ void __launch_bounds__(QGEMV_P_WARPS *CUDA_WARP)
+    qgemv_direct_kernel(float *dst, const float *x, const uint8_t *w, int64_t w_pitch,
+                        const void *bias, int bias_type, int n, int k)
+{
+    using Q = q_unit<T>;
+    constexpr int UW = 32 * Q::subs, BYTES = q_fmt<T>::bytes, UNROLL = 2;
+    extern __shared__ uint4 qgemv_smem[];
+    const int warp = threadIdx.x / CUDA_WARP, lane = threadIdx.x % CUDA_WARP;
+    const int kx = qdot_x_elems(k, UW), n_sub = k / 32, units = k / UW;
+    int16_t *xq = (int16_t *)qgemv_smem;
+    float *xd = (float *)(xq + kx);
+    float *xs = xd + n_sub;
+    const uint8_t *w_end = w + (int64_t)n * w_pitch;
+    qgemv_quantize_x<1>(x, 0, k, UW, xq, kx, xd, xs);
+    __syncthreads();
+
+    const int n_warps = (int)gridDim.x * QGEMV_P_WARPS;
+    for (int row0 = ((int)blockIdx.x * QGEMV_P_WARPS + warp) * R; row0 < n;
+         row0 += n_warps * R) {
+        float acc[R];
+#pragma unroll
+        for (int r = 0; r < R; r++)
+            acc[r] = 0.0f;
+        for (int u0 = lane; u0 < units; u0 += UNROLL * CUDA_WARP) {
+            struct qdot_unit wu[UNROLL][R];
+#pragma unroll
+            for (int j = 0; j < UNROLL; j++) {
+                const int u = u0 + j * CUDA_WARP;
+#pragma unroll
+                for (int r = 0; r < R; r++)
+                    if (u < units && row0 + r < n)
+                        q_direct<T>::load(w + (int64_t)(row0 + r) * w_pitch +
+                                              (int64_t)(u / Q::units) * BYTES,
+                                          u % Q::units, w_end, &wu[j][r]);
+            }
+#pragma unroll
+            for (int j = 0; j < UNROLL; j++) {
+                const int u = u0 + j * CUDA_WARP;
+                if (u >= units)
+                    break;
+                uint32_t xw[16 * Q::subs];
+#pragma unroll
+                for (int i = 0; i < 4 * Q::subs; i++) {
+                    const uint4 q = *(const uint4 *)(xq + qdot_x_offset(UW * u + 8 * i, UW));
+                    xw[4 * i] = q.x;
+                    xw[4 * i + 1] = q.y;
+                    xw[4 * i + 2] = q.z;
+                    xw[4 * i + 3] = q.w;
+                }
+#pragma unroll
+                for (int r = 0; r < R; r++)
+                    if (row0 + r < n)
+                        acc[r] += qdot_unit_dot(&wu[j][r], Q::subs, xw, xd + Q::subs * u,
+                                                xs + Q::subs * u);
+            }
+        }
+#pragma unroll
+        for (int r = 0; r < R; r++) {
+            float sum = cuda_warp_sum(acc[r]);
+            if (lane == 0 && row0 + r < n) {
+                if (bias)
+                    sum += cuda_bias_at(bias, bias_type, row0 + r);
+                dst[row0 + r] = sum;
+            }
+        }
+    }
+}
+
 // out rows [n_rows, k] (f32 or bf16, dense pitch out_pitch elements) from
 // packed rows; rows[] picks table rows (embedding), or NULL for 0..n_rows-1.
 // A row id outside the table gives zeros.
@@ -402,12 +626,14 @@ static void qgemv_launch_m(const struct op_call *c, int64_t t0, cudaStream_t str
         b ? (int)b->dtype : (int)DTYPE_F32, n, (int)x->ne[0]);
 }
 
-// Whether decode takes the packed GEMV where it applies (VLLMC_CUDA_QGEMV).
-static bool qgemv_packed_on = true;
+// Which decode GEMV applies (VLLMC_CUDA_QGEMV): 0 the byte-loading kernel,
+// 1 the packed one, 2 (default) the direct one for Q4_K, Q6_K and Q8_0 at
+// one token (else the packed one), 3 the same with two rows a warp.
+static int qgemv_mode = 2;
 
-extern "C" void cuda_qgemv_set_packed(bool on)
+extern "C" void cuda_qgemv_set_mode(int mode)
 {
-    qgemv_packed_on = on;
+    qgemv_mode = mode;
 }
 
 // Resident blocks per SM of one packed-GEMV instance by shared-memory size (a
@@ -456,7 +682,7 @@ template <int T> static bool qgemv_packed_ok(const struct op_call *c, int m, con
 {
     const struct tensor *w = c->src[1];
     const size_t align = q_fmt<T>::bytes % 16 == 0 ? 16 : q_fmt<T>::bytes % 8 == 0 ? 8 : q_fmt<T>::bytes % 4 == 0 ? 4 : 2;
-    return q_unit<T>::ok && qgemv_packed_on && (uintptr_t)w->data % 16 == 0 && w->nb[1] % align == 0 &&
+    return q_unit<T>::ok && qgemv_mode >= 1 && (uintptr_t)w->data % 16 == 0 && w->nb[1] % align == 0 &&
            qgemv_packed_smem<T>(m, w->ne[0]) <= dev->smem_optin_bytes;
 }
 
@@ -485,6 +711,47 @@ static enum vllmc_status qgemv_packed_launch(const struct op_call *c, int64_t t0
     return VLLMC_OK;
 }
 
+// One token through qgemv_direct_kernel: as many blocks as are resident at
+// once, at most a warp a row group.
+template <int T> static size_t qgemv_direct_smem(int64_t k)
+{
+    return 2 * (size_t)qdot_x_elems((int)k, 32 * q_unit<T>::subs) + (size_t)k / 4;
+}
+
+template <int T, int R>
+static enum vllmc_status qgemv_direct_launch(const struct op_call *c, int64_t t0,
+                                             struct cuda_device *dev)
+{
+    struct err *err = dev->err;
+    const struct tensor *x = c->src[0], *w = c->src[1], *b = c->src[2];
+    const int n = (int)w->ne[1], k = (int)x->ne[0];
+    const int64_t x_pitch = cuda_row_pitch(x), dst_pitch = cuda_row_pitch(c->dst);
+    const size_t smem = qgemv_direct_smem<T>(k);
+    static struct qgemv_occupancy occ;
+    int per_sm = 1;
+    CUDA_TRY(qgemv_occupancy_get(qgemv_direct_kernel<T, R>, smem, &occ, &per_sm));
+    const int64_t per_block = QGEMV_P_WARPS * R;
+    const int64_t want = ((int64_t)n + per_block - 1) / per_block;
+    const int64_t most = (int64_t)dev->n_sms * per_sm;
+    qgemv_direct_kernel<T, R><<<(unsigned)(want < most ? want : most), QGEMV_P_WARPS * CUDA_WARP,
+                                smem, dev->stream>>>(
+        (float *)c->dst->data + t0 * dst_pitch, (const float *)x->data + t0 * x_pitch,
+        (const uint8_t *)w->data, (int64_t)w->nb[1], b ? b->data : nullptr,
+        b ? (int)b->dtype : (int)DTYPE_F32, n, k);
+    return VLLMC_OK;
+}
+
+// The direct GEMV takes a token of the types q_direct has, W 16-aligned with
+// rows as aligned as the packed GEMV asks (16 for Q4_K, 2 for the others).
+template <int T>
+static bool qgemv_direct_ok(const struct op_call *c, const struct cuda_device *dev)
+{
+    const struct tensor *w = c->src[1];
+    const size_t align = q_fmt<T>::bytes % 16 == 0 ? 16 : 2;
+    return q_direct<T>::ok && qgemv_mode >= 2 && (uintptr_t)w->data % 16 == 0 &&
+           w->nb[1] % align == 0 && qgemv_direct_smem<T>(w->ne[0]) <= dev->smem_optin_bytes;
+}
+
 // Tokens t0 .. t0 + M - 1: the packed GEMV where it applies; where M tokens'
 // activations do not fit its shared memory (long rows), 4 and M - 4 tokens
 // in two passes over W, still faster than the byte-loading kernel.
@@ -492,6 +759,11 @@ template <int T, int M>
 static enum vllmc_status qgemv_launch_chunk(const struct op_call *c, int64_t t0,
                                             struct cuda_device *dev)
 {
+    if constexpr (q_direct<T>::ok && M == 1) {
+        if (qgemv_direct_ok<T>(c, dev))
+            return qgemv_mode == 3 ? qgemv_direct_launch<T, 2>(c, t0, dev)
+                                   : qgemv_direct_launch<T, 1>(c, t0, dev);
+    }
     if constexpr (q_unit<T>::ok) {
         if (qgemv_packed_ok<T>(c, M, dev))
             return qgemv_packed_launch<T, M>(c, t0, dev);

@@ -13,10 +13,12 @@ extern "C" {
 // Largest token count of the dequantizing GEMV.
 #define CUDA_QGEMV_MAX_M 8
 
-// Whether decode takes the packed GEMV (16-byte loads, 8-bit activations,
-// byte dot products; the default) or the byte-loading f32 one everywhere:
-// VLLMC_CUDA_QGEMV=0 at backend creation.
-void cuda_qgemv_set_packed(bool on);
+// Which decode GEMV the packed types take (VLLMC_CUDA_QGEMV at backend
+// creation): 0 the byte-loading f32 kernel everywhere, 1 the packed one (16-byte
+// loads through shared memory, 16-bit activations, integer dot products),
+// 2 (the default) as 1 but Q4_K at one token reads W straight into
+// registers, 3 the same two rows a warp.
+void cuda_qgemv_set_mode(int mode);
 bool cuda_qgemv_supports(const struct op_call *c);
 enum vllmc_status cuda_qgemv_run(const struct op_call *c);
 bool cuda_qgemm_supports(const struct op_call *c);
