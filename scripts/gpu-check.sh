@@ -306,12 +306,15 @@ if want ab; then
         ab "decode attention splits" "VLLMC_CUDA_DECODE_SPLIT=$split" \
             "$VLLMC" bench-ops --device cuda --section attention --iters 50
     done
-    # The packed GEMV (default) against the byte-loading one on quantized rows.
-    ab "op-parity, byte-loading quantized GEMV" "VLLMC_CUDA_QGEMV=0" \
-        "$VLLMC" op-parity --device cuda --op matmul
+    # The direct GEMV (default, 2) against the packed (1) and the
+    # byte-loading (0) ones on quantized rows.
     for q in 0 1; do
+        ab "op-parity, quantized GEMV $q" "VLLMC_CUDA_QGEMV=$q" \
+            "$VLLMC" op-parity --device cuda --op matmul
+    done
+    for q in 0 1 2; do
         from=$(($(wc -l <"$OUT/ab.log" 2>/dev/null || echo 0) + 1))
-        ab "quantized GEMV (1 = packed)" "VLLMC_CUDA_QGEMV=$q" \
+        ab "quantized GEMV (1 = packed, 2 = direct)" "VLLMC_CUDA_QGEMV=$q" \
             "$VLLMC" bench-ops --device cuda --section gemv --iters 50
         tail -n +"$from" "$OUT/ab.log" | grep -i "^op=matmul shape=8b.*wtype=i*q" |
             sed -E "s/^op=matmul shape=([^ ]*) m=([0-9]*) .*wtype=([^ ]*) provider=[^ ]* us=([^ ]*) gbps=([^ ]*).*/  [VLLMC_CUDA_QGEMV=$q] \\3 \\1 m=\\2 \\4 us \\5 GB\/s/" >>"$SUMMARY"

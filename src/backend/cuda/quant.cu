@@ -25,6 +25,13 @@
 // type has a unit decoder (quant_dot.h); W not 16-aligned, x too large for
 // shared memory and VLLMC_CUDA_QGEMV=0 take qgemv_kernel: a warp per output
 // row, a lane per 32-weight sub-block, byte loads, f32 arithmetic.
+//
+// One token of Q4_K, Q6_K or Q8_0 (the types of Q4_K_M and Q8_0 files) takes
+// qgemv_direct_kernel instead: no staging of W in shared memory, each lane
+// reads its units' bytes straight into registers (16-byte loads through L1,
+// whose hits serve the neighbouring lanes' halves of a sector) and decodes
+// them there; on the H200 it doubled Q8_0's GEMV bandwidth (gate_up 1.6 ->
+// 3.2 TB/s) and gave Q4_K and Q6_K 10-25% (bench/RESULTS.md).
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/matmul.cuh"
 #include "backend/cuda/quant.cuh"
