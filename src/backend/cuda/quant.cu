@@ -682,6 +682,17 @@ static cudaError_t qgemv_occupancy_get(K kernel, size_t smem, struct qgemv_occup
     return cudaSuccess;
 }
 
+// Blocks of a GEMV launch over n rows, rows_per_block a block: no more than
+// are resident at once (per_sm a multiprocessor), since each block quantizes
+// x once and then loops over its rows.
+static unsigned qgemv_grid(const struct cuda_device *dev, int per_sm, int n,
+                           int64_t rows_per_block)
+{
+    const int64_t want = ((int64_t)n + rows_per_block - 1) / rows_per_block;
+    const int64_t most = (int64_t)dev->n_sms * per_sm;
+    return (unsigned)(want < most ? want : most);
+}
+
 // The packed GEMV takes M tokens of the call when its type has a unit
 // decoder, W is 16-aligned (its rows as aligned as their blocks' size allows)
 // and x fits the block's shared memory.
@@ -707,11 +718,8 @@ static enum vllmc_status qgemv_packed_launch(const struct op_call *c, int64_t t0
     static struct qgemv_occupancy occ;
     int per_sm = 1;
     CUDA_TRY(qgemv_occupancy_get(qgemv_packed_kernel<T, M>, smem, &occ, &per_sm));
-    const int64_t per_block = QGEMV_P_WARPS * qgemv_rows<T>();
-    const int64_t want = ((int64_t)n + per_block - 1) / per_block;
-    const int64_t most = (int64_t)dev->n_sms * per_sm;
-    qgemv_packed_kernel<T, M><<<(unsigned)(want < most ? want : most), QGEMV_P_WARPS * CUDA_WARP,
-                                smem, dev->stream>>>(
+    qgemv_packed_kernel<T, M><<<qgemv_grid(dev, per_sm, n, QGEMV_P_WARPS * qgemv_rows<T>()),
+                                QGEMV_P_WARPS * CUDA_WARP, smem, dev->stream>>>(
         (float *)c->dst->data + t0 * dst_pitch, dst_pitch, (const float *)x->data + t0 * x_pitch,
         x_pitch, (const uint8_t *)w->data, (int64_t)w->nb[1], b ? b->data : nullptr,
         b ? (int)b->dtype : (int)DTYPE_F32, n, k);
@@ -737,11 +745,8 @@ static enum vllmc_status qgemv_direct_launch(const struct op_call *c, int64_t t0
     static struct qgemv_occupancy occ;
     int per_sm = 1;
     CUDA_TRY(qgemv_occupancy_get(qgemv_direct_kernel<T, R>, smem, &occ, &per_sm));
-    const int64_t per_block = QGEMV_P_WARPS * R;
-    const int64_t want = ((int64_t)n + per_block - 1) / per_block;
-    const int64_t most = (int64_t)dev->n_sms * per_sm;
-    qgemv_direct_kernel<T, R><<<(unsigned)(want < most ? want : most), QGEMV_P_WARPS * CUDA_WARP,
-                                smem, dev->stream>>>(
+    qgemv_direct_kernel<T, R><<<qgemv_grid(dev, per_sm, n, QGEMV_P_WARPS * R),
+                                QGEMV_P_WARPS * CUDA_WARP, smem, dev->stream>>>(
         (float *)c->dst->data + t0 * dst_pitch, (const float *)x->data + t0 * x_pitch,
         (const uint8_t *)w->data, (int64_t)w->nb[1], b ? b->data : nullptr,
         b ? (int)b->dtype : (int)DTYPE_F32, n, k);
