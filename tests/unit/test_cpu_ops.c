@@ -430,11 +430,12 @@ static struct backend *cpu_backend(int n_threads, const char *disable)
 
 // Each of M rows alone gives the same bits as inside the M-row call; M past
 // 64 spreads the rows over several row blocks (tasks) of the tiled driver.
-// N = 67 ends the one-row call with a 3-column tile, N = 77 with a 13-column
-// one; K past 1024 makes 16-bit rows longer than 2 KiB (another decode order).
+// A one-row call reads each task's block of rows as 8 streams: N = 67 and 77
+// end it with blocks of 3 and 13 rows (no stream, and streams plus a tile),
+// N = 1030 gives blocks of 128 rows (streams of 16).
 static void check_matmul_batch_invariance(int64_t K, int M, int N, const char *disable)
 {
-    enum { M_MAX = 150, N_MAX = 77, K_MAX = 1100 };
+    enum { M_MAX = 150, N_MAX = 1030, K_MAX = 1100 };
     static float x[M_MAX * K_MAX], w[N_MAX * K_MAX], y1[N_MAX], y7[M_MAX * N_MAX];
     static uint16_t wh[N_MAX * K_MAX], wf16[N_MAX * K_MAX];
     unsigned seed = 11;
@@ -480,6 +481,7 @@ static void test_matmul_batch_invariance(void)
     check_matmul_batch_invariance(256, 7, 77, "");
     check_matmul_batch_invariance(1100, 7, 77, "");
     check_matmul_batch_invariance(1028, 9, 67, "");
+    check_matmul_batch_invariance(256, 3, 1030, "");
     // The next providers in line (AVX2 where the CPU has AVX-512 and AVX512_BF16).
     check_matmul_batch_invariance(256, 7, 67, "cpu-avx512,cpu-avx512bf16");
     check_matmul_batch_invariance(256, 150, 67, "cpu-avx512,cpu-avx512bf16");

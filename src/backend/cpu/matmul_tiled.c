@@ -10,6 +10,8 @@
 #define MM_ROW_BLOCK 64
 // Columns per task at most: a bf16 weight block [64, k] is 128 KiB at k = 1024.
 #define MM_COL_BLOCK 64
+// The same for a kernel's decode: 128 rows read as 8 streams of 16 rows.
+#define MM_DECODE_BLOCK 128
 
 struct mm_ctx {
     const struct op_call *c;
@@ -18,6 +20,7 @@ struct mm_ctx {
     int64_t col_block;    // columns per task
     int64_t n_row_blocks; // row blocks per column block; a task owns one of each
     int c_step;           // columns per tile
+    bool decode;          // one x row, through kernel->decode
     const char *x_base;   // NULL: rows of c->src[0]
     size_t x_row_bytes;
     float *panels;       // NULL, or one converted column tile per thread
@@ -47,7 +50,7 @@ static void mm_task(void *p, int task, int thread)
     int64_t j1 = j0 + ctx->col_block < ctx->n ? j0 + ctx->col_block : ctx->n;
     // Row addresses and the bias once per task: cpu_row divides, and a tile
     // is only ~1000 cycles.
-    float bias_v[MM_COL_BLOCK];
+    float bias_v[MM_DECODE_BLOCK];
     for (int64_t j = j0; j < j1; j++)
         bias_v[j - j0] = bias ? cpu_load(bias->dtype, bias->data, j) : 0.0f;
     const float *x_rows[MM_ROW_BLOCK];
@@ -68,6 +71,11 @@ static void mm_task(void *p, int task, int thread)
         for (int64_t j = j0; j < j1; j += 16)
             __builtin_prefetch(y_rows[i - i0] + j, 1, 3);
         __builtin_prefetch(y_rows[i - i0] + j1 - 1, 1, 3);
+    }
+    if (ctx->decode) {
+        ctx->kernel->decode(x_rows[0], tensor_row(w, j0), w->nb[1], (int)(j1 - j0), ctx->k,
+                            y_rows[0] + j0, bias_v);
+        return;
     }
     for (int64_t j = j0; j < j1; j += c_max) {
         int C = j1 - j < c_max ? (int)(j1 - j) : c_max;
@@ -138,7 +146,8 @@ enum vllmc_status cpu_matmul_tiled_run_x(const struct op_call *c,
         return VLLMC_OK;
     // A single row takes wider tiles; elements are computed the same way in
     // any tile, so this does not change results.
-    ctx.c_step = ctx.m == 1 ? kernel->c_max_r1 : kernel->c_max;
+    ctx.decode = ctx.m == 1 && kernel->decode;
+    ctx.c_step = ctx.decode ? 8 : ctx.m == 1 ? kernel->c_max_r1 : kernel->c_max;
     // Enough blocks to balance the threads (4 per thread), each a multiple of
     // the tile width and at most 64 columns so the weight block fits in L2.
     // Below ~256k multiply-adds a wake-up of the workers costs more than it
@@ -147,8 +156,9 @@ enum vllmc_status cpu_matmul_tiled_run_x(const struct op_call *c,
     int64_t n_threads = threadpool_n_threads(pool);
     int64_t block = (ctx.n + 4 * n_threads - 1) / (4 * n_threads);
     block = (block + ctx.c_step - 1) / ctx.c_step * ctx.c_step;
-    if (block > MM_COL_BLOCK)
-        block = MM_COL_BLOCK / ctx.c_step * ctx.c_step;
+    int64_t block_max = ctx.decode ? MM_DECODE_BLOCK : MM_COL_BLOCK;
+    if (block > block_max)
+        block = block_max / ctx.c_step * ctx.c_step;
     if (block < ctx.c_step)
         block = ctx.c_step;
     ctx.col_block = block;

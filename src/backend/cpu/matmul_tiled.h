@@ -10,6 +10,7 @@
 #define VLLMC_BACKEND_CPU_MATMUL_TILED_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "backend/op.h"
@@ -28,6 +29,12 @@ typedef void (*cpu_mm_tile_store_fn)(int R, int C, const float *const *x, const 
                                      int64_t k, float *const *y, const float *bias,
                                      const void *next);
 
+// Decode (x is one row): y[j] = dot(x, w row j) + bias[j] for j < n, the
+// weight rows row_bytes apart from w (bias [n]). Each element gets the bits
+// the kernel's tiles give it.
+typedef void (*cpu_mm_decode_fn)(const float *x, const void *w, size_t row_bytes, int n,
+                                 int64_t k, float *y, const float *bias);
+
 // out [C, out_stride] (f32) = the weight rows w[0..C) converted; lanes past k
 // may hold anything.
 typedef void (*cpu_mm_panel_fn)(int C, const void *const *w, int64_t k, float *out,
@@ -38,6 +45,9 @@ struct cpu_mm_kernel {
     cpu_mm_tile_store_fn tile_store;
     int r_max, c_max; // largest tile the kernel handles
     int c_max_r1;     // largest C when R = 1 (decode: more columns in flight)
+    // Optional: one-row calls go to decode, a task's whole column block (of
+    // up to 128 rows, 8 of them in flight) at once, instead of to tiles.
+    cpu_mm_decode_fn decode;
     // Optional, for calls of more than r_max rows: a column tile's weights are
     // converted once (panel) and every row tile runs panel_kernel's tile on
     // them. The converted values are exact, and panel_kernel computes each

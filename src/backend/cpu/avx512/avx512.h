@@ -78,37 +78,28 @@ avx512_prefetch_next_tile(const int C, const void *const *w, ptrdiff_t ahead, si
         _mm_prefetch((const char *)w[c] + ahead + off, _MM_HINT_T1);
 }
 
-// Decode tiles of 16 weight rows run as two passes of 8 rows with 8
-// accumulators (the loads of 8 rows in flight). Rows of at most 2 KiB (16-bit
-// weights at k <= 1024) go even rows, then odd rows: each of the 8 streams
-// then reads two adjacent rows, one 4 KiB page in order, as an F32 row does.
-// The hardware prefetcher follows a stream only within a page, and with
-// half-page streams (8 rows at once) 16-bit decode read ~20% less per
-// second than F32. Longer rows go rows 0..7, then 8..15. Which rows share a
-// pass does not change any row's result.
-struct avx512_decode_pass {
-    bool pf;         // fetch ahead: byte l of pass row c's fetch is at wp[c] + ahead + l
-    ptrdiff_t ahead; // the rows fetched are the ones the same slot reads next
-    int first, step; // pass row c is tile row first + c * step
-};
-
-// Pass g (0 or 1) of a decode tile of weight rows w [16] of row_bytes each;
-// next: the first row of the thread's next tile, or NULL. Fills wp [8].
-static inline __attribute__((always_inline)) struct avx512_decode_pass
-avx512_decode_pass_plan(const void *const *w, int64_t row_bytes, const void *next, int g,
-                        const void *wp[8])
+// Decode (one row of x) reads a block of n adjacent weight rows as 8
+// streams of G = n / 8 adjacent rows each: pass g computes rows c * G + g
+// for c < 8 (8 accumulators, the loads of 8 rows in flight) and fetches each
+// stream's next row into L2 as it goes. Each stream is then G rows of
+// memory in order (tens of KiB), which the hardware prefetcher keeps up
+// with; 8 rows side by side, as a tile reads them, are 8 streams of one row
+// each (2 KiB for bf16 at k = 1024) that it never gets going on: 16-bit
+// decode read ~25% less per second than the probe's 8 long streams.
+// Which rows share a pass never changes a row's result.
+//
+// The 8 dot products of pass g (acc[c] for block row c * G + g) to
+// y[c * G + g] + bias[c * G + g]: the sum tree and the add of
+// avx512_store_rows, so the bits of a tile.
+static inline __attribute__((always_inline)) void avx512_store_pass(const __m512 *acc, int G,
+                                                                    int g, float *y,
+                                                                    const float *bias)
 {
-    bool pairs = row_bytes <= 2048;
-    struct avx512_decode_pass p = {.first = pairs ? g : 8 * g, .step = pairs ? 2 : 1};
+    float s[16];
+    _mm512_storeu_ps(s, avx512_sums16(acc, 8, NULL));
 #pragma GCC unroll 8
     for (int c = 0; c < 8; c++)
-        wp[c] = w[p.first + c * p.step];
-    // Pairs: each row fetches its twin in the next tile; rows 0..7 fetch
-    // rows 8..15, and those the next tile's rows 0..7.
-    const void *to = pairs || g == 1 ? next : w[8];
-    p.pf = to != NULL;
-    p.ahead = to ? (const char *)to - (const char *)wp[0] : 0;
-    return p;
+        y[c * G + g] = s[c] + bias[c * G + g];
 }
 
 // The dot products of an R x C tile (R * C <= 32), flat r * C + c in lanes

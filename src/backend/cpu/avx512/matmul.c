@@ -11,7 +11,6 @@
 #define R_MAX 4
 #define C_MAX 6
 #define C_MAX_R1 8
-#define C_DECODE 16 // columns per decode tile (tile_decode16)
 
 // 16 values of dtype wt at p as f32: without a mask for full blocks (a
 // masked load is markedly slower on Zen 4; with all lanes on it reads the
@@ -92,41 +91,75 @@ static inline __attribute__((always_inline)) void tile(const int R, const int C,
     avx512_store_rows(R, C, sums, y, bias);
 }
 
-// Decode: one x row against 16 weight rows in two passes of 8 (see
-// avx512_decode_pass).
-static inline __attribute__((always_inline)) void tile_decode16(const int wt, const float *const *x,
-                                                                const void *const *w, int64_t k,
-                                                                float *const *y, const float *bias,
-                                                                const void *next)
+// Decode: y[j] = dot(x, weight row j) + bias[j] for the n rows from w,
+// row_bytes apart, as 8 streams (see avx512_store_pass); rows past the last
+// multiple of 8 go through one tile.
+static inline __attribute__((always_inline)) void decode(const int wt, const float *x,
+                                                         const void *w, size_t row_bytes, int n,
+                                                         int64_t k, float *y, const float *bias)
 {
-    __m512 flat[16], sums[2];
-#pragma GCC unroll 2
-    for (int g = 0; g < 2; g++) {
+    int G = n / 8;
+    for (int g = 0; g < G; g++) {
         const void *wp[8];
         __m512 acc[R_MAX][C_MAX_R1];
-        struct avx512_decode_pass dp = avx512_decode_pass_plan(w, k * (wt == DTYPE_F32 ? 4 : 2),
-                                                               next, g, wp);
-        tile_dots(1, 8, wt, x, wp, k, dp.pf, dp.ahead, acc);
 #pragma GCC unroll 8
         for (int c = 0; c < 8; c++)
-            flat[dp.first + c * dp.step] = acc[0][c];
+            wp[c] = (const char *)w + (size_t)(c * G + g) * row_bytes;
+        tile_dots(1, 8, wt, &x, wp, k, g + 1 < G, (ptrdiff_t)row_bytes, acc);
+        avx512_store_pass(acc[0], G, g, y, bias);
     }
-    sums[0] = sums[1] = avx512_sums16(flat, 16, NULL);
-    avx512_store_rows(1, 16, sums, y, bias);
+    int rest = n - 8 * G;
+    if (rest) {
+        const void *wp[8];
+        float *yr = y + 8 * G;
+        for (int c = 0; c < rest; c++)
+            wp[c] = (const char *)w + (size_t)(8 * G + c) * row_bytes;
+        switch (rest) {
+        case 1:
+            tile(1, 1, wt, &x, wp, k, &yr, bias + 8 * G, NULL);
+            break;
+        case 2:
+            tile(1, 2, wt, &x, wp, k, &yr, bias + 8 * G, NULL);
+            break;
+        case 3:
+            tile(1, 3, wt, &x, wp, k, &yr, bias + 8 * G, NULL);
+            break;
+        case 4:
+            tile(1, 4, wt, &x, wp, k, &yr, bias + 8 * G, NULL);
+            break;
+        case 5:
+            tile(1, 5, wt, &x, wp, k, &yr, bias + 8 * G, NULL);
+            break;
+        case 6:
+            tile(1, 6, wt, &x, wp, k, &yr, bias + 8 * G, NULL);
+            break;
+        default:
+            tile(1, 7, wt, &x, wp, k, &yr, bias + 8 * G, NULL);
+            break;
+        }
+    }
+}
+
+static void decode_f32(const float *x, const void *w, size_t row_bytes, int n, int64_t k, float *y,
+                       const float *bias)
+{
+    decode(DTYPE_F32, x, w, row_bytes, n, k, y, bias);
+}
+
+static void decode_f16(const float *x, const void *w, size_t row_bytes, int n, int64_t k, float *y,
+                       const float *bias)
+{
+    decode(DTYPE_F16, x, w, row_bytes, n, k, y, bias);
+}
+
+static void decode_bf16(const float *x, const void *w, size_t row_bytes, int n, int64_t k,
+                        float *y, const float *bias)
+{
+    decode(DTYPE_BF16, x, w, row_bytes, n, k, y, bias);
 }
 
 #define T(r, c, wt) tile(r, c, wt, x, w, k, y, bias, next)
-#define TILE_CASES(wt, self)                                                                           \
-    if (R == 1 && C == C_DECODE) {                                                                 \
-        tile_decode16(wt, x, w, k, y, bias, next);                                                 \
-        return;                                                                                    \
-    }                                                                                              \
-    if (R == 1 && C > C_MAX_R1) { /* a decode tail: 8 columns, then the rest */                    \
-        float *y_rest = y[0] + C_MAX_R1;                                                           \
-        self(1, C_MAX_R1, x, w, k, y, bias, NULL);                                                 \
-        self(1, C - C_MAX_R1, x, w + C_MAX_R1, k, &y_rest, bias + C_MAX_R1, NULL);                 \
-        return;                                                                                    \
-    }                                                                                              \
+#define TILE_CASES(wt)                                                                             \
     switch (R * 16 + C) { /* R <= 4; C <= 8 only when R = 1, else C <= 6 */                        \
     case 16 + 1:                                                                                   \
         T(1, 1, wt);                                                                               \
@@ -211,19 +244,19 @@ static inline __attribute__((always_inline)) void tile_decode16(const int wt, co
 static void tile_f32(int R, int C, const float *const *x, const void *const *w, int64_t k,
                      float *const *y, const float *bias, const void *next)
 {
-    TILE_CASES(DTYPE_F32, tile_f32)
+    TILE_CASES(DTYPE_F32)
 }
 
 static void tile_f16(int R, int C, const float *const *x, const void *const *w, int64_t k,
                      float *const *y, const float *bias, const void *next)
 {
-    TILE_CASES(DTYPE_F16, tile_f16)
+    TILE_CASES(DTYPE_F16)
 }
 
 static void tile_bf16(int R, int C, const float *const *x, const void *const *w, int64_t k,
                       float *const *y, const float *bias, const void *next)
 {
-    TILE_CASES(DTYPE_BF16, tile_bf16)
+    TILE_CASES(DTYPE_BF16)
 }
 
 // Prefill: 16-bit weights converted to f32 once per column tile (the f32 tile
@@ -251,17 +284,19 @@ static void panel_bf16(int C, const void *const *w, int64_t k, float *out, size_
 }
 
 static const struct cpu_mm_kernel kernel_f32 = {
-    .tile_store = tile_f32, .r_max = R_MAX, .c_max = C_MAX, .c_max_r1 = C_DECODE};
+    .tile_store = tile_f32, .decode = decode_f32, .r_max = R_MAX, .c_max = C_MAX, .c_max_r1 = C_MAX_R1};
 static const struct cpu_mm_kernel kernel_f16 = {.tile_store = tile_f16,
+                                                .decode = decode_f16,
                                                 .r_max = R_MAX,
                                                 .c_max = C_MAX,
-                                                .c_max_r1 = C_DECODE,
+                                                .c_max_r1 = C_MAX_R1,
                                                 .panel = panel_f16,
                                                 .panel_kernel = &kernel_f32};
 static const struct cpu_mm_kernel kernel_bf16 = {.tile_store = tile_bf16,
+                                                 .decode = decode_bf16,
                                                  .r_max = R_MAX,
                                                  .c_max = C_MAX,
-                                                 .c_max_r1 = C_DECODE,
+                                                 .c_max_r1 = C_MAX_R1,
                                                  .panel = panel_bf16,
                                                  .panel_kernel = &kernel_f32};
 

@@ -15,7 +15,6 @@
 #define R_MAX 4
 #define C_MAX 6
 #define C_MAX_R1 8
-#define C_DECODE 16 // columns per decode tile (tile_decode16)
 
 // Pairs of bf16 travel as 32-bit lanes, so masks count pairs. Full blocks
 // load without a mask: a masked load costs about a fifth of the kernel's
@@ -90,43 +89,11 @@ static inline __attribute__((always_inline)) void tile(const int R, const int C,
     avx512_store_rows(R, C, sums, y, bias);
 }
 
-// Decode: one x row against 16 weight rows in two passes of 8 (see
-// avx512_decode_pass).
-static inline __attribute__((always_inline)) void tile_decode16(const float *const *x,
-                                                                const void *const *w, int64_t k,
-                                                                float *const *y, const float *bias,
-                                                                const void *next)
-{
-    __m512 flat[16], sums[2];
-#pragma GCC unroll 2
-    for (int g = 0; g < 2; g++) {
-        const void *wp[8];
-        __m512 acc[R_MAX][C_MAX_R1];
-        struct avx512_decode_pass dp = avx512_decode_pass_plan(w, k * 2, next, g, wp);
-        tile_dots(1, 8, x, wp, k, dp.pf, dp.ahead, acc);
-#pragma GCC unroll 8
-        for (int c = 0; c < 8; c++)
-            flat[dp.first + c * dp.step] = acc[0][c];
-    }
-    sums[0] = sums[1] = avx512_sums16(flat, 16, NULL);
-    avx512_store_rows(1, 16, sums, y, bias);
-}
-
 #define T(r, c) tile(r, c, x, w, k, y, bias, next)
 
 static void tile_bf16(int R, int C, const float *const *x, const void *const *w, int64_t k,
                       float *const *y, const float *bias, const void *next)
 {
-    if (R == 1 && C == C_DECODE) {
-        tile_decode16(x, w, k, y, bias, next);
-        return;
-    }
-    if (R == 1 && C > C_MAX_R1) { // a decode tail: 8 columns, then the rest
-        float *y_rest = y[0] + C_MAX_R1;
-        tile_bf16(1, C_MAX_R1, x, w, k, y, bias, NULL);
-        tile_bf16(1, C - C_MAX_R1, x, w + C_MAX_R1, k, &y_rest, bias + C_MAX_R1, NULL);
-        return;
-    }
     // R <= 4; C <= 8 only when R = 1, else C <= 6.
     switch (R * 16 + C) {
     case 16 + 1:
@@ -210,8 +177,34 @@ static void tile_bf16(int R, int C, const float *const *x, const void *const *w,
     }
 }
 
+// Decode: y[j] = dot(x, weight row j) + bias[j] for the n rows from w,
+// row_bytes apart, as 8 streams (see avx512_store_pass); rows past the last
+// multiple of 8 go through one tile. x is bf16, as in tile.
+static void decode_bf16(const float *x, const void *w, size_t row_bytes, int n, int64_t k,
+                        float *y, const float *bias)
+{
+    int G = n / 8;
+    for (int g = 0; g < G; g++) {
+        const void *wp[8];
+        __m512 acc[R_MAX][C_MAX_R1];
+#pragma GCC unroll 8
+        for (int c = 0; c < 8; c++)
+            wp[c] = (const char *)w + (size_t)(c * G + g) * row_bytes;
+        tile_dots(1, 8, &x, wp, k, g + 1 < G, (ptrdiff_t)row_bytes, acc);
+        avx512_store_pass(acc[0], G, g, y, bias);
+    }
+    int rest = n - 8 * G;
+    if (rest) {
+        const void *wp[8];
+        float *yr = y + 8 * G;
+        for (int c = 0; c < rest; c++)
+            wp[c] = (const char *)w + (size_t)(8 * G + c) * row_bytes;
+        tile_bf16(1, rest, &x, wp, k, &yr, bias + 8 * G, NULL);
+    }
+}
+
 static const struct cpu_mm_kernel kernel_bf16 = {
-    .tile_store = tile_bf16, .r_max = R_MAX, .c_max = C_MAX, .c_max_r1 = C_DECODE};
+    .tile_store = tile_bf16, .decode = decode_bf16, .r_max = R_MAX, .c_max = C_MAX, .c_max_r1 = C_MAX_R1};
 
 static bool matmul_supports(const struct op_call *c)
 {
