@@ -5,8 +5,8 @@
 // ends a block with the exact int32 dot product of one token (the group's
 // per-token correction removes the zero point). The decode kernels
 // read packed rows, 4 at a time with the rows in the lanes, and reduce to the
-// same exact block sums before the same float steps; a lone token over Q4_0
-// or Q4_K rows takes 16 rows at a time, a row per float lane, so the float steps run
+// same exact block sums before the same float steps; a lone token over Q4_K
+// rows takes 16 rows at a time, a row per float lane, so the float steps run
 // at full width and the rows' chains of block steps overlap.
 #include <immintrin.h>
 #include <string.h>
@@ -722,29 +722,6 @@ ALWAYS_INLINE __m512i merge_pairs(__m512i a, __m512i b)
     return _mm512_madd_epi16(_mm512_packs_epi32(a, b), _mm512_set1_epi16(1));
 }
 
-// The 128-bit lanes of u[0..3] transposed: lane g of out[c] = lane c of u[g].
-ALWAYS_INLINE void transpose_lanes4(const __m512i *u, __m512i *out)
-{
-    __m512i t0 = _mm512_shuffle_i64x2(u[0], u[1], 0x44), t1 = _mm512_shuffle_i64x2(u[0], u[1], 0xEE);
-    __m512i t2 = _mm512_shuffle_i64x2(u[2], u[3], 0x44), t3 = _mm512_shuffle_i64x2(u[2], u[3], 0xEE);
-    out[0] = _mm512_shuffle_i64x2(t0, t2, 0x88);
-    out[1] = _mm512_shuffle_i64x2(t0, t2, 0xDD);
-    out[2] = _mm512_shuffle_i64x2(t1, t3, 0x88);
-    out[3] = _mm512_shuffle_i64x2(t1, t3, 0xDD);
-}
-
-ALWAYS_INLINE void transpose_lanes4_ps(const __m512 *u, __m512 *out)
-{
-    __m512i v[4], o[4];
-    UNROLL
-    for (int i = 0; i < 4; i++)
-        v[i] = _mm512_castps_si512(u[i]);
-    transpose_lanes4(v, o);
-    UNROLL
-    for (int i = 0; i < 4; i++)
-        out[i] = _mm512_castsi512_ps(o[i]);
-}
-
 // Of q[0..3] (group g: lane L = 4 sums of rows 4g..4g+3), the sums of lanes
 // 0 + 1 in *s01 and of lanes 2 + 3 in *s23, 128-bit lane g from q[g].
 ALWAYS_INLINE void fold_groups(const __m512i *q, __m512i *s01, __m512i *s23)
@@ -808,62 +785,6 @@ static void q4_k_gemv16(const uint8_t *const *w, const uint8_t *a, int64_t k, co
                 acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sums[i]), p, acc);
                 acc = _mm512_fmadd_ps(wm[4 * h + i], _mm512_set1_ps(ra.asum[sub]), acc);
             }
-        }
-    }
-    _mm512_storeu_ps(out, acc);
-}
-
-// Q4_0: per block j, acc = fma(float(isum_j), d_j * d_b, acc) as the tile's
-// lanes do. A vpdpbusd lane holds 8 products of a nibble q + 8 and an
-// activation (|.| <= 8 * 15 * 127), so the sums of up to 4 lanes merge
-// exactly in 16-bit words; the zero point comes off the block sums.
-static void q4_0_gemv16(const uint8_t *const *w, const uint8_t *a, int64_t k, const uint8_t *pf,
-                        float *out)
-{
-    const struct row_act ra = row_act_at(a, k);
-    const __m512i m4 = _mm512_set1_epi8(0x0F);
-    const __m512i qs_words = _mm512_loadu_si512(q4_0_qs_words);
-    const __m512i d_words01 = _mm512_loadu_si512(q4_0_d_words01);
-    const __m512i d_words23 = _mm512_loadu_si512(q4_0_d_words23);
-    const size_t step = QGEMM_GEMV16_ROWS * 4 * sizeof(struct block_q4_0);
-    __m512 acc = _mm512_setzero_ps();
-    for (int64_t c = 0; c < k / 128; c++) {
-        prefetch_span(pf, (size_t)c * step, step);
-        const int64_t j = 4 * c;
-        __m512i z0 = _mm512_loadu_si512(ra.q + 128 * c), z1 = _mm512_loadu_si512(ra.q + 128 * c + 64);
-        // Per 128-bit lane i: values 0-15 (a_lo) and 16-31 (a_hi) of block j + i.
-        const __m512i a_lo = _mm512_shuffle_i64x2(z0, z1, 0x88);
-        const __m512i a_hi = _mm512_shuffle_i64x2(z0, z1, 0xDD);
-        __m512i q[4];  // group g, lane i: block j + i of rows 4g..4g+3
-        __m512 wd[4];  // the same layout of the blocks' d
-        UNROLL
-        for (int g = 0; g < 4; g++) {
-            __m512i x[4], v[4];
-            UNROLL
-            for (int r = 0; r < 4; r++) {
-                const uint8_t *p = w[4 * g + r] + (size_t)j * sizeof(struct block_q4_0);
-                x[r] = _mm512_loadu_si512(p);
-                __m512i y = _mm512_maskz_loadu_epi16(0xF, p + 64); // the row may end at byte 72
-                __m512i qs = _mm512_permutex2var_epi16(x[r], qs_words, y);
-                __m512i lo = _mm512_and_si512(qs, m4);
-                __m512i hi = _mm512_and_si512(_mm512_srli_epi16(qs, 4), m4);
-                v[r] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, a_lo), hi,
-                                           a_hi);
-            }
-            q[g] = merge_pairs(merge_pairs(v[0], v[1]), merge_pairs(v[2], v[3]));
-            __m512i dh = _mm512_mask_blend_epi16(0xCCCC, _mm512_permutex2var_epi16(x[0], d_words01, x[1]),
-                                                 _mm512_permutex2var_epi16(x[2], d_words23, x[3]));
-            wd[g] = _mm512_cvtph_ps(_mm512_castsi512_si256(dh));
-        }
-        __m512i sums[4]; // block j + i, lane r = row r
-        __m512 d[4];
-        transpose_lanes4(q, sums);
-        transpose_lanes4_ps(wd, d);
-        UNROLL
-        for (int i = 0; i < 4; i++) {
-            __m512i isum = _mm512_sub_epi32(sums[i], _mm512_set1_epi32(8 * ra.qsum[j + i]));
-            __m512 p = _mm512_mul_ps(d[i], _mm512_set1_ps(ra.d[j + i]));
-            acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), p, acc);
         }
     }
     _mm512_storeu_ps(out, acc);
@@ -972,7 +893,7 @@ static void store_rows(const float *out, const float *bias, int n_tokens, int n_
 
 static const struct qgemm_kernel kernels[] = {
     {DTYPE_Q8_0, 128, 128, 32, q8_0_unpack, tile_32, q8_0_gemv, NULL},
-    {DTYPE_Q4_0, 128, 8, 32, q4_0_unpack, tile_32, q4_0_gemv, q4_0_gemv16},
+    {DTYPE_Q4_0, 128, 8, 32, q4_0_unpack, tile_32, q4_0_gemv, NULL},
     {DTYPE_Q4_K, QK_K, 0, 32, q4_k_unpack, tile_32_min, q4_k_gemv, q4_k_gemv16},
     {DTYPE_Q6_K, QK_K, 32, 16, q6_k_unpack, tile_16, q6_k_gemv, NULL},
 };
