@@ -141,28 +141,10 @@ static void qgemm_decode_task(void *p, int task, int thread)
     int64_t j0 = (int64_t)task * ctx->panels_per_task * QGEMM_PANEL;
     int64_t j1 = j0 + ctx->panels_per_task * QGEMM_PANEL;
     j1 = j1 < ctx->n ? j1 : ctx->n;
-    const int T = (int)ctx->m;
     const size_t row_bytes = dtype_row_bytes(w->dtype, ctx->k);
-    const int tile_rows = T == 1 && ctx->kern->gemv16 ? QGEMM_GEMV16_ROWS : 4;
-    qgemm_prefetch_start(tensor_row(w, j0), (size_t)(j1 - j0) * row_bytes,
-                         QGEMM_PREFETCH_TILES * (size_t)tile_rows * row_bytes);
-    if (T == 1 && ctx->kern->gemv16) {
-        const uint8_t *wr16[QGEMM_GEMV16_ROWS];
-        float out16[QGEMM_GEMV16_ROWS];
-        // The rows QGEMM_PREFETCH_TILES tiles ahead stream in while a tile computes.
-        const size_t pf_ahead16 = QGEMM_PREFETCH_TILES * QGEMM_GEMV16_ROWS * row_bytes;
-        for (int64_t j = j0; j < j1; j += QGEMM_GEMV16_ROWS) {
-            int R = j1 - j < QGEMM_GEMV16_ROWS ? (int)(j1 - j) : QGEMM_GEMV16_ROWS;
-            for (int r = 0; r < QGEMM_GEMV16_ROWS; r++)
-                wr16[r] = tensor_row(w, j + (r < R ? r : R - 1));
-            ctx->kern->gemv16(wr16, ctx->act, ctx->k, (const uint8_t *)tensor_row(w, j) + pf_ahead16,
-                              out16);
-            for (int r = 0; r < R; r++)
-                ctx->y_rows[0][j + r] = out16[r] + qgemm_bias(ctx, j + r);
-        }
-        return;
-    }
     const size_t pf_ahead = QGEMM_PREFETCH_TILES * 4 * row_bytes;
+    qgemm_prefetch_start(tensor_row(w, j0), (size_t)(j1 - j0) * row_bytes, pf_ahead);
+    const int T = (int)ctx->m;
     const uint8_t *wr[4];
     float out[4 * QGEMM_GEMV_TOKENS];
     for (int64_t j = j0; j < j1; j += 4) {
