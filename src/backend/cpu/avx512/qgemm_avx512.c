@@ -5,7 +5,9 @@
 // ends a block with the exact int32 dot product of one token (the group's
 // per-token correction removes the zero point). The decode kernels
 // read packed rows, 4 at a time with the rows in the lanes, and reduce to the
-// same exact block sums before the same float steps.
+// same exact block sums before the same float steps; a lone token over Q4_K
+// rows takes 16 rows at a time, a row per float lane, so the float steps run
+// at full width and the rows' chains of block steps overlap.
 #include <immintrin.h>
 #include <string.h>
 
@@ -651,6 +653,147 @@ ALWAYS_INLINE void q4_k_gemv_t(const int T, const uint8_t *const *w, const uint8
         _mm_storeu_ps(out + 4 * t, acc[t]);
 }
 
+// ---- decode of a lone token over 16 rows, a row in each float lane ----
+
+// Inside each 128-bit lane, dwords transposed: lane L of out[q] = dword q of
+// lane L of y[0], y[1], y[2], y[3].
+ALWAYS_INLINE void transpose_dwords4(const __m512i *y, __m512i *out)
+{
+    __m512i t0 = _mm512_unpacklo_epi32(y[0], y[1]), t1 = _mm512_unpackhi_epi32(y[0], y[1]);
+    __m512i t2 = _mm512_unpacklo_epi32(y[2], y[3]), t3 = _mm512_unpackhi_epi32(y[2], y[3]);
+    out[0] = _mm512_unpacklo_epi64(t0, t2);
+    out[1] = _mm512_unpackhi_epi64(t0, t2);
+    out[2] = _mm512_unpacklo_epi64(t1, t3);
+    out[3] = _mm512_unpackhi_epi64(t1, t3);
+}
+
+// Dword q of the first 16 bytes of each of p[0..15] (q < 4), dword lane r from p[r].
+ALWAYS_INLINE void dwords16(const void *const *p, __m512i *out)
+{
+    __m512i y[4];
+    UNROLL
+    for (int g = 0; g < 4; g++) {
+        // Lane L: p[4L + g], so that after the transpose dword lane 4L + g is p[4L + g].
+        __m512i x = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)p[g]));
+        x = _mm512_inserti32x4(x, _mm_loadu_si128((const __m128i *)p[4 + g]), 1);
+        x = _mm512_inserti32x4(x, _mm_loadu_si128((const __m128i *)p[8 + g]), 2);
+        y[g] = _mm512_inserti32x4(x, _mm_loadu_si128((const __m128i *)p[12 + g]), 3);
+    }
+    transpose_dwords4(y, out);
+}
+
+// Byte i of each dword lane, as floats.
+ALWAYS_INLINE __m512 byte_ps(__m512i x, int i)
+{
+    __m512i v = i == 3 ? _mm512_srli_epi32(x, 24)
+                       : _mm512_and_si512(_mm512_srli_epi32(x, 8 * i), _mm512_set1_epi32(0xFF));
+    return _mm512_cvtepi32_ps(v);
+}
+
+// The headers of 16 Q4_K super-blocks, decoded as q4k_scales does one:
+// lane r of ws[j] = d * scale j of b[r], of wm[j] = -dmin * min j.
+ALWAYS_INLINE void q4k_scales16(const struct block_q4_k *const *b, __m512 *ws, __m512 *wm)
+{
+    __m512i h[4]; // per row: d | dmin, scales[0..3], scales[4..7], scales[8..11]
+    dwords16((const void *const *)b, h);
+    const __m512i m6 = _mm512_set1_epi32(0x3f3f3f3f), m4 = _mm512_set1_epi32(0x0f0f0f0f);
+    const __m512i m2 = _mm512_set1_epi32(0x03030303);
+    __m512i sc03 = _mm512_and_si512(h[1], m6), mn03 = _mm512_and_si512(h[2], m6);
+    __m512i sc47 = _mm512_or_si512(_mm512_and_si512(h[3], m4),
+                                   _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(h[1], 6), m2), 4));
+    __m512i mn47 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(h[3], 4), m4),
+                                   _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(h[2], 6), m2), 4));
+    const __m512 d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(h[0]));
+    const __m512 neg_dmin = _mm512_xor_ps(_mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(h[0], 16))),
+                                          _mm512_set1_ps(-0.0f));
+    UNROLL
+    for (int i = 0; i < 4; i++) {
+        ws[i] = _mm512_mul_ps(byte_ps(sc03, i), d);
+        ws[4 + i] = _mm512_mul_ps(byte_ps(sc47, i), d);
+        wm[i] = _mm512_mul_ps(byte_ps(mn03, i), neg_dmin);
+        wm[4 + i] = _mm512_mul_ps(byte_ps(mn47, i), neg_dmin);
+    }
+}
+
+// Per 128-bit lane [a0 + a1, a2 + a3, b0 + b1, b2 + b3], exact for |lanes| < 2^15
+// (through 16-bit words: one shuffle per two vectors instead of two).
+ALWAYS_INLINE __m512i merge_pairs(__m512i a, __m512i b)
+{
+    return _mm512_madd_epi16(_mm512_packs_epi32(a, b), _mm512_set1_epi16(1));
+}
+
+// Of q[0..3] (group g: lane L = 4 sums of rows 4g..4g+3), the sums of lanes
+// 0 + 1 in *s01 and of lanes 2 + 3 in *s23, 128-bit lane g from q[g].
+ALWAYS_INLINE void fold_groups(const __m512i *q, __m512i *s01, __m512i *s23)
+{
+    __m512i x01 = _mm512_add_epi32(_mm512_shuffle_i64x2(q[0], q[1], 0x88),
+                                   _mm512_shuffle_i64x2(q[0], q[1], 0xDD));
+    __m512i x23 = _mm512_add_epi32(_mm512_shuffle_i64x2(q[2], q[3], 0x88),
+                                   _mm512_shuffle_i64x2(q[2], q[3], 0xDD));
+    *s01 = _mm512_shuffle_i64x2(x01, x23, 0x88);
+    *s23 = _mm512_shuffle_i64x2(x01, x23, 0xDD);
+}
+
+// Q4_K: per sub-block j, acc = fma(float(isum_j), ws_j * d_b, acc), then
+// acc = fma(wm_j, asum_b, acc), as the tile's lanes do. A vpdpbusd lane holds
+// 4 products of nibble and activation (|.| <= 4 * 15 * 127), so the sums of
+// up to 4 lanes merge exactly in 16-bit words.
+static void q4_k_gemv16(const uint8_t *const *w, const uint8_t *a, int64_t k,
+                        const uint8_t *const *pf, float *out)
+{
+    const struct row_act ra = row_act_at(a, k);
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t s = 0; s < k / QK_K; s++) {
+        const struct block_q4_k *b[QGEMM_GEMV16_ROWS];
+        UNROLL
+        for (int r = 0; r < QGEMM_GEMV16_ROWS; r++)
+            b[r] = (const struct block_q4_k *)w[r] + s;
+        __m512 ws[8], wm[8];
+        q4k_scales16(b, ws, wm);
+        UNROLL
+        for (int h = 0; h < 2; h++) {
+            if (pf) // the same 72 bytes of each next row: its first and last line
+                for (int r = 0; r < QGEMM_GEMV16_ROWS; r++) {
+                    const char *q = (const char *)pf[r] + (size_t)(2 * s + h) * (sizeof(struct block_q4_k) / 2);
+                    _mm_prefetch(q, _MM_HINT_T1);
+                    _mm_prefetch(q + sizeof(struct block_q4_k) / 2 - 1, _MM_HINT_T1);
+                }
+            // Sub-blocks 4h..4h+3: a_lo holds 4h and 4h + 2, a_hi 4h + 1 and
+            // 4h + 3, as the low and high nibbles of qs[64h..64h+63] do.
+            const int8_t *aq = ra.q + QK_K * s + 128 * h;
+            __m512i z0 = _mm512_loadu_si512(aq), z1 = _mm512_loadu_si512(aq + 64);
+            const __m512i a_lo = _mm512_shuffle_i64x2(z0, z1, 0x44);
+            const __m512i a_hi = _mm512_shuffle_i64x2(z0, z1, 0xEE);
+            __m512i q_lo[4], q_hi[4]; // group g, lane L: the 4 rows' sums of 16 values
+            UNROLL
+            for (int g = 0; g < 4; g++) {
+                __m512i v[8];
+                UNROLL
+                for (int r = 0; r < 4; r++) {
+                    __m512i x = _mm512_loadu_si512(b[4 * g + r]->qs + 64 * h);
+                    v[r] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_and_si512(x, m4), a_lo);
+                    v[4 + r] = _mm512_dpbusd_epi32(_mm512_setzero_si512(),
+                                                   _mm512_and_si512(_mm512_srli_epi16(x, 4), m4), a_hi);
+                }
+                q_lo[g] = merge_pairs(merge_pairs(v[0], v[1]), merge_pairs(v[2], v[3]));
+                q_hi[g] = merge_pairs(merge_pairs(v[4], v[5]), merge_pairs(v[6], v[7]));
+            }
+            __m512i sums[4]; // sub-blocks 4h + i, lane r = row r
+            fold_groups(q_lo, &sums[0], &sums[2]);
+            fold_groups(q_hi, &sums[1], &sums[3]);
+            UNROLL
+            for (int i = 0; i < 4; i++) {
+                const int64_t sub = 8 * s + 4 * h + i;
+                __m512 p = _mm512_mul_ps(ws[4 * h + i], _mm512_set1_ps(ra.d[sub]));
+                acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sums[i]), p, acc);
+                acc = _mm512_fmadd_ps(wm[4 * h + i], _mm512_set1_ps(ra.asum[sub]), acc);
+            }
+        }
+    }
+    _mm512_storeu_ps(out, acc);
+}
+
 ALWAYS_INLINE void q6_k_gemv_t(const int T, const uint8_t *const *w, const uint8_t *a,
                                size_t a_stride, int64_t k, const uint8_t *pf, float *out)
 {
@@ -753,10 +896,10 @@ static void store_rows(const float *out, const float *bias, int n_tokens, int n_
 // ---- the provider ----
 
 static const struct qgemm_kernel kernels[] = {
-    {DTYPE_Q8_0, 128, 128, 32, q8_0_unpack, tile_32, q8_0_gemv},
-    {DTYPE_Q4_0, 128, 8, 32, q4_0_unpack, tile_32, q4_0_gemv},
-    {DTYPE_Q4_K, QK_K, 0, 32, q4_k_unpack, tile_32_min, q4_k_gemv},
-    {DTYPE_Q6_K, QK_K, 32, 16, q6_k_unpack, tile_16, q6_k_gemv},
+    {DTYPE_Q8_0, 128, 128, 32, q8_0_unpack, tile_32, q8_0_gemv, NULL},
+    {DTYPE_Q4_0, 128, 8, 32, q4_0_unpack, tile_32, q4_0_gemv, NULL},
+    {DTYPE_Q4_K, QK_K, 0, 32, q4_k_unpack, tile_32_min, q4_k_gemv, q4_k_gemv16},
+    {DTYPE_Q6_K, QK_K, 32, 16, q6_k_unpack, tile_16, q6_k_gemv, NULL},
 };
 
 const struct qgemm_isa qgemm_isa_avx512 = {

@@ -132,6 +132,44 @@ static void qgemm_prefetch_start(const void *rows, size_t n, size_t ahead)
         __builtin_prefetch(p + o, 0, 2);
 }
 
+// Rows [j0, j1) for a lone token through the 16-row kernel, read as 16
+// streams of G = (j1 - j0) / 16 adjacent rows: pass g computes rows
+// j0 + c G + g (lane c), and each stream fetches its next row as it goes.
+// A stream is then G rows of memory in order, which the hardware prefetcher
+// follows; 16 adjacent rows side by side are 16 streams of one short row
+// each. Which rows share a pass never changes a row's result.
+static void qgemm_decode16(const struct qgemm_ctx *ctx, int64_t j0, int64_t j1)
+{
+    const struct tensor *w = ctx->c->src[1];
+    const size_t row_bytes = dtype_row_bytes(w->dtype, ctx->k);
+    const int64_t G = (j1 - j0) / QGEMM_GEMV16_ROWS;
+    const uint8_t *wr[QGEMM_GEMV16_ROWS], *pf[QGEMM_GEMV16_ROWS];
+    float out[QGEMM_GEMV16_ROWS];
+    // The streams' first rows, which nothing fetched ahead, all at once.
+    for (int c = 0; G > 0 && c < QGEMM_GEMV16_ROWS; c++)
+        qgemm_prefetch_start(tensor_row(w, j0 + c * G), row_bytes, row_bytes);
+    for (int64_t g = 0; g < G; g++) {
+        for (int c = 0; c < QGEMM_GEMV16_ROWS; c++) {
+            wr[c] = tensor_row(w, j0 + c * G + g);
+            pf[c] = g + 1 < G ? wr[c] + row_bytes : NULL;
+        }
+        ctx->kern->gemv16(wr, ctx->act, ctx->k, g + 1 < G ? pf : NULL, out);
+        for (int c = 0; c < QGEMM_GEMV16_ROWS; c++)
+            ctx->y_rows[0][j0 + c * G + g] = out[c] + qgemm_bias(ctx, j0 + c * G + g);
+    }
+    // The rows past the last multiple of 16: one short tile that repeats its
+    // last row (the same arithmetic, outputs dropped).
+    const int64_t j = j0 + QGEMM_GEMV16_ROWS * G;
+    if (j < j1) {
+        const int R = (int)(j1 - j);
+        for (int r = 0; r < QGEMM_GEMV16_ROWS; r++)
+            wr[r] = tensor_row(w, j + (r < R ? r : R - 1));
+        ctx->kern->gemv16(wr, ctx->act, ctx->k, NULL, out);
+        for (int r = 0; r < R; r++)
+            ctx->y_rows[0][j + r] = out[r] + qgemm_bias(ctx, j + r);
+    }
+}
+
 static void qgemm_decode_task(void *p, int task, int thread)
 {
     (void)thread;
@@ -141,10 +179,14 @@ static void qgemm_decode_task(void *p, int task, int thread)
     int64_t j0 = (int64_t)task * ctx->panels_per_task * QGEMM_PANEL;
     int64_t j1 = j0 + ctx->panels_per_task * QGEMM_PANEL;
     j1 = j1 < ctx->n ? j1 : ctx->n;
+    const int T = (int)ctx->m;
     const size_t row_bytes = dtype_row_bytes(w->dtype, ctx->k);
+    if (T == 1 && ctx->kern->gemv16) {
+        qgemm_decode16(ctx, j0, j1);
+        return;
+    }
     const size_t pf_ahead = QGEMM_PREFETCH_TILES * 4 * row_bytes;
     qgemm_prefetch_start(tensor_row(w, j0), (size_t)(j1 - j0) * row_bytes, pf_ahead);
-    const int T = (int)ctx->m;
     const uint8_t *wr[4];
     float out[4 * QGEMM_GEMV_TOKENS];
     for (int64_t j = j0; j < j1; j += 4) {

@@ -89,6 +89,14 @@ typedef void (*qgemm_store_fn)(const float *out, const float *bias, int n_tokens
 // tiles that follow).
 typedef void (*qgemm_gemv_fn)(const uint8_t *const *w, const uint8_t *a, size_t a_stride,
                               int n_tokens, int64_t k, const uint8_t *pf, float *out);
+// Decode of a lone token, QGEMM_GEMV16_ROWS rows at a time: out[r] = dot(packed
+// weight row w[r], the token) for r < 16, with a row in each float lane, so a
+// row's chain of block steps runs beside 15 others instead of alone; per row
+// the same arithmetic as the tile. Prefetches rows pf[0..15] into L2 as it
+// reads its own (pf NULL: none).
+#define QGEMM_GEMV16_ROWS 16
+typedef void (*qgemm_gemv16_fn)(const uint8_t *const *w, const uint8_t *a, int64_t k,
+                                const uint8_t *const *pf, float *out);
 
 struct qgemm_kernel {
     enum dtype dtype;
@@ -98,6 +106,7 @@ struct qgemm_kernel {
     qgemm_unpack_fn unpack;
     qgemm_tile_fn tile; // for the type's scale block and min
     qgemm_gemv_fn gemv;
+    qgemm_gemv16_fn gemv16; // optional: a lone token takes it over gemv
 };
 
 struct qgemm_isa {
