@@ -116,73 +116,6 @@ static inline __attribute__((always_inline)) void tile(const int R, const int C,
     avx512_store_rows(R, C, sums, y, bias);
 }
 
-// Decode: y[j] = dot(x, weight row j) + bias[j] for the n rows from w,
-// row_bytes apart, as 8 streams (see avx512_store_pass); rows past the last
-// multiple of 8 go through one tile.
-static inline __attribute__((always_inline)) void decode(const int wt, const float *x,
-                                                         const void *w, size_t row_bytes, int n,
-                                                         int64_t k, float *y, const float *bias)
-{
-    int G = n / 8;
-    for (int g = 0; g < G; g++) {
-        const void *wp[8];
-        __m512 acc[R_MAX][C_MAX_R1];
-#pragma GCC unroll 8
-        for (int c = 0; c < 8; c++)
-            wp[c] = (const char *)w + (size_t)(c * G + g) * row_bytes;
-        tile_dots(1, 8, wt, &x, wp, k, g + 1 < G, (ptrdiff_t)row_bytes, acc);
-        avx512_store_pass(acc[0], G, g, y, bias);
-    }
-    int rest = n - 8 * G;
-    if (rest) {
-        const void *wp[8];
-        float *yr = y + 8 * G;
-        for (int c = 0; c < rest; c++)
-            wp[c] = (const char *)w + (size_t)(8 * G + c) * row_bytes;
-        switch (rest) {
-        case 1:
-            tile(1, 1, wt, &x, wp, k, &yr, bias + 8 * G, NULL);
-            break;
-        case 2:
-            tile(1, 2, wt, &x, wp, k, &yr, bias + 8 * G, NULL);
-            break;
-        case 3:
-            tile(1, 3, wt, &x, wp, k, &yr, bias + 8 * G, NULL);
-            break;
-        case 4:
-            tile(1, 4, wt, &x, wp, k, &yr, bias + 8 * G, NULL);
-            break;
-        case 5:
-            tile(1, 5, wt, &x, wp, k, &yr, bias + 8 * G, NULL);
-            break;
-        case 6:
-            tile(1, 6, wt, &x, wp, k, &yr, bias + 8 * G, NULL);
-            break;
-        default:
-            tile(1, 7, wt, &x, wp, k, &yr, bias + 8 * G, NULL);
-            break;
-        }
-    }
-}
-
-static void decode_f32(const float *x, const void *w, size_t row_bytes, int n, int64_t k, float *y,
-                       const float *bias)
-{
-    decode(DTYPE_F32, x, w, row_bytes, n, k, y, bias);
-}
-
-static void decode_f16(const float *x, const void *w, size_t row_bytes, int n, int64_t k, float *y,
-                       const float *bias)
-{
-    decode(DTYPE_F16, x, w, row_bytes, n, k, y, bias);
-}
-
-static void decode_bf16(const float *x, const void *w, size_t row_bytes, int n, int64_t k,
-                        float *y, const float *bias)
-{
-    decode(DTYPE_BF16, x, w, row_bytes, n, k, y, bias);
-}
-
 #define T(r, c, wt) tile(r, c, wt, x, w, k, y, bias, next)
 #define TILE_CASES(wt)                                                                             \
     switch (R * 16 + C) { /* R <= 4; C <= 8 only when R = 1, else C <= 6 */                        \
@@ -282,6 +215,52 @@ static void tile_bf16(int R, int C, const float *const *x, const void *const *w,
                       float *const *y, const float *bias, const void *next)
 {
     TILE_CASES(DTYPE_BF16)
+}
+
+// Decode: y[j] = dot(x, weight row j) + bias[j] for the n rows from w,
+// row_bytes apart, as 8 streams (see avx512_store_pass); rows past the last
+// multiple of 8 go through one 1 x rest tile of tail (the tile of wt).
+static inline __attribute__((always_inline)) void decode(const int wt, cpu_mm_tile_store_fn tail,
+                                                         const float *x, const void *w,
+                                                         size_t row_bytes, int n, int64_t k,
+                                                         float *y, const float *bias)
+{
+    int G = n / 8;
+    for (int g = 0; g < G; g++) {
+        const void *wp[8];
+        __m512 acc[R_MAX][C_MAX_R1];
+#pragma GCC unroll 8
+        for (int c = 0; c < 8; c++)
+            wp[c] = (const char *)w + (size_t)(c * G + g) * row_bytes;
+        tile_dots(1, 8, wt, &x, wp, k, g + 1 < G, (ptrdiff_t)row_bytes, acc);
+        avx512_store_pass(acc[0], G, g, y, bias);
+    }
+    int rest = n - 8 * G;
+    if (rest) {
+        const void *wp[8];
+        float *yr = y + 8 * G;
+        for (int c = 0; c < rest; c++)
+            wp[c] = (const char *)w + (size_t)(8 * G + c) * row_bytes;
+        tail(1, rest, &x, wp, k, &yr, bias + 8 * G, NULL);
+    }
+}
+
+static void decode_f32(const float *x, const void *w, size_t row_bytes, int n, int64_t k, float *y,
+                       const float *bias)
+{
+    decode(DTYPE_F32, tile_f32, x, w, row_bytes, n, k, y, bias);
+}
+
+static void decode_f16(const float *x, const void *w, size_t row_bytes, int n, int64_t k, float *y,
+                       const float *bias)
+{
+    decode(DTYPE_F16, tile_f16, x, w, row_bytes, n, k, y, bias);
+}
+
+static void decode_bf16(const float *x, const void *w, size_t row_bytes, int n, int64_t k,
+                        float *y, const float *bias)
+{
+    decode(DTYPE_BF16, tile_bf16, x, w, row_bytes, n, k, y, bias);
 }
 
 // Prefill: 16-bit weights converted to f32 once per column tile (the f32 tile
