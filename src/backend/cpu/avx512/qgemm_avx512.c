@@ -48,12 +48,16 @@ static void quantize_group(const float *x, int64_t k, int t, int zp, int sb, uin
     float *dd = (float *)(dst + qgemm_group_d_off(k));
     float *asum = (float *)(dst + qgemm_group_asum_off(k));
     int32_t *corr = (int32_t *)(dst + qgemm_group_corr_off(k));
-    // Dword s of a block goes to lane t of 4-value step s: 64 bytes apart.
-    const __m256i idx = _mm256_setr_epi32(0, 64, 128, 192, 256, 320, 384, 448);
     for (int64_t b = 0; b < k / 32; b++) {
         float d;
         __m256i q = quant_block(x + 32 * b, &d);
-        _mm256_i32scatter_epi32(dst + 512 * b + 4 * t, idx, q, 1);
+        // Dword s of a block goes to lane t of 4-value step s: 64 bytes apart.
+        // Plain stores: a scatter is microcoded here and costs several times more.
+        uint32_t qw[8];
+        _mm256_storeu_si256((__m256i *)qw, q);
+        UNROLL
+        for (int s = 0; s < 8; s++)
+            memcpy(dst + 512 * b + 64 * s + 4 * t, &qw[s], 4);
         int32_t s0 = _mm_cvtsi128_si32(sum_i8x16(_mm256_castsi256_si128(q)));
         int32_t s1 = _mm_cvtsi128_si32(sum_i8x16(_mm256_extracti128_si256(q, 1)));
         dd[16 * b + t] = d;
@@ -121,10 +125,10 @@ ALWAYS_INLINE void lanes_tile(const int R, const int G, const int SUB, const boo
                               const uint8_t *panel, int64_t k, const uint8_t *const *a, float *out,
                               const uint8_t *pf, size_t pf_bytes)
 {
-    // Prefetch lines [line, line_end) of pf, a share per block step.
-    const size_t n_lines = (pf_bytes + 63) / 64;
+    // Prefetch the lines of pf a few per block step, spread over the tile's run.
     const size_t n_steps = (size_t)(QGEMM_PANEL / R) * (size_t)(k / SUB);
-    size_t line = 0, step = 0;
+    const size_t per_step = ((pf_bytes + 63) / 64 + n_steps - 1) / n_steps;
+    const char *pf_at = (const char *)pf, *pf_end = (const char *)pf + pf_bytes;
     const size_t prb = qgemm_panel_row_bytes(k);
     const float *ad[QGEMM_GROUPS], *as[QGEMM_GROUPS];
     const int32_t *ac[QGEMM_GROUPS];
@@ -150,8 +154,8 @@ ALWAYS_INLINE void lanes_tile(const int R, const int G, const int SUB, const boo
             for (int g = 0; g < G; g++)
                 acc[r][g] = _mm512_setzero_ps();
         for (int64_t j = 0; j < k / SUB; j++) {
-            for (const size_t end = ++step * n_lines / n_steps; line < end; line++)
-                _mm_prefetch((const char *)pf + 64 * line, _MM_HINT_T1);
+            for (size_t i = 0; i < per_step && pf_at < pf_end; i++, pf_at += 64)
+                _mm_prefetch(pf_at, _MM_HINT_T1);
             __m512i ia[8][QGEMM_GROUPS];
             UNROLL
             for (int g = 0; g < G; g++) {
@@ -889,6 +893,13 @@ static void store_rows(const float *out, const float *bias, int n_tokens, int n_
 {
     const __mmask16 mask = (__mmask16)((1u << n_rows) - 1);
     const __m512 b = _mm512_maskz_loadu_ps(mask, bias);
+    // A masked 512-bit store costs many times a plain one here: whole
+    // panels (all but the last) take the plain store.
+    if (n_rows == QGEMM_PANEL) {
+        for (int c = 0; c < n_tokens; c++)
+            _mm512_storeu_ps(y[c], _mm512_add_ps(_mm512_loadu_ps(out + c * QGEMM_PANEL), b));
+        return;
+    }
     for (int c = 0; c < n_tokens; c++)
         _mm512_mask_storeu_ps(y[c], mask, _mm512_add_ps(_mm512_loadu_ps(out + c * QGEMM_PANEL), b));
 }
