@@ -5,9 +5,9 @@
 // ends a block with the exact int32 dot product of one token (the group's
 // per-token correction removes the zero point). The decode kernels
 // read packed rows, 4 at a time with the rows in the lanes, and reduce to the
-// same exact block sums before the same float steps; a lone token over Q4_K
-// rows takes 16 rows at a time, a row per float lane, so the float steps run
-// at full width and the rows' chains of block steps overlap.
+// same exact block sums before the same float steps; a lone token over Q8_0
+// or Q4_K rows takes 16 rows at a time, a row per float lane, so the float
+// steps run at full width and the rows' chains of block steps overlap.
 #include <immintrin.h>
 #include <string.h>
 
@@ -477,6 +477,150 @@ ALWAYS_INLINE void q8_0_gemv_t(const int T, const uint8_t *const *w, const uint8
         _mm_storeu_ps(out + 4 * t, acc[t]);
 }
 
+// ---- decode of a lone Q8_0 token over 16 rows, a row in each float lane ----
+
+// Of a and b, lane i where bit D of i is clear: a[i] + a[i ^ D]; where it is
+// set: b[i] + b[i ^ D]. D = 2 stays inside the 128-bit lanes (an in-lane
+// shuffle, which runs beside vpdpbusd); D = 4 swaps 128-bit lanes pairwise.
+ALWAYS_INLINE __m512i merge_lanes_d2(__m512i a, __m512i b)
+{
+    __m512i x = _mm512_mask_blend_epi32(0xCCCC, a, b), y = _mm512_mask_blend_epi32(0xCCCC, b, a);
+    return _mm512_add_epi32(x, _mm512_shuffle_epi32(y, _MM_PERM_BADC));
+}
+
+ALWAYS_INLINE __m512i merge_lanes_d4(__m512i a, __m512i b)
+{
+    __m512i x = _mm512_mask_blend_epi32(0xF0F0, a, b), y = _mm512_mask_blend_epi32(0xF0F0, b, a);
+    return _mm512_add_epi32(x, _mm512_shuffle_i64x2(y, y, _MM_SHUFFLE(2, 3, 0, 1)));
+}
+
+// The d of blocks (0, 1) at words 0 and 17 of x0, of blocks (2, 3) at words 2
+// and 19 of x1 (as q8_0_gemv_t loads them): for rows 2q and 2q + 1, word 2q + h
+// of the result takes the first block's d of row 2q + h, word 16 + 2q + h the
+// second's.
+static const uint16_t q8_0_d16_words01[32] = {
+    0,  32, 0,  32, 0,  32, 0,  32, 0,  32, 0,  32, 0,  32, 0,  32,
+    17, 49, 17, 49, 17, 49, 17, 49, 17, 49, 17, 49, 17, 49, 17, 49};
+static const uint16_t q8_0_d16_words23[32] = {
+    2,  34, 2,  34, 2,  34, 2,  34, 2,  34, 2,  34, 2,  34, 2,  34,
+    19, 51, 19, 51, 19, 51, 19, 51, 19, 51, 19, 51, 19, 51, 19, 51};
+
+struct q8_0_step16 {
+    __m512i a01, a23, a01s, a23s; // the token's 128 values, and with dword lanes swapped pairwise
+    __m512i qs01, qs23, flip;
+};
+
+// Of rows a, b (their signed weights in wa, wb): lane i holds row a (i even)
+// or b (i odd), the sum of its dword lanes i and i ^ 1 against the token's act
+// (acts: act with dword lanes swapped pairwise), so pairs of rows are merged
+// by the products themselves. Weights + 128 as unsigned bytes: the sums drop
+// 128 * sum(q).
+ALWAYS_INLINE __m512i q8_0_dot_pair(__m512i wa, __m512i wb, __m512i act, __m512i acts, __m512i flip)
+{
+    __m512i t = _mm512_xor_si512(_mm512_mask_blend_epi32(0xAAAA, wa, wb), flip);
+    __m512i u = _mm512_xor_si512(
+        _mm512_shuffle_epi32(_mm512_mask_blend_epi32(0xAAAA, wb, wa), _MM_PERM_CDAB), flip);
+    return _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), t, act), u, acts);
+}
+
+// Rows p0, p1 at the current 4 blocks: lane i of *v01 (*v23), from row
+// 2q + (i & 1), the sum of dword lanes i and i ^ 1 of blocks 0, 1 (2, 3);
+// their d into words 2q, 2q + 1, 16 + 2q, 17 + 2q of *d01 and *d23.
+ALWAYS_INLINE void q8_0_pair16(const struct q8_0_step16 *st, const uint8_t *p0, const uint8_t *p1,
+                               __m512i *v01, __m512i *v23, __m512i *d01, __m512i *d23, __mmask32 mq)
+{
+    __m512i x0[2], x1[2], w01[2], w23[2];
+    const uint8_t *p[2] = {p0, p1};
+    UNROLL
+    for (int h = 0; h < 2; h++) {
+        x0[h] = _mm512_loadu_si512(p[h]);
+        x1[h] = _mm512_loadu_si512(p[h] + 64);
+        // The last 8 bytes (the row may end there) as a plain load: a masked
+        // load of a line not yet in L1 is slow.
+        __m512i x2 = _mm512_castsi128_si512(_mm_loadl_epi64((const __m128i *)(p[h] + 128)));
+        w01[h] = _mm512_permutex2var_epi16(x0[h], st->qs01, x1[h]);
+        w23[h] = _mm512_permutex2var_epi16(x1[h], st->qs23, x2);
+    }
+    *d01 = _mm512_mask2_permutex2var_epi16(x0[0], *d01, mq, x0[1]);
+    *d23 = _mm512_mask2_permutex2var_epi16(x1[0], *d23, mq, x1[1]);
+    *v01 = q8_0_dot_pair(w01[0], w01[1], st->a01, st->a01s, st->flip);
+    *v23 = q8_0_dot_pair(w23[0], w23[1], st->a23, st->a23s, st->flip);
+}
+
+// Q8_0: per block j of each row, acc = fma(float(isum_j), ws_j * d_j, acc),
+// as the tile's lanes do. 4 blocks of a row (136 bytes) per step as
+// q8_0_gemv_t reads them; the 8 dword partial sums of each block of 16 rows
+// fold into one lane per row (pairs of rows already in the products, then
+// in-lane merges, then one across 128-bit lanes), the d of 16 rows gather
+// into one vector per block.
+static void q8_0_gemv16(const uint8_t *const *w, const uint8_t *a, int64_t k,
+                        const uint8_t *const *pf, float *out)
+{
+    const struct row_act ra = row_act_at(a, k);
+    struct q8_0_step16 st = {
+        .qs01 = _mm512_loadu_si512(q8_0_qs01_words),
+        .qs23 = _mm512_loadu_si512(q8_0_qs23_words),
+        .flip = _mm512_set1_epi8((char)0x80),
+    };
+    const __m512i dw01 = _mm512_loadu_si512(q8_0_d16_words01);
+    const __m512i dw23 = _mm512_loadu_si512(q8_0_d16_words23);
+    const size_t step = 4 * sizeof(struct block_q8_0);
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t c = 0; c < k / 128; c++) {
+        if (pf) // the same 136 bytes of each next row: 3 points no line falls between
+            for (int r = 0; r < QGEMM_GEMV16_ROWS; r++) {
+                const char *q = (const char *)pf[r] + (size_t)c * step;
+                _mm_prefetch(q, _MM_HINT_T1);
+                _mm_prefetch(q + 64, _MM_HINT_T1);
+                _mm_prefetch(q + 127, _MM_HINT_T1);
+            }
+        const int64_t j = 4 * c;
+        st.a01 = _mm512_loadu_si512(ra.q + 128 * c);
+        st.a23 = _mm512_loadu_si512(ra.q + 128 * c + 64);
+        st.a01s = _mm512_shuffle_epi32(st.a01, _MM_PERM_CDAB);
+        st.a23s = _mm512_shuffle_epi32(st.a23, _MM_PERM_CDAB);
+        const size_t off = (size_t)j * sizeof(struct block_q8_0);
+        __m512i d01 = dw01, d23 = dw23; // the index words become the d words, pair by pair
+        __m512i h01[2], h23[2];
+        UNROLL
+        for (int g = 0; g < 2; g++) {
+            __m512i q01[2], q23[2];
+            UNROLL
+            for (int e = 0; e < 2; e++) {
+                __m512i p01[2], p23[2];
+                UNROLL
+                for (int f = 0; f < 2; f++) {
+                    const int q = 4 * g + 2 * e + f;
+                    q8_0_pair16(&st, w[2 * q] + off, w[2 * q + 1] + off, &p01[f], &p23[f], &d01, &d23,
+                                (__mmask32)(0x00030003u << (2 * q)));
+                }
+                q01[e] = merge_lanes_d2(p01[0], p01[1]);
+                q23[e] = merge_lanes_d2(p23[0], p23[1]);
+            }
+            // Lane i: row 8 g + (i & 7), the first block (i < 8) or the second.
+            h01[g] = merge_lanes_d4(q01[0], q01[1]);
+            h23[g] = merge_lanes_d4(q23[0], q23[1]);
+        }
+        __m512i s[4] = {
+            _mm512_shuffle_i64x2(h01[0], h01[1], 0x44), _mm512_shuffle_i64x2(h01[0], h01[1], 0xEE),
+            _mm512_shuffle_i64x2(h23[0], h23[1], 0x44), _mm512_shuffle_i64x2(h23[0], h23[1], 0xEE),
+        };
+        __m512 wd[4] = {
+            _mm512_cvtph_ps(_mm512_castsi512_si256(d01)),
+            _mm512_cvtph_ps(_mm512_extracti64x4_epi64(d01, 1)),
+            _mm512_cvtph_ps(_mm512_castsi512_si256(d23)),
+            _mm512_cvtph_ps(_mm512_extracti64x4_epi64(d23, 1)),
+        };
+        UNROLL
+        for (int i = 0; i < 4; i++) {
+            __m512i si = _mm512_sub_epi32(s[i], _mm512_set1_epi32(ra.qsum[j + i] * 128));
+            __m512 pd = _mm512_mul_ps(wd[i], _mm512_set1_ps(ra.d[j + i]));
+            acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(si), pd, acc);
+        }
+    }
+    _mm512_storeu_ps(out, acc);
+}
+
 // Q4_0 decode reads the 72 bytes of 4 blocks of a row as 36 words (x: words
 // 0-31, y: 32-35): block i's d is word 9i, its qs words 9i + 1..9i + 8.
 // QS_WORDS: the qs of block i into 128-bit lane i. D_WORDS01 (D_WORDS23):
@@ -907,7 +1051,7 @@ static void store_rows(const float *out, const float *bias, int n_tokens, int n_
 // ---- the provider ----
 
 static const struct qgemm_kernel kernels[] = {
-    {DTYPE_Q8_0, 128, 128, 32, q8_0_unpack, tile_32, q8_0_gemv, NULL},
+    {DTYPE_Q8_0, 128, 128, 32, q8_0_unpack, tile_32, q8_0_gemv, q8_0_gemv16},
     {DTYPE_Q4_0, 128, 8, 32, q4_0_unpack, tile_32, q4_0_gemv, NULL},
     {DTYPE_Q4_K, QK_K, 0, 32, q4_k_unpack, tile_32_min, q4_k_gemv, q4_k_gemv16},
     {DTYPE_Q6_K, QK_K, 32, 16, q6_k_unpack, tile_16, q6_k_gemv, NULL},
