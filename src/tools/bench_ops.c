@@ -364,6 +364,9 @@ static int section_attention(struct bench *b)
     fails += bench_attention_case(b, 8, 4096, 16, 8, 128, DTYPE_BF16);
     // Prefill: Qwen3 0.6B (16/8 heads) and 8B (32/8) at 512 tokens, a 512-token
     // chunk after 1536 cached ones, and four sequences; each on both kernels.
+    // The CPU's: Qwen3 0.6B at 512 tokens on the default f32 cache.
+    fails += bench_attention_prefill_case(b, "0.6b.pp512.f32cache", 1, 512, 512, 16, 8, 128,
+                                          DTYPE_F32, "cpu-avx512");
     static const char *const prefill_providers[] = {"cuda-attn-prefill-tc",
                                                     "cuda-attn-prefill-tc-ldsm", "cuda-paged"};
     for (size_t i = 0; i < 3; i++) {

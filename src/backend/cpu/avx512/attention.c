@@ -1,12 +1,13 @@
 // cpu-avx512 paged attention: the cpu-avx2 scheme (keys in chunks of at most
 // 16 inside each cache block, online softmax per query head) on 16-lane
-// vectors. A task takes up to 16 query rows (consecutive tokens of one
-// sequence times the query heads of one kv head); with several tokens it
-// copies each key chunk once into a contiguous f32 buffer that all its rows
-// read from L1 (cache rows of one head lie n_kv_heads * head_dim apart and
-// would otherwise fall into the same few L1 sets), a lone token reads the
-// cache in place. A chunk's scores come out of one transposed sum
-// of 16-lane dot products and each value slice accumulates in a register.
+// vectors. A task takes up to 64 query rows in prefill, 16 in decode
+// (consecutive tokens of one sequence times the query heads of one kv head);
+// with several tokens it copies each key chunk once into a contiguous f32
+// buffer that all its rows read from L1 (cache rows of one head lie
+// n_kv_heads * head_dim apart and would otherwise fall into the same few L1
+// sets), a lone token reads the cache in place. A chunk's scores come out of
+// one transposed sum of 16-lane dot products and each value slice
+// accumulates in a register.
 // Every row runs the same operations whatever rows share its task, and chunks
 // depend only on key positions, so a query's result does not depend on the
 // rest of the batch.
@@ -18,7 +19,8 @@
 #define ATTN_MAX_HEAD_DIM 256
 #define ATTN_MAX_GROUP 16
 #define ATTN_CHUNK 16
-#define ATTN_MAX_ROWS 16 // query rows per task: tokens x group
+#define ATTN_MAX_ROWS 64    // query rows per task: tokens x group
+#define ATTN_DECODE_ROWS 16 // the same where no sequence has that many query rows
 
 struct attn_ctx {
     const struct op_call *c;
@@ -50,12 +52,12 @@ static inline __attribute__((always_inline)) __m512 exp16(__m512 x)
 }
 
 // Key j's slice i (16 dims): from the chunk's f32 copy or the cache.
-static inline __attribute__((always_inline)) __m512 key_slice(const int dtype, const bool copy,
-                                                              const float (*kf)[ATTN_MAX_HEAD_DIM],
+static inline __attribute__((always_inline)) __m512 key_slice(const int dtype, const int nd,
+                                                              const bool copy, const float *kf,
                                                               const char *const *kp, int j, int i)
 {
     size_t esz = dtype == DTYPE_F32 ? 4 : 2;
-    return copy ? _mm512_load_ps(kf[j] + i * 16)
+    return copy ? _mm512_load_ps(kf + (j * nd + i) * 16)
                 : avx512_load16(dtype, kp[j] + (size_t)i * 16 * esz, 0xffff);
 }
 
@@ -63,7 +65,7 @@ static inline __attribute__((always_inline)) __m512 key_slice(const int dtype, c
 // slices in order; dots[j >= n] = 0.
 static inline __attribute__((always_inline)) void
 chunk_dots1(const int dtype, const int nd, const bool copy, const float *q,
-            const float (*kf)[ATTN_MAX_HEAD_DIM], const char *const *kp, int n, __m512 *dots)
+            const float *kf, const char *const *kp, int n, __m512 *dots)
 {
 #pragma GCC unroll 16
     for (int j = 0; j < ATTN_CHUNK; j++)
@@ -73,7 +75,7 @@ chunk_dots1(const int dtype, const int nd, const bool copy, const float *q,
 #pragma GCC unroll 16
         for (int j = 0; j < ATTN_CHUNK; j++)
             if (j < n)
-                dots[j] = _mm512_fmadd_ps(qv, key_slice(dtype, copy, kf, kp, j, i), dots[j]);
+                dots[j] = _mm512_fmadd_ps(qv, key_slice(dtype, nd, copy, kf, kp, j, i), dots[j]);
     }
 }
 
@@ -81,7 +83,7 @@ chunk_dots1(const int dtype, const int nd, const bool copy, const float *q,
 // accumulators would not fit the registers); each row's sums are the same.
 static inline __attribute__((always_inline)) void
 chunk_dots2(const int dtype, const int nd, const bool copy, const float *q0, const float *q1,
-            const float (*kf)[ATTN_MAX_HEAD_DIM], const char *const *kp, int n,
+            const float *kf, const char *const *kp, int n,
             __m512 dots[2][ATTN_CHUNK])
 {
     for (int h = 0; h < ATTN_CHUNK; h += 8) {
@@ -94,7 +96,7 @@ chunk_dots2(const int dtype, const int nd, const bool copy, const float *q0, con
 #pragma GCC unroll 8
             for (int j = 0; j < 8; j++)
                 if (h + j < n) {
-                    __m512 kv = key_slice(dtype, copy, kf, kp, h + j, i);
+                    __m512 kv = key_slice(dtype, nd, copy, kf, kp, h + j, i);
                     d0[j] = _mm512_fmadd_ps(qv0, kv, d0[j]);
                     d1[j] = _mm512_fmadd_ps(qv1, kv, d1[j]);
                 }
@@ -127,18 +129,18 @@ static inline __attribute__((always_inline)) float chunk_softmax(int n, float *m
 
 // Value j's slice i: from the chunk's f32 copy or the cache.
 static inline __attribute__((always_inline)) __m512
-value_slice(const int dtype, const bool copy, const float (*vf)[ATTN_MAX_HEAD_DIM],
+value_slice(const int dtype, const int nd, const bool copy, const float *vf,
             const char *const *vp, int j, int i)
 {
     size_t esz = dtype == DTYPE_F32 ? 4 : 2;
-    return copy ? _mm512_load_ps(vf[j] + i * 16)
+    return copy ? _mm512_load_ps(vf + (j * nd + i) * 16)
                 : avx512_load16(dtype, vp[j] + (size_t)i * 16 * esz, 0xffff);
 }
 
 // acc [D] = acc * corr + sum_j p[j] v_j (j < n in order), the nd slices side
 // by side in registers.
 static inline __attribute__((always_inline)) void
-chunk_values1(const int dtype, const int nd, const bool copy, const float (*vf)[ATTN_MAX_HEAD_DIM],
+chunk_values1(const int dtype, const int nd, const bool copy, const float *vf,
               const char *const *vp, int n, const float *p, float corr, float *acc)
 {
     __m512 cv = _mm512_set1_ps(corr), a[16];
@@ -149,7 +151,7 @@ chunk_values1(const int dtype, const int nd, const bool copy, const float (*vf)[
         __m512 pv = _mm512_set1_ps(p[j]);
 #pragma GCC unroll 16
         for (int i = 0; i < nd; i++)
-            a[i] = _mm512_fmadd_ps(pv, value_slice(dtype, copy, vf, vp, j, i), a[i]);
+            a[i] = _mm512_fmadd_ps(pv, value_slice(dtype, nd, copy, vf, vp, j, i), a[i]);
     }
 #pragma GCC unroll 16
     for (int i = 0; i < nd; i++)
@@ -158,7 +160,7 @@ chunk_values1(const int dtype, const int nd, const bool copy, const float (*vf)[
 
 // chunk_values1 for two rows (nd <= 8) sharing each value load.
 static inline __attribute__((always_inline)) void
-chunk_values2(const int dtype, const int nd, const bool copy, const float (*vf)[ATTN_MAX_HEAD_DIM],
+chunk_values2(const int dtype, const int nd, const bool copy, const float *vf,
               const char *const *vp, int n, const float *p0, const float *p1, const float *corr,
               float *acc0, float *acc1)
 {
@@ -172,7 +174,7 @@ chunk_values2(const int dtype, const int nd, const bool copy, const float (*vf)[
         __m512 pv0 = _mm512_set1_ps(p0[j]), pv1 = _mm512_set1_ps(p1[j]);
 #pragma GCC unroll 8
         for (int i = 0; i < nd; i++) {
-            __m512 vv = value_slice(dtype, copy, vf, vp, j, i);
+            __m512 vv = value_slice(dtype, nd, copy, vf, vp, j, i);
             a0[i] = _mm512_fmadd_ps(pv0, vv, a0[i]);
             a1[i] = _mm512_fmadd_ps(pv1, vv, a1[i]);
         }
@@ -228,8 +230,11 @@ attend_block(const int dtype, const int nd, const bool copy, const struct attn_c
     int G = (int)ctx->group, D = nd * 16, rows = nq * G;
     int64_t bs = ctx->block_size;
     _Alignas(64) float acc[ATTN_MAX_ROWS * ATTN_MAX_HEAD_DIM]; // [rows, D]
-    _Alignas(64) float kf[ATTN_CHUNK][ATTN_MAX_HEAD_DIM];      // the chunk's keys
-    _Alignas(64) float vf[ATTN_CHUNK][ATTN_MAX_HEAD_DIM];      // and values as f32
+    // The chunk's keys and values as f32, [ATTN_CHUNK][D] each: rows D apart,
+    // so that they spread over the L1 sets (rows ATTN_MAX_HEAD_DIM apart put
+    // 16 keys and values of head_dim 128 into 8 ways of 32 sets, filling them).
+    _Alignas(64) float kf[ATTN_CHUNK * ATTN_MAX_HEAD_DIM];
+    _Alignas(64) float vf[ATTN_CHUNK * ATTN_MAX_HEAD_DIM];
     float m[ATTN_MAX_ROWS], l[ATTN_MAX_ROWS];
     _Alignas(64) float sc[ATTN_MAX_ROWS][ATTN_CHUNK]; // [rows, chunk] scores, probabilities
     const float *q[ATTN_MAX_ROWS];                    // row r = token r / G, head r % G
@@ -261,9 +266,9 @@ attend_block(const int dtype, const int nd, const bool copy, const struct attn_c
                 continue;
 #pragma GCC unroll 16
             for (int i = 0; i < nd; i++) {
-                _mm512_store_ps(kf[j] + i * 16,
+                _mm512_store_ps(kf + (j * nd + i) * 16,
                                 avx512_load16(dtype, kp[j] + (size_t)i * 16 * esz, 0xffff));
-                _mm512_store_ps(vf[j] + i * 16,
+                _mm512_store_ps(vf + (j * nd + i) * 16,
                                 avx512_load16(dtype, vp[j] + (size_t)i * 16 * esz, 0xffff));
             }
         }
@@ -422,7 +427,16 @@ static enum vllmc_status attention_run(const struct op_call *c)
         .max_blocks = c->src[3]->ne[0],
         .dtype = c->src[1]->dtype,
     };
-    ctx.tokens_per_task = ATTN_MAX_ROWS / ctx.group;
+    // A task copies each chunk of its keys and values once for all its rows,
+    // and the cache rows of one head lie n_kv_heads * head_dim apart, so they
+    // crowd a few L2 sets and come from L3 each time: prefill tasks take 64
+    // rows (0.6B shape pp512: a third of the attention's time went to the
+    // copies at 16). Tasks of decode tokens stay at 16 rows, for balance.
+    int32_t max_q = 0;
+    for (int64_t s = 0; s < n_seqs; s++)
+        max_q = qsl[s + 1] - qsl[s] > max_q ? qsl[s + 1] - qsl[s] : max_q;
+    int64_t task_rows = max_q * ctx.group >= ATTN_MAX_ROWS ? ATTN_MAX_ROWS : ATTN_DECODE_ROWS;
+    ctx.tokens_per_task = task_rows / ctx.group;
     ctx.n_tok_tasks = (ctx.n_tokens + ctx.tokens_per_task - 1) / ctx.tokens_per_task;
     // Small calls (a tiny model, a short context) run inline: waking the
     // workers would cost more than the work.
