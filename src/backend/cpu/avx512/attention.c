@@ -51,6 +51,14 @@ static inline __attribute__((always_inline)) __m512 exp16(__m512 x)
     return _mm512_mul_ps(y, _mm512_castsi512_ps(n));
 }
 
+// *v loaded once into a register: for two rows' multiply-adds GCC would
+// otherwise fold the load into each of them, and the loads, not the
+// multiply-adds, then set the pace.
+static inline __attribute__((always_inline)) void in_register(__m512 *v)
+{
+    __asm__("" : "+v"(*v));
+}
+
 // Key j's slice i (16 dims): from the chunk's f32 copy or the cache.
 static inline __attribute__((always_inline)) __m512 key_slice(const int dtype, const int nd,
                                                               const bool copy, const float *kf,
@@ -97,6 +105,7 @@ chunk_dots2(const int dtype, const int nd, const bool copy, const float *q0, con
             for (int j = 0; j < 8; j++)
                 if (h + j < n) {
                     __m512 kv = key_slice(dtype, nd, copy, kf, kp, h + j, i);
+                    in_register(&kv);
                     d0[j] = _mm512_fmadd_ps(qv0, kv, d0[j]);
                     d1[j] = _mm512_fmadd_ps(qv1, kv, d1[j]);
                 }
@@ -175,6 +184,7 @@ chunk_values2(const int dtype, const int nd, const bool copy, const float *vf,
 #pragma GCC unroll 8
         for (int i = 0; i < nd; i++) {
             __m512 vv = value_slice(dtype, nd, copy, vf, vp, j, i);
+            in_register(&vv);
             a0[i] = _mm512_fmadd_ps(pv0, vv, a0[i]);
             a1[i] = _mm512_fmadd_ps(pv1, vv, a1[i]);
         }
