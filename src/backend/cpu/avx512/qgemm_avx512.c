@@ -43,30 +43,90 @@ ALWAYS_INLINE __m128i sum_i8x16(__m128i q)
 }
 
 
-static void quantize_group(const float *x, int64_t k, int t, int zp, int sb, uint8_t *dst)
+// Lane t = the largest lane of v[t], for 16 vectors: the transposed
+// reduction of avx512_sums16 with max (exact in any order).
+ALWAYS_INLINE __m512 max16(const __m512 *v)
+{
+    __m512 s1[8], s2[4], s3[2];
+    UNROLL
+    for (int p = 0; p < 8; p++)
+        s1[p] = _mm512_max_ps(_mm512_shuffle_f32x4(v[2 * p], v[2 * p + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                              _mm512_shuffle_f32x4(v[2 * p], v[2 * p + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+    UNROLL
+    for (int p = 0; p < 4; p++)
+        s2[p] = _mm512_max_ps(_mm512_shuffle_f32x4(s1[2 * p], s1[2 * p + 1], _MM_SHUFFLE(2, 0, 2, 0)),
+                              _mm512_shuffle_f32x4(s1[2 * p], s1[2 * p + 1], _MM_SHUFFLE(3, 1, 3, 1)));
+    UNROLL
+    for (int p = 0; p < 2; p++) {
+        __m512d a = _mm512_castps_pd(s2[2 * p]), b = _mm512_castps_pd(s2[2 * p + 1]);
+        s3[p] = _mm512_max_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(a, b)),
+                              _mm512_castpd_ps(_mm512_unpackhi_pd(a, b)));
+    }
+    __m512 s4 = _mm512_max_ps(_mm512_shuffle_ps(s3[0], s3[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                              _mm512_shuffle_ps(s3[0], s3[1], _MM_SHUFFLE(3, 1, 3, 1)));
+    const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+    return _mm512_permutexvar_ps(order, s4);
+}
+
+// The tokens x[0..n-1] of a group, block by block, each token's values as
+// quant_block makes them; the per-token scalars (the scale, its inverse, the
+// sums of q) of a block are computed for the 16 tokens at once in the lanes.
+// The lanes of missing tokens stay zero.
+static void quantize_group(const float *const *x, int n, int64_t k, int zp, int sb, uint8_t *dst)
 {
     float *dd = (float *)(dst + qgemm_group_d_off(k));
     float *asum = (float *)(dst + qgemm_group_asum_off(k));
     int32_t *corr = (int32_t *)(dst + qgemm_group_corr_off(k));
+    const __m512 abs_mask = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff));
+    const __m512i ones = _mm512_set1_epi8(1);
     for (int64_t b = 0; b < k / 32; b++) {
-        float d;
-        __m256i q = quant_block(x + 32 * b, &d);
-        // Dword s of a block goes to lane t of 4-value step s: 64 bytes apart.
-        // Plain stores: a scatter is microcoded here and costs several times more.
-        uint32_t qw[8];
-        _mm256_storeu_si256((__m256i *)qw, q);
+        __m512 amax[QGEMM_LANES];
+        for (int t = 0; t < QGEMM_LANES; t++) {
+            if (t >= n) {
+                amax[t] = _mm512_setzero_ps();
+                continue;
+            }
+            __m512 v0 = _mm512_loadu_ps(x[t] + 32 * b), v1 = _mm512_loadu_ps(x[t] + 32 * b + 16);
+            amax[t] = _mm512_max_ps(_mm512_and_ps(v0, abs_mask), _mm512_and_ps(v1, abs_mask));
+        }
+        // d = max|x| / 127, q = round(x / d) as x * (1 / d): quant_block's steps.
+        const __m512 d = _mm512_div_ps(max16(amax), _mm512_set1_ps(127.0f));
+        const __mmask16 nz = _mm512_cmpneq_ps_mask(d, _mm512_setzero_ps());
+        _Alignas(64) float id[QGEMM_LANES];
+        _mm512_store_ps(id, _mm512_maskz_div_ps(nz, _mm512_set1_ps(1.0f), d));
+        uint8_t *q = dst + 512 * b;
+        for (int t = 0; t < n; t++) {
+            const __m512 it = _mm512_set1_ps(id[t]);
+            __m128i q0 = _mm512_cvtsepi32_epi8(
+                _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(x[t] + 32 * b), it)));
+            __m128i q1 = _mm512_cvtsepi32_epi8(
+                _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(x[t] + 32 * b + 16), it)));
+            // Dword s of the block goes to lane t of 4-value step s: 64 bytes
+            // apart. Plain stores: a scatter is microcoded here and costs
+            // several times more.
+            uint32_t qw[8];
+            _mm_storeu_si128((__m128i *)qw, q0);
+            _mm_storeu_si128((__m128i *)(qw + 4), q1);
+            UNROLL
+            for (int s = 0; s < 8; s++)
+                memcpy(q + 64 * s + 4 * t, &qw[s], 4);
+        }
+        // The sums of q by halves, lane t = token t, from the steps just written.
+        __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
         UNROLL
-        for (int s = 0; s < 8; s++)
-            memcpy(dst + 512 * b + 64 * s + 4 * t, &qw[s], 4);
-        int32_t s0 = _mm_cvtsi128_si32(sum_i8x16(_mm256_castsi256_si128(q)));
-        int32_t s1 = _mm_cvtsi128_si32(sum_i8x16(_mm256_extracti128_si256(q, 1)));
-        dd[16 * b + t] = d;
-        asum[16 * b + t] = d * (float)(s0 + s1);
+        for (int s = 0; s < 4; s++) {
+            s0 = _mm512_dpbusd_epi32(s0, ones, _mm512_load_si512(q + 64 * s));
+            s1 = _mm512_dpbusd_epi32(s1, ones, _mm512_load_si512(q + 64 * (s + 4)));
+        }
+        const __m512i sum = _mm512_add_epi32(s0, s1);
+        _mm512_store_ps(dd + 16 * b, d);
+        _mm512_store_ps(asum + 16 * b, _mm512_mul_ps(d, _mm512_cvtepi32_ps(sum)));
+        const __m512i nzp = _mm512_set1_epi32(-zp);
         if (sb == 32) {
-            corr[16 * b + t] = -zp * (s0 + s1);
+            _mm512_store_si512(corr + 16 * b, _mm512_mullo_epi32(nzp, sum));
         } else {
-            corr[32 * b + t] = -zp * s0;
-            corr[32 * b + 16 + t] = -zp * s1;
+            _mm512_store_si512(corr + 32 * b, _mm512_mullo_epi32(nzp, s0));
+            _mm512_store_si512(corr + 32 * b + 16, _mm512_mullo_epi32(nzp, s1));
         }
     }
 }

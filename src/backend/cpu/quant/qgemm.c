@@ -51,9 +51,10 @@ static void qgemm_quantize_task(void *p, int task, int thread)
     int64_t i0 = (int64_t)task * QGEMM_LANES;
     int64_t i1 = i0 + QGEMM_LANES < ctx->m ? i0 + QGEMM_LANES : ctx->m;
     uint8_t *group = ctx->act + (size_t)task * qgemm_group_bytes(ctx->k);
+    const float *x[QGEMM_LANES];
     for (int64_t i = i0; i < i1; i++)
-        ctx->isa->quantize_group(cpu_row(ctx->c->src[0], i), ctx->k, (int)(i - i0),
-                                 ctx->kern->zp, ctx->kern->sb, group);
+        x[i - i0] = cpu_row(ctx->c->src[0], i);
+    ctx->isa->quantize_group(x, (int)(i1 - i0), ctx->k, ctx->kern->zp, ctx->kern->sb, group);
 }
 
 static float qgemm_bias(const struct qgemm_ctx *ctx, int64_t j)

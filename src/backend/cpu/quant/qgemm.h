@@ -64,9 +64,10 @@ static inline size_t qgemm_panel_row_bytes(int64_t k)
     return ((size_t)k + (size_t)k / 2 + 63) / 64 * 64;
 }
 
-// Token t (< 16) of the group at dst from x [k], for zero point zp and
-// scale blocks of sb values.
-typedef void (*qgemm_quantize_group_fn)(const float *x, int64_t k, int t, int zp, int sb,
+// The group at dst from tokens x[t] [k], t < n (<= 16), for zero point zp
+// and scale blocks of sb values; the lanes of tokens n.. of the q section
+// must be zero already, the other sections get zeros there.
+typedef void (*qgemm_quantize_group_fn)(const float *const *x, int n, int64_t k, int zp, int sb,
                                         uint8_t *dst);
 // A lone token at dst (decode layout) from x [k].
 typedef void (*qgemm_quantize_row_fn)(const float *x, int64_t k, uint8_t *dst);
