@@ -595,8 +595,8 @@ ALWAYS_INLINE void q8_0_pair16(const struct q8_0_step16 *st, const uint8_t *p0, 
     for (int h = 0; h < 2; h++) {
         x0[h] = _mm512_loadu_si512(p[h]);
         x1[h] = _mm512_loadu_si512(p[h] + 64);
-        // The last 8 bytes (the row may end there) as a plain load: a masked
-        // load of a line not yet in L1 is slow.
+        // The last 8 bytes (the row may end there) as a plain 8-byte load,
+        // cheaper than a masked one.
         __m512i x2 = _mm512_castsi128_si512(_mm_loadl_epi64((const __m128i *)(p[h] + 128)));
         w01[h] = _mm512_permutex2var_epi16(x0[h], st->qs01, x1[h]);
         w23[h] = _mm512_permutex2var_epi16(x1[h], st->qs23, x2);
