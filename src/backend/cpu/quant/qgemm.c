@@ -100,9 +100,11 @@ static void qgemm_panel_run(const struct qgemm_ctx *ctx, int64_t p, bool prefetc
             a[gg] = ctx->act + (size_t)(g + gg) * qgemm_group_bytes(k);
         int64_t i0 = g * QGEMM_LANES;
         int C = ctx->m - i0 < per_tile ? (int)(ctx->m - i0) : (int)per_tile;
-        // The destination lines, one per token far apart, load while the tile runs.
-        for (int c = 0; c < C; c++)
-            __builtin_prefetch(ctx->y_rows[i0 + c] + j0, 1, 3);
+        // The destination lines (one per token, far apart) are not fetched
+        // ahead: 32 prefetches for writing at the start of each tile took
+        // the fill buffers the tile's own loads need, and the stores drain
+        // while the next tile runs. Without them a 512 x 3072 x 1024 Q4_0
+        // product runs 10% faster on one core (9.8 against 10.8 ms).
         ctx->kern->tile(panel, k, G, a, out, pf, pf_bytes);
         pf_bytes = 0;
         float *y[QGEMM_LANES * QGEMM_GROUPS];
