@@ -94,6 +94,7 @@ chunk_dots2(const int dtype, const int nd, const bool copy, const float *q0, con
             const float *kf, const char *const *kp, int n,
             __m512 dots[2][ATTN_CHUNK])
 {
+#pragma GCC unroll 2
     for (int h = 0; h < ATTN_CHUNK; h += 8) {
         __m512 d0[8], d1[8];
 #pragma GCC unroll 8
