@@ -1093,10 +1093,15 @@ GEMV_DISPATCH(q4_k)
 GEMV_DISPATCH(q6_k)
 
 static void store_rows(const float *out, const float *bias, int n_tokens, int n_rows,
-                       float *const *y)
+                       bool stream, float *const *y)
 {
     const __mmask16 mask = (__mmask16)((1u << n_rows) - 1);
     const __m512 b = _mm512_maskz_loadu_ps(mask, bias);
+    if (stream && n_rows == QGEMM_PANEL) {
+        for (int c = 0; c < n_tokens; c++)
+            _mm512_stream_ps(y[c], _mm512_add_ps(_mm512_loadu_ps(out + c * QGEMM_PANEL), b));
+        return;
+    }
     // A masked 512-bit store costs many times a plain one here: whole
     // panels (all but the last) take the plain store.
     if (n_rows == QGEMM_PANEL) {
@@ -1106,6 +1111,11 @@ static void store_rows(const float *out, const float *bias, int n_tokens, int n_
     }
     for (int c = 0; c < n_tokens; c++)
         _mm512_mask_storeu_ps(y[c], mask, _mm512_add_ps(_mm512_loadu_ps(out + c * QGEMM_PANEL), b));
+}
+
+static void store_fence(void)
+{
+    _mm_sfence();
 }
 
 // ---- the provider ----
@@ -1122,6 +1132,7 @@ const struct qgemm_isa qgemm_isa_avx512 = {
     .quantize_group = quantize_group,
     .quantize_row = quantize_row,
     .store = store_rows,
+    .store_fence = store_fence,
     .kernels = kernels,
     .n_kernels = (int)(sizeof kernels / sizeof kernels[0]),
 };

@@ -12,6 +12,7 @@
 #include "core/alloc.h"
 
 #define QGEMM_PREFETCH_TILES 2 // decode: how many 4-row tiles ahead to prefetch
+#define QGEMM_STREAM_BYTES (2 << 20) // prefill outputs from this size bypass the caches
 
 static const struct qgemm_kernel *qgemm_find_kernel(const struct qgemm_isa *isa, enum dtype t)
 {
@@ -41,6 +42,7 @@ struct qgemm_ctx {
     uint8_t *panels;     // [n_threads, QGEMM_PANEL, qgemm_panel_row_bytes(k)]
     size_t panel_bytes;  // of one thread's panel
     int64_t panels_per_task;
+    bool stream;         // whole panels' outputs bypass the caches (qgemm_store_fn)
     size_t row_bytes;    // decode: bytes of one token's activations
 };
 
@@ -110,7 +112,7 @@ static void qgemm_panel_run(const struct qgemm_ctx *ctx, int64_t p, bool prefetc
         float *y[QGEMM_LANES * QGEMM_GROUPS];
         for (int c = 0; c < C; c++)
             y[c] = ctx->y_rows[i0 + c] + j0;
-        ctx->isa->store(out, bias, C, R, y);
+        ctx->isa->store(out, bias, C, R, ctx->stream, y);
     }
 }
 
@@ -122,6 +124,8 @@ static void qgemm_matmul_task(void *p, int task, int thread)
     const int64_t p1 = ((int64_t)task + 1) * ctx->panels_per_task;
     for (int64_t pi = (int64_t)task * ctx->panels_per_task; pi < p1 && pi < n_panels; pi++)
         qgemm_panel_run(ctx, pi, pi + 1 < p1, ctx->panels + (size_t)thread * ctx->panel_bytes);
+    if (ctx->stream) // the streamed lines reach memory before the threads meet
+        ctx->isa->store_fence();
 }
 
 // The first min(n, ahead) bytes at rows, all at once: the tiles of a task
@@ -267,6 +271,14 @@ enum vllmc_status qgemm_run(const struct qgemm_isa *isa, const struct op_call *c
     ctx.y_rows = (float **)(ctx.panels + panels_bytes);
     for (int64_t i = 0; i < ctx.m; i++)
         ctx.y_rows[i] = cpu_row(c->dst, i);
+    // Outputs far larger than a core's L2 are written past the caches: the
+    // lines would leave them before the next op reads them anyway, and the
+    // plain stores first read each line from memory. The 0.6B-shape Q4_0
+    // model's pp512 takes 4% less CPU time; smaller outputs (short prompts,
+    // batched decode) stay in the caches for the next op.
+    ctx.stream = (size_t)ctx.m * (size_t)ctx.n * sizeof(float) >= QGEMM_STREAM_BYTES;
+    for (int64_t i = 0; i < ctx.m; i++) // non-temporal stores take whole aligned lines
+        ctx.stream = ctx.stream && (uintptr_t)ctx.y_rows[i] % 64 == 0;
     // The empty lanes of a short last group stay zero: computed on, then dropped.
     if (ctx.m % QGEMM_LANES)
         memset(ctx.act + act_bytes - qgemm_group_bytes(ctx.k), 0, qgemm_group_bytes(ctx.k));

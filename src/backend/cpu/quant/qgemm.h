@@ -81,8 +81,10 @@ typedef void (*qgemm_tile_fn)(const uint8_t *panel, int64_t k, int n_groups,
                               const uint8_t *const *a, float *out, const uint8_t *pf,
                               size_t pf_bytes);
 // y[c][r] = out[c * QGEMM_PANEL + r] + bias[r] for c < n_tokens, r < n_rows.
+// stream: a whole panel's rows (n_rows = 16, each y[c] 64-byte aligned) go
+// straight to memory with non-temporal stores, past the caches.
 typedef void (*qgemm_store_fn)(const float *out, const float *bias, int n_tokens, int n_rows,
-                               float *const *y);
+                               bool stream, float *const *y);
 // Decode, a few tokens at a time: out[4 t + r] = dot(packed weight row w[r],
 // token t) for r < 4 and t < n_tokens (<= QGEMM_GEMV_TOKENS), token t's
 // decode layout at a + t * a_stride; per token the same arithmetic as the
@@ -115,6 +117,7 @@ struct qgemm_isa {
     qgemm_quantize_group_fn quantize_group;
     qgemm_quantize_row_fn quantize_row;
     qgemm_store_fn store;
+    void (*store_fence)(void); // orders streamed stores before what follows
     const struct qgemm_kernel *kernels; // [n_kernels]
     int n_kernels;
 };
