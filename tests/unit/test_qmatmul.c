@@ -200,6 +200,8 @@ static void test_qgemm_avx512(void)
         check_against_exact(be, p, types[i], 13, 21, 768);
         check_against_exact(be, p, types[i], 2, 9, 256);   // decode kernel, 2 and 4 tokens
         check_against_exact(be, p, types[i], 4, 23, 512);
+        // A lone token's rows read as streams of several rows each, and a short tail.
+        check_against_exact(be, p, types[i], 5, 300, 512);
         check_groups(be, p, types[i]);
         // Outputs past 2 MiB: with rows on whole lines the panels stream past
         // the caches; with rows off them (and a last panel of 8 rows) not.

@@ -1002,6 +1002,47 @@ static void q4_k_gemv16(const uint8_t *const *w, const uint8_t *a, int64_t k,
     _mm512_storeu_ps(out, acc);
 }
 
+// Of merge_pairs results p01 (rows a, b) and p23 (rows c, d): per 128-bit
+// lane the 4 sums [a, b, c, d], in 32 bits.
+ALWAYS_INLINE __m512i sum_merged(__m512i p01, __m512i p23)
+{
+    __m512 x = _mm512_castsi512_ps(p01), y = _mm512_castsi512_ps(p23);
+    return _mm512_add_epi32(_mm512_castps_si512(_mm512_shuffle_ps(x, y, 0x88)),
+                            _mm512_castps_si512(_mm512_shuffle_ps(x, y, 0xDD)));
+}
+
+// q6_k_half for the decode kernels, one bit-select per 64 values: the qh
+// bits are masked, then shifted to bits 4-5 (16-bit shifts, which move
+// nothing else into a byte once masked), and merged under the nibbles.
+struct q6k_sel {
+    __m512i m4, lo_mask, hi_mask, lo_shl, hi_shr;
+};
+
+ALWAYS_INLINE struct q6k_sel q6k_sel_init(void)
+{
+    // Values 0-31 of a half take qh bits 0-1 (low nibbles) and 4-5 (high),
+    // values 32-63 bits 2-3 and 6-7.
+    struct q6k_sel c = {
+        .m4 = _mm512_set1_epi8(0x0F),
+        .lo_mask = _mm512_mask_mov_epi32(_mm512_set1_epi8(0x03), 0xFF00, _mm512_set1_epi8(0x0C)),
+        .hi_mask = _mm512_mask_mov_epi32(_mm512_set1_epi8(0x30), 0xFF00, _mm512_set1_epi8((char)0xC0)),
+        .lo_shl = _mm512_mask_mov_epi32(_mm512_set1_epi16(4), 0xFF00, _mm512_set1_epi16(2)),
+        .hi_shr = _mm512_mask_mov_epi32(_mm512_setzero_si512(), 0xFF00, _mm512_set1_epi16(2)),
+    };
+    return c;
+}
+
+ALWAYS_INLINE void q6_k_half_sel(const struct q6k_sel *c, const struct block_q6_k *b, int h,
+                                 __m512i *lo, __m512i *hi)
+{
+    __m512i x = _mm512_loadu_si512(b->ql + 64 * h);
+    __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(b->qh + 32 * h)));
+    __m512i t_lo = _mm512_sllv_epi16(_mm512_and_si512(qh, c->lo_mask), c->lo_shl);
+    __m512i t_hi = _mm512_srlv_epi16(_mm512_and_si512(qh, c->hi_mask), c->hi_shr);
+    *lo = _mm512_ternarylogic_epi32(t_lo, x, c->m4, 0xF8);                        // t | (x & m4)
+    *hi = _mm512_ternarylogic_epi32(_mm512_srli_epi16(x, 4), t_hi, c->m4, 0xEC);   // (x' & m4) | t
+}
+
 ALWAYS_INLINE void q6_k_gemv_t(const int T, const uint8_t *const *w, const uint8_t *a,
                                size_t a_stride, int64_t k, const uint8_t *pf, float *out)
 {
@@ -1015,6 +1056,7 @@ ALWAYS_INLINE void q6_k_gemv_t(const int T, const uint8_t *const *w, const uint8
         acc[t] = _mm_setzero_ps();
     }
     const size_t step = 4 * sizeof(struct block_q6_k) / 2;
+    const struct q6k_sel sel = q6k_sel_init();
     for (int64_t s = 0; s < k / QK_K; s++) {
         const struct block_q6_k *b[4];
         UNROLL
@@ -1037,7 +1079,7 @@ ALWAYS_INLINE void q6_k_gemv_t(const int T, const uint8_t *const *w, const uint8
             __m512i lo[4], hi[4]; // the 6-bit values q + 32
             UNROLL
             for (int r = 0; r < 4; r++)
-                q6_k_half(b[r], h, &lo[r], &hi[r]);
+                q6_k_half_sel(&sel, b[r], h, &lo[r], &hi[r]);
             __m512 ws[2];
             UNROLL
             for (int i = 0; i < 2; i++)
@@ -1054,10 +1096,12 @@ ALWAYS_INLINE void q6_k_gemv_t(const int T, const uint8_t *const *w, const uint8
                 }
                 UNROLL
                 for (int i = 0; i < 2; i++) {
-                    // Sub-blocks 8h + 4i + L (128-bit lane L) of the 4 rows.
+                    // Sub-blocks 8h + 4i + L (128-bit lane L) of the 4 rows; a
+                    // vpdpbusd lane is 4 products (|.| <= 4 * 63 * 127 < 2^15), so
+                    // lane pairs merge exactly in 16-bit words.
                     const int64_t sub = 16 * s + 8 * h + 4 * i;
-                    __m512i sum = sum_quad(sum_pair(v[4 * i], v[4 * i + 1]),
-                                           sum_pair(v[4 * i + 2], v[4 * i + 3]));
+                    __m512i sum = sum_merged(merge_pairs(v[4 * i], v[4 * i + 1]),
+                                             merge_pairs(v[4 * i + 2], v[4 * i + 3]));
                     sum = _mm512_sub_epi32(sum, _mm512_slli_epi32(spread4_i32(qsum16[t] + sub), 5));
                     // Activation blocks sub / 2: [b x 8, b + 1 x 8].
                     const float *d = ra[t].d + sub / 2;
