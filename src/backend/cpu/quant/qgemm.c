@@ -143,23 +143,32 @@ static void qgemm_prefetch_start(const void *rows, size_t n, size_t ahead)
 // caches of current x86 cores, 32-48 KiB of 8-12 ways).
 #define QGEMM_L1_SET_SPAN 4096
 
-// The rotation of the streams' rows that spreads their first rows over the
-// most L1 sets: streams exactly G rows apart lie a multiple of 4 KiB apart
-// whenever G x row bytes is one (G = 64 at 576-byte rows, any G that is a
-// multiple of 16 at 2304 bytes), and then all 16 stream into the same few
-// sets, which hold 8-12 lines (4096 x 1024 Q4_K on one core: 150 against
-// 105 us). Rotating stream c by c skew rows moves it (G + skew) rows.
+// How many L1 sets the 16 streams' first rows fall into when stream c is
+// rotated by c skew rows.
+static int qgemm_stream_sets(const struct tensor *w, int64_t j0, int64_t G, int64_t skew)
+{
+    uint64_t seen = 0; // a bit per set
+    for (int c = 0; c < QGEMM_GEMV16_ROWS; c++) {
+        uintptr_t a = (uintptr_t)tensor_row(w, j0 + c * G + c * skew % G);
+        seen |= 1ull << (a % QGEMM_L1_SET_SPAN / 64);
+    }
+    return __builtin_popcountll(seen);
+}
+
+// The rotation of the streams' rows: streams exactly G rows apart lie a
+// multiple of 4 KiB apart whenever G x row bytes is one (G = 64 at 576-byte
+// rows, any G that is a multiple of 16 at 2304 bytes), and then all 16
+// stream into one L1 set, which holds 8-12 lines (4096 x 1024 Q4_K on one
+// core: 150 against 105 us; the 8B shape's Q4_K matrices 16 against 20-25
+// GB/s). Rotating stream c by c skew rows moves it (G + skew) rows. Streams
+// over 2 sets or more stay as they are: spreading them further made the
+// 0.6B shape's matrices (2 and 4 sets) 5-7% slower on one core.
 static int64_t qgemm_stream_skew(const struct tensor *w, int64_t j0, int64_t G)
 {
     int64_t best = 0;
-    int best_sets = 0;
-    for (int64_t skew = 0; skew < 4 && skew < G; skew++) {
-        uint64_t seen = 0; // a bit per set
-        for (int c = 0; c < QGEMM_GEMV16_ROWS; c++) {
-            uintptr_t a = (uintptr_t)tensor_row(w, j0 + c * G + c * skew % G);
-            seen |= 1ull << (a % QGEMM_L1_SET_SPAN / 64);
-        }
-        int sets = __builtin_popcountll(seen);
+    int best_sets = qgemm_stream_sets(w, j0, G, 0);
+    for (int64_t skew = 1; best_sets < 2 && skew < 4 && skew < G; skew++) {
+        int sets = qgemm_stream_sets(w, j0, G, skew);
         if (sets > best_sets) {
             best_sets = sets;
             best = skew;
