@@ -330,6 +330,11 @@ if want ab; then
             ab "GEMV one warp per row, 0.6B tg128" "VLLMC_CUDA_GEMV_WARP=$w VLLMC_CUDA_GRAPHS=1" \
                 "$VLLMC" bench --model "$DATA/qwen3-0.6b-random" --device cuda -p 0 -n 128 -r 3
         done
+        # Programmatic dependent launch (default on sm_90) against plain launches.
+        for p in 0 1; do
+            ab "programmatic dependent launch, 0.6B tg128" "VLLMC_CUDA_PDL=$p" \
+                "$VLLMC" bench --model "$DATA/qwen3-0.6b-random" --device cuda -p 0 -n 128 -r 3
+        done
         for g in 0 1; do
             ab "decode graphs, 0.6B tg128" "VLLMC_CUDA_GRAPHS=$g" \
                 "$VLLMC" bench --model "$DATA/qwen3-0.6b-random" --device cuda -p 0 -n 128 -r 3

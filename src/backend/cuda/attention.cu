@@ -43,6 +43,7 @@ struct att_params {
 template <typename TC> static __global__ void __launch_bounds__(ATT_THREADS)
     att_kernel(const struct att_params p)
 {
+    cuda_pdl_sync();
     extern __shared__ float smem[];
     const int D = p.head_dim;
     float *qs = smem;                       // [ATT_ROWS][D]
@@ -297,6 +298,7 @@ static __device__ __forceinline__ float att_merge_elem(const struct att_params &
 template <typename TC, int GMAX> static __global__ void __launch_bounds__(ATT_THREADS)
     att_decode_kernel(const struct att_params p)
 {
+    cuda_pdl_sync();
     extern __shared__ float smem[];
     constexpr int VEC = 16 / (int)sizeof(TC); // cache elements per 16-byte load
     const int D = p.head_dim, G = p.group;
@@ -426,6 +428,7 @@ template <typename TC, int GMAX> static __global__ void __launch_bounds__(ATT_TH
 template <typename TC, int GMAX> static __global__ void __launch_bounds__(ATT_THREADS)
     att_decode_pipe_kernel(const struct att_params p)
 {
+    cuda_pdl_sync();
     extern __shared__ float smem[];
     constexpr int VEC = 16 / (int)sizeof(TC);
     constexpr int CHMAX = sizeof(TC) == 4 ? 2 : 1; // f32 at D = 256 needs two chunks
@@ -585,6 +588,7 @@ template <typename TC, int GMAX> static __global__ void __launch_bounds__(ATT_TH
 // Merges the split-K partial states of one (token, head) per block.
 static __global__ void att_combine_kernel(const struct att_params p)
 {
+    cuda_pdl_sync();
     __shared__ float m_l[2];
     const int64_t tok = blockIdx.x;
     const int h = blockIdx.y;
@@ -636,11 +640,12 @@ static cudaError_t att_launch(const struct att_params *p, int n_seqs, int n_tile
         return rc;
     const dim3 grid((unsigned)n_tiles, (unsigned)(n_seqs * p->n_kv_heads * p->n_hchunks),
                     (unsigned)p->n_splits);
-    att_kernel<TC><<<grid, ATT_THREADS, smem, stream>>>(*p);
+    cuda_launch(att_kernel<TC>, grid, ATT_THREADS, smem, stream, *p);
     rc = cudaGetLastError();
     if (rc != cudaSuccess || p->n_splits == 1)
         return rc;
-    att_combine_kernel<<<dim3((unsigned)p->n_tokens, (unsigned)p->n_heads), 128, 0, stream>>>(*p);
+    cuda_launch(att_combine_kernel, dim3((unsigned)p->n_tokens, (unsigned)p->n_heads), 128, 0,
+                stream, *p);
     return cudaGetLastError();
 }
 
@@ -660,11 +665,12 @@ static cudaError_t att_decode_launch_g(const struct att_params *p, int n_seqs, c
     if (rc != cudaSuccess)
         return rc;
     const dim3 grid((unsigned)p->n_splits, (unsigned)p->n_kv_heads, (unsigned)n_seqs);
-    att_decode_kernel<TC, GMAX><<<grid, ATT_THREADS, smem, stream>>>(*p);
+    cuda_launch(att_decode_kernel<TC, GMAX>, grid, ATT_THREADS, smem, stream, *p);
     rc = cudaGetLastError();
     if (rc != cudaSuccess || p->n_splits == 1)
         return rc;
-    att_combine_kernel<<<dim3((unsigned)p->n_tokens, (unsigned)p->n_heads), 128, 0, stream>>>(*p);
+    cuda_launch(att_combine_kernel, dim3((unsigned)p->n_tokens, (unsigned)p->n_heads), 128, 0,
+                stream, *p);
     return cudaGetLastError();
 }
 
@@ -687,11 +693,12 @@ static cudaError_t att_decode_pipe_launch(const struct att_params *p, int n_seqs
     if (rc != cudaSuccess)
         return rc;
     const dim3 grid((unsigned)p->n_splits, (unsigned)p->n_kv_heads, (unsigned)n_seqs);
-    att_decode_pipe_kernel<TC, GMAX><<<grid, ATT_THREADS, smem, stream>>>(*p);
+    cuda_launch(att_decode_pipe_kernel<TC, GMAX>, grid, ATT_THREADS, smem, stream, *p);
     rc = cudaGetLastError();
     if (rc != cudaSuccess || p->n_splits == 1)
         return rc;
-    att_combine_kernel<<<dim3((unsigned)p->n_tokens, (unsigned)p->n_heads), 128, 0, stream>>>(*p);
+    cuda_launch(att_combine_kernel, dim3((unsigned)p->n_tokens, (unsigned)p->n_heads), 128, 0,
+                stream, *p);
     return cudaGetLastError();
 }
 
@@ -761,15 +768,17 @@ extern "C" void cuda_attention_set_decode(int mode)
 // 128 keys decoded 11,595 tok/s against 10,851 with 512 (more blocks, each
 // with a shorter serial walk); aiming at 8 blocks per SM instead of 2 cut a
 // single 4096-token sequence into 32-key splits and slowed it 53 -> 88 us.
-static int att_decode_split_max = 128, att_decode_waves = 2;
+static int att_decode_split_max = 128, att_decode_waves = 2, att_decode_split_min = 32;
 
-extern "C" void cuda_attention_set_decode_split(int max_keys, int blocks_per_sm)
+extern "C" void cuda_attention_set_decode_split(int max_keys, int blocks_per_sm, int min_keys)
 {
     if (max_keys >= 32)
         for (att_decode_split_max = 32; att_decode_split_max * 2 <= max_keys;)
             att_decode_split_max *= 2;
     if (blocks_per_sm >= 1)
         att_decode_waves = blocks_per_sm;
+    if (min_keys >= 32)
+        att_decode_split_min = min_keys;
 }
 
 // Decode batches: keys split so that the grid covers the GPU about twice.
@@ -780,7 +789,7 @@ static enum vllmc_status att_decode_run(struct cuda_device *dev, struct att_para
     int split_len = att_decode_split_max;
     for (;;) {
         const int64_t n_splits = (max_seq + split_len - 1) / split_len;
-        if (split_len <= 32 ||
+        if (split_len <= 32 || split_len <= att_decode_split_min ||
             (int64_t)n_seqs * p->n_kv_heads * n_splits >= att_decode_waves * dev->n_sms)
             break;
         split_len /= 2;

@@ -15,9 +15,10 @@ extern "C" {
 // VLLMC_CUDA_DECODE_ATTENTION at backend creation, for comparisons.
 void cuda_attention_set_decode(int mode);
 // Decode split-K: at most max_keys keys per split (a power of two >= 32),
-// splitting further until the grid has blocks_per_sm blocks per SM
-// (defaults 128 and 2; VLLMC_CUDA_DECODE_SPLIT=MAX_KEYS,BLOCKS_PER_SM).
-void cuda_attention_set_decode_split(int max_keys, int blocks_per_sm);
+// splitting further until the grid has blocks_per_sm blocks per SM, but not
+// below min_keys keys (defaults 128, 2 and 32;
+// VLLMC_CUDA_DECODE_SPLIT=MAX_KEYS,BLOCKS_PER_SM[,MIN_KEYS]). 0 keeps a value.
+void cuda_attention_set_decode_split(int max_keys, int blocks_per_sm, int min_keys);
 
 bool cuda_attention_supports(const struct op_call *c);
 enum vllmc_status cuda_attention_run(const struct op_call *c);

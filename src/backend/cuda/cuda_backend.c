@@ -510,6 +510,8 @@ static const struct backend_vtable cuda_vtable = {
 
 // ---- creation ----
 
+bool cuda_pdl;
+
 enum vllmc_status cuda_backend_create(const struct backend_options *o, struct backend **out,
                                       struct err *err)
 {
@@ -546,13 +548,18 @@ enum vllmc_status cuda_backend_create(const struct backend_options *o, struct ba
     const char *split = getenv("VLLMC_CUDA_DECODE_SPLIT");
     if (split && *split) {
         const char *comma = strchr(split, ',');
-        cuda_attention_set_decode_split(atoi(split), comma ? atoi(comma + 1) : 0);
+        const char *comma2 = comma ? strchr(comma + 1, ',') : NULL;
+        cuda_attention_set_decode_split(atoi(split), comma ? atoi(comma + 1) : 0,
+                                        comma2 ? atoi(comma2 + 1) : 0);
     }
+    const char *pdl = getenv("VLLMC_CUDA_PDL");
+    cuda_pdl = dev->cc_major >= 9 && !(pdl && *pdl && atoi(pdl) == 0);
     const char *decode_att = getenv("VLLMC_CUDA_DECODE_ATTENTION");
     if (decode_att && *decode_att)
         cuda_attention_set_decode(atoi(decode_att));
-    log_info("backend cuda: %s (sm_%d%d, %d SMs), GEMV up to m=%d", dev->name, dev->cc_major,
-             dev->cc_minor, dev->n_sms, cuda_gemv_max_m());
+    log_info("backend cuda: %s (sm_%d%d, %d SMs), GEMV up to m=%d%s", dev->name, dev->cc_major,
+             dev->cc_minor, dev->n_sms, cuda_gemv_max_m(),
+             cuda_pdl ? ", programmatic dependent launch" : "");
     *out = be;
     return VLLMC_OK;
 }

@@ -174,6 +174,61 @@ __device__ __forceinline__ float cuda_block_max(float v, float *shared)
     return cuda_warp_max(v);
 }
 
+// ---- programmatic dependent launch (sm_90+) ----
+//
+// At batch 1 a decode step is a chain of ~10 small kernels a layer, and each
+// boundary used to cost a launch plus the drain of one kernel and the ramp of
+// the next. Kernels launched by cuda_launch with cuda_pdl set may start while
+// the kernel before them on the stream is still running: each first issues
+// work that needs nothing from it (an L2 prefetch of its own weights), then
+// waits in cuda_pdl_sync for the previous kernel to finish and flush. The
+// sync also lets the next kernel launch, so at most one kernel waits ahead.
+// Every kernel launched this way must call cuda_pdl_sync before it reads or
+// writes anything another kernel touches, in every thread that can do so.
+
+// Bytes of weights one kernel prefetches into L2 before its sync: about what
+// the H200 streams in the few microseconds a boundary lasts, a third of L2.
+#define CUDA_PDL_PREFETCH_BYTES (16ll << 20)
+
+__device__ __forceinline__ void cuda_pdl_sync()
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+// Queues a prefetch of bytes (a multiple of 16) at p (16-byte aligned) into
+// L2 with one instruction; nothing waits for it.
+__device__ __forceinline__ void cuda_prefetch_l2(const void *p, uint32_t bytes)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(bytes) : "memory");
+#else
+    (void)p;
+    (void)bytes;
+#endif
+}
+
+// kernel<<<grid, block, smem, stream>>>(args...), as a programmatic dependent
+// launch when cuda_pdl is set. Errors are also left for cudaGetLastError.
+template <typename... Params, typename... Args>
+static inline cudaError_t cuda_launch(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem,
+                                      cudaStream_t stream, Args... args)
+{
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = grid;
+    cfg.blockDim = block;
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = stream;
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = cuda_pdl ? 1 : 0;
+    return cudaLaunchKernelEx(&cfg, kernel, ((Params)args)...);
+}
+
 // Row pitch of t in elements of its dtype (rows dense, see cuda_tensor_rows_ok).
 static inline int64_t cuda_row_pitch(const struct tensor *t)
 {

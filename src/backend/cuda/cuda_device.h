@@ -47,6 +47,11 @@ struct cuda_device {
     struct err *err;                // borrowed: the backend's error slot
 };
 
+// Whether the kernels of cuda_launch start as programmatic dependent
+// launches (cuda_common.cuh): set at backend creation, on for sm_90 and
+// newer; VLLMC_CUDA_PDL=0 turns it off.
+extern bool cuda_pdl;
+
 // Records a failed CUDA runtime (or cuBLAS, with is_cublas) call in e with the
 // statement text, file and line, and returns VLLMC_ERR_BACKEND.
 enum vllmc_status cuda_fail(struct err *e, int code, bool is_cublas, const char *stmt,

@@ -14,6 +14,7 @@ template <int KIND>
 static __global__ void elem_kernel(float *dst, int64_t dst_pitch, const float *a, int64_t a_pitch,
                                    const float *b, int64_t b_pitch, int n_cols)
 {
+    cuda_pdl_sync();
     const int col = blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t row = blockIdx.y;
     if (col >= n_cols)
@@ -38,9 +39,9 @@ static void elem_launch(float *dst, int64_t dst_pitch, const float *a, int64_t a
     const unsigned gx = (unsigned)((n_cols + ELEM_THREADS - 1) / ELEM_THREADS);
     for (int64_t r0 = 0; r0 < n_rows; r0 += 65535) {
         const int64_t nr = n_rows - r0 < 65535 ? n_rows - r0 : 65535;
-        elem_kernel<KIND><<<dim3(gx, (unsigned)nr), ELEM_THREADS, 0, stream>>>(
-            dst + r0 * dst_pitch, dst_pitch, a + r0 * a_pitch, a_pitch, b + r0 * b_pitch, b_pitch,
-            n_cols);
+        cuda_launch(elem_kernel<KIND>, dim3(gx, (unsigned)nr), ELEM_THREADS, 0, stream,
+                    dst + r0 * dst_pitch, dst_pitch, a + r0 * a_pitch, a_pitch, b + r0 * b_pitch,
+                    b_pitch, n_cols);
     }
 }
 

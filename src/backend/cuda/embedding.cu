@@ -13,6 +13,7 @@ static __global__ void embed_kernel(float *dst, int64_t dst_pitch, const T *tabl
                                     int64_t table_pitch, int64_t n_vocab, const int32_t *ids,
                                     int dim)
 {
+    cuda_pdl_sync();
     const int64_t tok = blockIdx.x;
     const int32_t id = ids[tok];
     float *d = dst + tok * dst_pitch;
@@ -32,9 +33,9 @@ template <typename T>
 static void embed_launch(const struct tensor *dst, const struct tensor *table, const int32_t *ids,
                          int64_t n_tokens, cudaStream_t stream)
 {
-    embed_kernel<T><<<(unsigned)n_tokens, EMBED_THREADS, 0, stream>>>(
-        (float *)dst->data, cuda_row_pitch(dst), (const T *)table->data, cuda_row_pitch(table),
-        tensor_n_rows(table), ids, (int)dst->ne[0]);
+    cuda_launch(embed_kernel<T>, (unsigned)n_tokens, EMBED_THREADS, 0, stream, (float *)dst->data,
+                cuda_row_pitch(dst), (const T *)table->data, cuda_row_pitch(table),
+                tensor_n_rows(table), ids, (int)dst->ne[0]);
 }
 
 // ---- provider ----
@@ -77,6 +78,7 @@ extern "C" enum vllmc_status cuda_embedding_run(const struct op_call *c)
 static __global__ void select_ids_kernel(int32_t *dst, const int32_t *values, const int32_t *index,
                                          int n, int m)
 {
+    cuda_pdl_sync();
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n && index[i] >= 0 && index[i] < m)
         dst[i] = values[index[i]];
@@ -98,9 +100,9 @@ extern "C" enum vllmc_status cuda_select_ids_run(const struct op_call *c)
     const int n = (int)tensor_n_elements(c->dst);
     if (n == 0)
         return VLLMC_OK;
-    select_ids_kernel<<<(n + 255) / 256, 256, 0, dev->stream>>>(
-        (int32_t *)c->dst->data, (const int32_t *)c->src[0]->data,
-        (const int32_t *)c->src[1]->data, n, (int)tensor_n_elements(c->src[0]));
+    cuda_launch(select_ids_kernel, (n + 255) / 256, 256, 0, dev->stream, (int32_t *)c->dst->data,
+                (const int32_t *)c->src[0]->data, (const int32_t *)c->src[1]->data, n,
+                (int)tensor_n_elements(c->src[0]));
     CUDA_TRY_LAUNCH();
     return VLLMC_OK;
 }

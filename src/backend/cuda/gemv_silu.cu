@@ -15,12 +15,17 @@
 template <typename TW, int M>
 static __global__ void __launch_bounds__(GEMV_SILU_ROWS *CUDA_WARP)
     gemv_silu_kernel(float *dst, int64_t dst_pitch, const float *x, int64_t x_pitch, const TW *w,
-                     int64_t w_pitch, int ff, int k)
+                     int64_t w_pitch, int ff, int k, int64_t prefetch)
 {
     constexpr int VEC = 16 / (int)sizeof(TW);
     constexpr int U = GEMV_SILU_UNROLL;
     const int lane = threadIdx.x % CUDA_WARP;
     const int row = blockIdx.x * GEMV_SILU_ROWS + threadIdx.x / CUDA_WARP;
+    // Lanes 0 and 1 prefetch the gate and the up row of this output.
+    const int64_t row_bytes = (int64_t)k * (int64_t)sizeof(TW);
+    if (lane < 2 && row < ff && 2 * (int64_t)row * row_bytes < prefetch)
+        cuda_prefetch_l2(w + (int64_t)(row + lane * ff) * w_pitch, (uint32_t)row_bytes);
+    cuda_pdl_sync();
     if (row >= ff)
         return; // the whole warp: no barrier follows
     const uint4 *wg = (const uint4 *)(w + (int64_t)row * w_pitch);
@@ -71,8 +76,9 @@ static void gemv_silu_launch(float *dst, int64_t dst_pitch, const float *x, int6
                              const void *w, int64_t w_pitch, int ff, int k, cudaStream_t stream)
 {
     const unsigned grid = (unsigned)((ff + GEMV_SILU_ROWS - 1) / GEMV_SILU_ROWS);
-    gemv_silu_kernel<TW, M><<<grid, GEMV_SILU_ROWS * CUDA_WARP, 0, stream>>>(
-        dst, dst_pitch, x, x_pitch, (const TW *)w, w_pitch, ff, k);
+    cuda_launch(gemv_silu_kernel<TW, M>, grid, GEMV_SILU_ROWS * CUDA_WARP, 0, stream, dst,
+                dst_pitch, x, x_pitch, (const TW *)w, w_pitch, ff, k,
+                cuda_pdl ? CUDA_PDL_PREFETCH_BYTES : 0);
 }
 
 template <typename TW>

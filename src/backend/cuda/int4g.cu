@@ -38,6 +38,7 @@ static __global__ void __launch_bounds__(I4_WARPS *CUDA_WARP)
                    int64_t w_pitch, const int32_t *perm, const void *bias, int bias_type, int n,
                    int k)
 {
+    cuda_pdl_sync();
     const int row = blockIdx.x * I4_WARPS + threadIdx.x / CUDA_WARP;
     const int lane = threadIdx.x % CUDA_WARP;
     if (row >= n)
@@ -98,12 +99,11 @@ template <int M, bool PERM> static void i4_gemv_launch_m(const struct op_call *c
 {
     const struct tensor *x = c->src[0], *w = c->src[1], *b = c->src[2], *p = c->src[3];
     const int n = (int)w->ne[1];
-    i4_gemv_kernel<M, PERM>
-        <<<(unsigned)((n + I4_WARPS - 1) / I4_WARPS), I4_WARPS * CUDA_WARP, 0, st>>>(
-            (float *)c->dst->data, cuda_row_pitch(c->dst), (const float *)x->data,
-            cuda_row_pitch(x), (const uint8_t *)w->data, (int64_t)w->nb[1],
-            p ? (const int32_t *)p->data : nullptr, b ? b->data : nullptr,
-            b ? (int)b->dtype : (int)DTYPE_F32, n, (int)x->ne[0]);
+    cuda_launch(i4_gemv_kernel<M, PERM>, (unsigned)((n + I4_WARPS - 1) / I4_WARPS),
+                I4_WARPS * CUDA_WARP, 0, st, (float *)c->dst->data, cuda_row_pitch(c->dst),
+                (const float *)x->data, cuda_row_pitch(x), (const uint8_t *)w->data,
+                (int64_t)w->nb[1], p ? (const int32_t *)p->data : nullptr, b ? b->data : nullptr,
+                b ? (int)b->dtype : (int)DTYPE_F32, n, (int)x->ne[0]);
 }
 
 template <bool PERM> static void i4_gemv_launch(const struct op_call *c, int m, cudaStream_t st)

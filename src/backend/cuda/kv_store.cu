@@ -14,6 +14,7 @@ static __global__ void kv_store_kernel(TC *k_cache, TC *v_cache, const float *k,
                                        const float *v, int64_t v_pitch, const int32_t *slots,
                                        int64_t n_slots, int row)
 {
+    cuda_pdl_sync();
     const int64_t tok = blockIdx.x;
     const int32_t slot = slots[tok];
     if (slot < 0 || slot >= n_slots)
@@ -34,8 +35,8 @@ static void kv_store_launch(const struct tensor *kc, const struct tensor *vc, co
                             int64_t n_tokens, int row, cudaStream_t stream)
 {
     const int64_t n_slots = kc->ne[3] * kc->ne[2];
-    kv_store_kernel<TC><<<(unsigned)n_tokens, KV_STORE_THREADS, 0, stream>>>(
-        (TC *)kc->data, (TC *)vc->data, k, k_pitch, v, v_pitch, slots, n_slots, row);
+    cuda_launch(kv_store_kernel<TC>, (unsigned)n_tokens, KV_STORE_THREADS, 0, stream,
+                (TC *)kc->data, (TC *)vc->data, k, k_pitch, v, v_pitch, slots, n_slots, row);
 }
 
 // ---- provider ----

@@ -26,11 +26,16 @@
 template <typename TW, int M, int ROWS, int UNROLL>
 static __global__ void __launch_bounds__(GEMV_THREADS_MAX)
     gemv_kernel(float *dst, int64_t dst_pitch, const float *x, int64_t x_pitch, const TW *w,
-                int64_t w_pitch, const void *bias, int bias_type, int n, int k)
+                int64_t w_pitch, const void *bias, int bias_type, int n, int k, int64_t prefetch)
 {
     constexpr int VEC = 16 / (int)sizeof(TW);
     __shared__ float red[GEMV_THREADS_MAX / CUDA_WARP][ROWS * M];
     const int row0 = blockIdx.x * ROWS;
+    const int64_t row_bytes = (int64_t)k * (int64_t)sizeof(TW);
+    if (threadIdx.x < ROWS && row0 + (int)threadIdx.x < n &&
+        (int64_t)(row0 + (int)threadIdx.x) * row_bytes < prefetch)
+        cuda_prefetch_l2(w + (int64_t)(row0 + threadIdx.x) * w_pitch, (uint32_t)row_bytes);
+    cuda_pdl_sync();
     const int n_chunks = k / VEC;
     const uint4 *wrow[ROWS];
 #pragma unroll
@@ -125,13 +130,18 @@ static __global__ void __launch_bounds__(GEMV_THREADS_MAX)
 // matrices still fill every SM with many independent loads.
 #define GEMV_WARP_ROWS 4
 template <typename TW, int M, int UNROLL>
-static __global__ void __launch_bounds__(GEMV_WARP_ROWS * CUDA_WARP)
+static __global__ void __launch_bounds__(GEMV_WARP_ROWS *CUDA_WARP)
     gemv_warp_kernel(float *dst, int64_t dst_pitch, const float *x, int64_t x_pitch, const TW *w,
-                     int64_t w_pitch, const void *bias, int bias_type, int n, int k)
+                     int64_t w_pitch, const void *bias, int bias_type, int n, int k,
+                     int64_t prefetch)
 {
     constexpr int VEC = 16 / (int)sizeof(TW);
     const int lane = threadIdx.x % CUDA_WARP;
     const int row = blockIdx.x * GEMV_WARP_ROWS + threadIdx.x / CUDA_WARP;
+    const int64_t row_bytes = (int64_t)k * (int64_t)sizeof(TW);
+    if (lane == 0 && row < n && (int64_t)row * row_bytes < prefetch)
+        cuda_prefetch_l2(w + (int64_t)row * w_pitch, (uint32_t)row_bytes);
+    cuda_pdl_sync();
     if (row >= n)
         return; // the whole warp: no barrier follows
     const uint4 *wrow = (const uint4 *)(w + (int64_t)row * w_pitch);
@@ -279,9 +289,9 @@ static void gemv_launch_one(const struct matmul_args *a, cudaStream_t stream)
     while (threads < GEMV_THREADS_MAX && threads * UNROLL < n_chunks)
         threads *= 2;
     const unsigned grid = (unsigned)((a->n + ROWS - 1) / ROWS);
-    gemv_kernel<TW, M, ROWS, UNROLL><<<grid, threads, 0, stream>>>(
-        a->dst, a->dst_pitch, a->x, a->x_pitch, (const TW *)a->w, a->w_pitch, a->bias,
-        a->bias_type, a->n, a->k);
+    cuda_launch(gemv_kernel<TW, M, ROWS, UNROLL>, grid, threads, 0, stream, a->dst, a->dst_pitch,
+                a->x, a->x_pitch, (const TW *)a->w, a->w_pitch, a->bias, a->bias_type, a->n, a->k,
+                cuda_pdl ? CUDA_PDL_PREFETCH_BYTES : 0);
 }
 
 // Whether one or two tokens take gemv_warp_kernel: -1 by shape (default),
@@ -311,9 +321,9 @@ template <typename TW, int M> static void gemv_launch_m(const struct matmul_args
 {
     if (M <= 2 && gemv_warp_wins(a->n, a->k)) {
         const unsigned grid = (unsigned)((a->n + GEMV_WARP_ROWS - 1) / GEMV_WARP_ROWS);
-        gemv_warp_kernel<TW, M, 4><<<grid, GEMV_WARP_ROWS * CUDA_WARP, 0, s>>>(
-            a->dst, a->dst_pitch, a->x, a->x_pitch, (const TW *)a->w, a->w_pitch, a->bias,
-            a->bias_type, a->n, a->k);
+        cuda_launch(gemv_warp_kernel<TW, M, 4>, grid, GEMV_WARP_ROWS * CUDA_WARP, 0, s, a->dst,
+                    a->dst_pitch, a->x, a->x_pitch, (const TW *)a->w, a->w_pitch, a->bias,
+                    a->bias_type, a->n, a->k, cuda_pdl ? CUDA_PDL_PREFETCH_BYTES : 0);
     } else if (M <= 2)
         gemv_launch_one<TW, M, 1, 4>(a, s);
     else if (M <= 6)

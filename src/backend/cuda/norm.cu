@@ -17,6 +17,7 @@ static __global__ void norm_rms_kernel(float *dst, int64_t dst_pitch, const floa
                                        const TW *w, int dim, float eps)
 {
     __shared__ float red[32];
+    cuda_pdl_sync();
     const int64_t row = blockIdx.x;
     const float *xr = x + row * x_pitch;
     float *dr = dst + row * dst_pitch;
@@ -52,6 +53,7 @@ static __global__ void norm_rms_vec_kernel(float *dst, int64_t dst_pitch, const 
                                            const TW *w, int dim, float eps)
 {
     __shared__ float red[32];
+    cuda_pdl_sync();
     const int64_t row = blockIdx.x;
     const int n4 = dim / 4;
     const float4 *xr = (const float4 *)(x + row * x_pitch);
@@ -118,8 +120,8 @@ static void norm_rms_vec_launch(float *dst, int64_t dst_pitch, const float *x, i
 {
     const int n4 = dim / 4, per = (n4 + CH - 1) / CH;
     const int threads = (per + CUDA_WARP - 1) / CUDA_WARP * CUDA_WARP;
-    norm_rms_vec_kernel<TW, FUSED, CH><<<(unsigned)n_rows, threads, 0, stream>>>(
-        dst, dst_pitch, x, x_pitch, res, res_pitch, (const TW *)w, dim, eps);
+    cuda_launch(norm_rms_vec_kernel<TW, FUSED, CH>, (unsigned)n_rows, threads, 0, stream, dst,
+                dst_pitch, x, x_pitch, res, res_pitch, (const TW *)w, dim, eps);
 }
 
 template <typename TW, bool FUSED>
@@ -147,8 +149,8 @@ static void norm_rms_launch(float *dst, int64_t dst_pitch, const float *x, int64
                                               dim, n_rows, eps, stream);
         return;
     }
-    norm_rms_kernel<TW, FUSED><<<(unsigned)n_rows, norm_threads(dim), 0, stream>>>(
-        dst, dst_pitch, x, x_pitch, res, res_pitch, (const TW *)w, dim, eps);
+    cuda_launch(norm_rms_kernel<TW, FUSED>, (unsigned)n_rows, norm_threads(dim), 0, stream, dst,
+                dst_pitch, x, x_pitch, res, res_pitch, (const TW *)w, dim, eps);
 }
 
 template <bool FUSED>

@@ -22,6 +22,7 @@ qkv_rope_store_kernel(const float *qkv, int64_t qkv_pitch, float *q, int64_t q_h
                       const int32_t *pos, const float *inv_freq, const TW *wq, const TW *wk,
                       float eps, int rope_dim, bool neox)
 {
+    cuda_pdl_sync();
     const int lane = threadIdx.x % CUDA_WARP;
     const int h = blockIdx.y * QKV_WARPS + threadIdx.x / CUDA_WARP;
     const int64_t tok = blockIdx.x;
@@ -111,10 +112,11 @@ static void qkv_rope_store_launch(const struct qkv_args *a, cudaStream_t stream)
 {
     const int n_groups = (a->n_heads + a->n_kv_heads + QKV_WARPS - 1) / QKV_WARPS;
     const dim3 grid((unsigned)a->n_tokens, (unsigned)n_groups);
-    qkv_rope_store_kernel<TC, TW><<<grid, QKV_WARPS * CUDA_WARP, 0, stream>>>(
-        a->qkv, a->qkv_pitch, a->q, a->q_head_stride, a->q_tok_stride, (TC *)a->k_cache,
-        (TC *)a->v_cache, a->slots, a->n_slots, a->n_heads, a->n_kv_heads, a->head_dim, a->pos,
-        a->inv_freq, (const TW *)a->wq, (const TW *)a->wk, a->eps, a->rope_dim, a->neox);
+    cuda_launch(qkv_rope_store_kernel<TC, TW>, grid, QKV_WARPS * CUDA_WARP, 0, stream, a->qkv,
+                a->qkv_pitch, a->q, a->q_head_stride, a->q_tok_stride, (TC *)a->k_cache,
+                (TC *)a->v_cache, a->slots, a->n_slots, a->n_heads, a->n_kv_heads, a->head_dim,
+                a->pos, a->inv_freq, (const TW *)a->wq, (const TW *)a->wk, a->eps, a->rope_dim,
+                a->neox);
 }
 
 template <typename TC>

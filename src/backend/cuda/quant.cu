@@ -101,6 +101,7 @@ static __global__ void __launch_bounds__(QGEMV_WARPS * CUDA_WARP)
     qgemv_kernel(float *dst, int64_t dst_pitch, const float *x, int64_t x_pitch,
                  const uint8_t *w, int64_t w_pitch, const void *bias, int bias_type, int n, int k)
 {
+    cuda_pdl_sync();
     constexpr int SUBS = q_fmt<T>::elems / 32;
     const int row = blockIdx.x * QGEMV_WARPS + threadIdx.x / CUDA_WARP;
     const int lane = threadIdx.x % CUDA_WARP;
@@ -262,6 +263,7 @@ static __global__ void __launch_bounds__(QGEMV_P_WARPS *CUDA_WARP, 2)
                         const uint8_t *w, int64_t w_pitch, const void *bias, int bias_type, int n,
                         int k)
 {
+    cuda_pdl_sync();
     using Q = q_unit<T>;
     constexpr int R = qgemv_rows<T>();
     constexpr int BYTES = q_fmt<T>::bytes, SUBS_B = q_fmt<T>::elems / 32;
@@ -522,21 +524,34 @@ template <> struct q_direct<DTYPE_Q6_K> {
 template <int T, int R>
 static __global__ void __launch_bounds__(QGEMV_P_WARPS *CUDA_WARP)
     qgemv_direct_kernel(float *dst, const float *x, const uint8_t *w, int64_t w_pitch,
-                        const void *bias, int bias_type, int n, int k)
+                        const void *bias, int bias_type, int n, int k, int64_t prefetch)
 {
     using Q = q_unit<T>;
     constexpr int UW = 32 * Q::subs, BYTES = q_fmt<T>::bytes, UNROLL = 2;
     extern __shared__ uint4 qgemv_smem[];
     const int warp = threadIdx.x / CUDA_WARP, lane = threadIdx.x % CUDA_WARP;
     const int kx = qdot_x_elems(k, UW), n_sub = k / 32, units = k / UW;
+    const int n_warps = (int)gridDim.x * QGEMV_P_WARPS;
     int16_t *xq = (int16_t *)qgemv_smem;
     float *xd = (float *)(xq + kx);
     float *xs = xd + n_sub;
     const uint8_t *w_end = w + (int64_t)n * w_pitch;
+    // The first `prefetch` bytes of W go to L2 while the kernel before this
+    // one finishes: lane 0 of each warp queues its own row groups, in the
+    // order the loop below takes them, the whole 16-byte lines inside each.
+    if (lane == 0)
+        for (int r0 = ((int)blockIdx.x * QGEMV_P_WARPS + warp) * R;
+             r0 < n && (int64_t)r0 * w_pitch < prefetch; r0 += n_warps * R) {
+            const uintptr_t a = (uintptr_t)(w + (int64_t)r0 * w_pitch);
+            const uintptr_t e = (uintptr_t)(w + (int64_t)min(r0 + R, n) * w_pitch);
+            const uintptr_t a16 = (a + 15) & ~(uintptr_t)15, e16 = e & ~(uintptr_t)15;
+            if (e16 > a16)
+                cuda_prefetch_l2((const void *)a16, (uint32_t)(e16 - a16));
+        }
+    cuda_pdl_sync();
     qgemv_quantize_x<1>(x, 0, k, UW, xq, kx, xd, xs);
     __syncthreads();
 
-    const int n_warps = (int)gridDim.x * QGEMV_P_WARPS;
     for (int row0 = ((int)blockIdx.x * QGEMV_P_WARPS + warp) * R; row0 < n;
          row0 += n_warps * R) {
         float acc[R];
@@ -626,11 +641,11 @@ static void qgemv_launch_m(const struct op_call *c, int64_t t0, cudaStream_t str
     const struct tensor *x = c->src[0], *w = c->src[1], *b = c->src[2];
     const int n = (int)w->ne[1];
     const int64_t x_pitch = cuda_row_pitch(x), dst_pitch = cuda_row_pitch(c->dst);
-    qgemv_kernel<T, M><<<(unsigned)((n + QGEMV_WARPS - 1) / QGEMV_WARPS),
-                         QGEMV_WARPS * CUDA_WARP, 0, stream>>>(
-        (float *)c->dst->data + t0 * dst_pitch, dst_pitch, (const float *)x->data + t0 * x_pitch,
-        x_pitch, (const uint8_t *)w->data, (int64_t)w->nb[1], b ? b->data : nullptr,
-        b ? (int)b->dtype : (int)DTYPE_F32, n, (int)x->ne[0]);
+    cuda_launch(qgemv_kernel<T, M>, (unsigned)((n + QGEMV_WARPS - 1) / QGEMV_WARPS),
+                QGEMV_WARPS * CUDA_WARP, 0, stream, (float *)c->dst->data + t0 * dst_pitch,
+                dst_pitch, (const float *)x->data + t0 * x_pitch, x_pitch, (const uint8_t *)w->data,
+                (int64_t)w->nb[1], b ? b->data : nullptr, b ? (int)b->dtype : (int)DTYPE_F32, n,
+                (int)x->ne[0]);
 }
 
 // Which decode GEMV applies (VLLMC_CUDA_QGEMV): 0 the byte-loading kernel,
@@ -718,11 +733,11 @@ static enum vllmc_status qgemv_packed_launch(const struct op_call *c, int64_t t0
     static struct qgemv_occupancy occ;
     int per_sm = 1;
     CUDA_TRY(qgemv_occupancy_get(qgemv_packed_kernel<T, M>, smem, &occ, &per_sm));
-    qgemv_packed_kernel<T, M><<<qgemv_grid(dev, per_sm, n, QGEMV_P_WARPS * qgemv_rows<T>()),
-                                QGEMV_P_WARPS * CUDA_WARP, smem, dev->stream>>>(
-        (float *)c->dst->data + t0 * dst_pitch, dst_pitch, (const float *)x->data + t0 * x_pitch,
-        x_pitch, (const uint8_t *)w->data, (int64_t)w->nb[1], b ? b->data : nullptr,
-        b ? (int)b->dtype : (int)DTYPE_F32, n, k);
+    cuda_launch(
+        qgemv_packed_kernel<T, M>, qgemv_grid(dev, per_sm, n, QGEMV_P_WARPS * qgemv_rows<T>()),
+        QGEMV_P_WARPS * CUDA_WARP, smem, dev->stream, (float *)c->dst->data + t0 * dst_pitch,
+        dst_pitch, (const float *)x->data + t0 * x_pitch, x_pitch, (const uint8_t *)w->data,
+        (int64_t)w->nb[1], b ? b->data : nullptr, b ? (int)b->dtype : (int)DTYPE_F32, n, k);
     return VLLMC_OK;
 }
 
@@ -745,11 +760,11 @@ static enum vllmc_status qgemv_direct_launch(const struct op_call *c, int64_t t0
     static struct qgemv_occupancy occ;
     int per_sm = 1;
     CUDA_TRY(qgemv_occupancy_get(qgemv_direct_kernel<T, R>, smem, &occ, &per_sm));
-    qgemv_direct_kernel<T, R><<<qgemv_grid(dev, per_sm, n, QGEMV_P_WARPS * R),
-                                QGEMV_P_WARPS * CUDA_WARP, smem, dev->stream>>>(
-        (float *)c->dst->data + t0 * dst_pitch, (const float *)x->data + t0 * x_pitch,
-        (const uint8_t *)w->data, (int64_t)w->nb[1], b ? b->data : nullptr,
-        b ? (int)b->dtype : (int)DTYPE_F32, n, k);
+    cuda_launch(qgemv_direct_kernel<T, R>, qgemv_grid(dev, per_sm, n, QGEMV_P_WARPS * R),
+                QGEMV_P_WARPS * CUDA_WARP, smem, dev->stream,
+                (float *)c->dst->data + t0 * dst_pitch, (const float *)x->data + t0 * x_pitch,
+                (const uint8_t *)w->data, (int64_t)w->nb[1], b ? b->data : nullptr,
+                b ? (int)b->dtype : (int)DTYPE_F32, n, k, cuda_pdl ? CUDA_PDL_PREFETCH_BYTES : 0);
     return VLLMC_OK;
 }
 

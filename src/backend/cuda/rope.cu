@@ -25,6 +25,7 @@ static __global__ void rope_kernel(float *x, int64_t head_stride, int64_t tok_st
                                    int n_heads, const int32_t *pos, const float *inv_freq,
                                    int rope_dim, bool neox)
 {
+    cuda_pdl_sync();
     const int tok = blockIdx.x, half = rope_dim / 2;
     const float p = (float)pos[tok];
     float *xt = x + (int64_t)tok * tok_stride;
@@ -46,6 +47,7 @@ static __global__ void rope_qk_norm_kernel(float *x, int64_t head_stride, int64_
                                            const float *inv_freq, const TW *w, float eps,
                                            int rope_dim, bool neox)
 {
+    cuda_pdl_sync();
     const int lane = threadIdx.x % CUDA_WARP;
     const int h = blockIdx.x * QK_NORM_WARPS + threadIdx.x / CUDA_WARP;
     const int tok = blockIdx.y;
@@ -79,8 +81,8 @@ static void rope_launch(float *x, int64_t head_stride, int64_t tok_stride, int n
     int threads = 32;
     while (threads < ROPE_THREADS && threads < n_heads * rope_dim / 2)
         threads *= 2;
-    rope_kernel<<<(unsigned)n_tokens, threads, 0, stream>>>(x, head_stride, tok_stride, n_heads,
-                                                            pos, inv_freq, rope_dim, neox);
+    cuda_launch(rope_kernel, (unsigned)n_tokens, threads, 0, stream, x, head_stride, tok_stride,
+                n_heads, pos, inv_freq, rope_dim, neox);
 }
 
 template <typename TW>
@@ -90,9 +92,8 @@ static void rope_qk_norm_launch(float *x, int64_t head_stride, int64_t tok_strid
                                 bool neox, cudaStream_t stream)
 {
     const dim3 grid((unsigned)((n_heads + QK_NORM_WARPS - 1) / QK_NORM_WARPS), (unsigned)n_tokens);
-    rope_qk_norm_kernel<TW><<<grid, QK_NORM_WARPS * CUDA_WARP, 0, stream>>>(
-        x, head_stride, tok_stride, n_heads, head_dim, pos, inv_freq, (const TW *)w, eps,
-        rope_dim, neox);
+    cuda_launch(rope_qk_norm_kernel<TW>, grid, QK_NORM_WARPS * CUDA_WARP, 0, stream, x, head_stride,
+                tok_stride, n_heads, head_dim, pos, inv_freq, (const TW *)w, eps, rope_dim, neox);
 }
 
 // ---- providers ----

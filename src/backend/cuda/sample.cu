@@ -228,6 +228,7 @@ static __global__ void sample_adjust_kernel(float *logits, int64_t pitch,
                                             const struct sample_row *rows,
                                             struct sample_adj *adj, bool restore)
 {
+    cuda_pdl_sync();
     const struct sample_row rw = rows[blockIdx.x];
     float *x = logits + (int64_t)rw.logits_row * pitch;
     for (int j = threadIdx.x; j < rw.n_adj; j += blockDim.x) {
@@ -283,6 +284,7 @@ static __global__ void __launch_bounds__(SAMPLE_THREADS)
     sample_kernel(const float *logits, int64_t pitch, int n_vocab, const struct sample_row *rows,
                   int32_t *ids)
 {
+    cuda_pdl_sync();
     __shared__ sample_tmp tmp;
     __shared__ float sh_f;
     __shared__ int sh_i;
@@ -404,6 +406,7 @@ static __global__ void __launch_bounds__(SAMPLE_THREADS)
                           const struct sample_row *rows, const int32_t *ids,
                           struct sample_logprob *out)
 {
+    cuda_pdl_sync();
     __shared__ sample_tmp tmp;
     __shared__ float sh_f;
     __shared__ double sh_d;
@@ -535,22 +538,22 @@ extern "C" enum vllmc_status cuda_sample_run(const struct op_call *c)
     const struct sample_row *rows = (const struct sample_row *)c->src[1]->data;
     struct sample_adj *adj = n_adj ? (struct sample_adj *)c->src[2]->data : NULL;
     if (n_adj) {
-        sample_adjust_kernel<<<(unsigned)n_rows, SAMPLE_ADJ_THREADS, 0, dev->stream>>>(
-            logits, pitch, rows, adj, false);
+        cuda_launch(sample_adjust_kernel, (unsigned)n_rows, SAMPLE_ADJ_THREADS, 0, dev->stream,
+                    logits, pitch, rows, adj, false);
         CUDA_TRY_LAUNCH();
     }
     int32_t *ids = (int32_t *)c->dst->data;
-    sample_kernel<<<(unsigned)n_rows, SAMPLE_THREADS, 0, dev->stream>>>(logits, pitch, n_vocab,
-                                                                         rows, ids);
+    cuda_launch(sample_kernel, (unsigned)n_rows, SAMPLE_THREADS, 0, dev->stream, logits, pitch,
+                n_vocab, rows, ids);
     CUDA_TRY_LAUNCH();
     if (n_adj) {
-        sample_adjust_kernel<<<(unsigned)n_rows, SAMPLE_ADJ_THREADS, 0, dev->stream>>>(
-            logits, pitch, rows, adj, true);
+        cuda_launch(sample_adjust_kernel, (unsigned)n_rows, SAMPLE_ADJ_THREADS, 0, dev->stream,
+                    logits, pitch, rows, adj, true);
         CUDA_TRY_LAUNCH();
     }
     if (c->src[3]) {
-        sample_logprob_kernel<<<(unsigned)n_rows, SAMPLE_THREADS, 0, dev->stream>>>(
-            logits, pitch, n_vocab, rows, ids, (struct sample_logprob *)c->src[3]->data);
+        cuda_launch(sample_logprob_kernel, (unsigned)n_rows, SAMPLE_THREADS, 0, dev->stream, logits,
+                    pitch, n_vocab, rows, ids, (struct sample_logprob *)c->src[3]->data);
         CUDA_TRY_LAUNCH();
     }
     return VLLMC_OK;
