@@ -1,0 +1,198 @@
+// A kernel timeline of any CUDA program, graph replays included, for finding
+// where a decode step's time goes on the GPU (the machine has Nsight Compute,
+// whose per-kernel replay hides the gaps between kernels, but no Nsight
+// Systems). Loaded by the CUDA driver through CUPTI's injection hook:
+//
+//   CUDA_INJECTION64_PATH=build-gpu/libkernel_trace.so vllmc bench ... --device cuda
+//
+// At exit it prints, for the kernels launched from CUDA graphs (all kernels
+// with VLLMC_TRACE_ALL=1), one line per kernel name and grid: launches per
+// step, mean duration, and the mean idle time of the GPU before it (the gap
+// since the previous kernel ended; negative when programmatic dependent launch
+// let it start earlier). A gap over VLLMC_TRACE_STEP_GAP_US (default 30) ends
+// a step. Output goes to stderr, or to the file VLLMC_TRACE_OUT names.
+#include <cupti.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define TRACE_MAX_RECORDS (4u << 20)
+#define TRACE_MAX_KEYS 512
+#define TRACE_BUFFER_BYTES (8u << 20)
+
+struct trace_record {
+    uint64_t start, end; // ns, GPU clock
+    const char *name;    // CUPTI-owned, valid for the process
+    uint32_t graph_id;
+    int32_t grid[3];
+};
+
+struct trace_key {
+    char name[96];
+    int32_t grid[3];
+    uint64_t n;
+    double busy_ns, gap_ns;
+};
+
+static struct trace_record *trace_records;
+static size_t trace_n, trace_dropped;
+
+// Records are appended from CUPTI's buffer-completion callback only.
+static void CUPTIAPI trace_buffer_requested(uint8_t **buffer, size_t *size, size_t *max_records)
+{
+    *buffer = aligned_alloc(8, TRACE_BUFFER_BYTES);
+    *size = *buffer ? TRACE_BUFFER_BYTES : 0;
+    *max_records = 0;
+}
+
+static void CUPTIAPI trace_buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *buffer,
+                                            size_t size, size_t valid)
+{
+    (void)ctx;
+    (void)stream;
+    (void)size;
+    CUpti_Activity *rec = NULL;
+    while (cuptiActivityGetNextRecord(buffer, valid, &rec) == CUPTI_SUCCESS) {
+        if (rec->kind != CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL)
+            continue;
+        const CUpti_ActivityKernel10 *k = (const CUpti_ActivityKernel10 *)rec;
+        if (!trace_records || trace_n == TRACE_MAX_RECORDS) {
+            trace_dropped++;
+            continue;
+        }
+        trace_records[trace_n++] = (struct trace_record){
+            .start = k->start,
+            .end = k->end,
+            .name = k->name,
+            .graph_id = k->graphId,
+            .grid = {k->gridX, k->gridY, k->gridZ},
+        };
+    }
+    free(buffer);
+}
+
+// The function name inside an Itanium-mangled symbol (_Z[L][N]<len><name>...),
+// or the symbol itself.
+static void trace_short_name(const char *sym, char *out, size_t cap)
+{
+    const char *p = sym;
+    if (p[0] == '_' && p[1] == 'Z') {
+        p += 2;
+        while (*p == 'L' || *p == 'N')
+            p++;
+        char *end = NULL;
+        long len = strtol(p, &end, 10);
+        if (end != p && len > 0 && (size_t)len < cap && (long)strlen(end) >= len) {
+            memcpy(out, end, (size_t)len);
+            out[len] = '\0';
+            return;
+        }
+    }
+    snprintf(out, cap, "%s", sym);
+}
+
+static int trace_by_start(const void *a, const void *b)
+{
+    const struct trace_record *x = a, *y = b;
+    return x->start < y->start ? -1 : x->start > y->start;
+}
+
+static int trace_by_busy(const void *a, const void *b)
+{
+    const struct trace_key *x = a, *y = b;
+    const double bx = x->busy_ns + x->gap_ns, by = y->busy_ns + y->gap_ns;
+    return bx > by ? -1 : bx < by;
+}
+
+static void trace_report(void)
+{
+    cuptiActivityFlushAll(1);
+    const char *path = getenv("VLLMC_TRACE_OUT");
+    FILE *f = path && *path ? fopen(path, "w") : NULL;
+    if (!f)
+        f = stderr;
+    const bool all = getenv("VLLMC_TRACE_ALL") && atoi(getenv("VLLMC_TRACE_ALL"));
+    const char *gap_env = getenv("VLLMC_TRACE_STEP_GAP_US");
+    const double step_gap = 1e3 * (gap_env ? atof(gap_env) : 30.0);
+
+    size_t n = 0;
+    for (size_t i = 0; i < trace_n; i++)
+        if (all || trace_records[i].graph_id)
+            trace_records[n++] = trace_records[i];
+    qsort(trace_records, n, sizeof *trace_records, trace_by_start);
+
+    static struct trace_key keys[TRACE_MAX_KEYS];
+    int n_keys = 0;
+    uint64_t steps = n ? 1 : 0;
+    double step_ns = 0, busy_ns = 0, step_start = n ? (double)trace_records[0].start : 0;
+    uint64_t prev_end = n ? trace_records[0].start : 0;
+    for (size_t i = 0; i < n; i++) {
+        const struct trace_record *r = &trace_records[i];
+        double gap = (double)r->start - (double)prev_end;
+        const bool new_step = i && gap > step_gap;
+        if (new_step) {
+            step_ns += (double)prev_end - step_start;
+            step_start = (double)r->start;
+            steps++;
+            gap = 0;
+        }
+        char name[96];
+        trace_short_name(r->name ? r->name : "?", name, sizeof name);
+        int k = 0;
+        while (k < n_keys && (strcmp(keys[k].name, name) || memcmp(keys[k].grid, r->grid, sizeof r->grid)))
+            k++;
+        if (k == n_keys && n_keys < TRACE_MAX_KEYS) {
+            snprintf(keys[k].name, sizeof keys[k].name, "%s", name);
+            memcpy(keys[k].grid, r->grid, sizeof r->grid);
+            n_keys++;
+        }
+        if (k < n_keys) {
+            keys[k].n++;
+            keys[k].busy_ns += (double)(r->end - r->start);
+            keys[k].gap_ns += gap;
+        }
+        busy_ns += (double)(r->end - r->start);
+        if (new_step || r->end > prev_end)
+            prev_end = r->end;
+    }
+    if (n)
+        step_ns += (double)prev_end - step_start;
+    qsort(keys, (size_t)n_keys, sizeof *keys, trace_by_busy);
+
+    const double per = steps ? 1e-3 / (double)steps : 0;
+    fprintf(f, "kernel trace: %zu kernels%s in %llu steps (%zu dropped); per step %.1f us from "
+               "first start to last end, kernels' own time %.1f us\n",
+            n, all ? "" : " from graphs", (unsigned long long)steps, trace_dropped,
+            step_ns * per, busy_ns * per);
+    fprintf(f, "%-40s %-16s %8s %10s %10s %12s %12s\n", "kernel", "grid", "per step", "us each",
+            "gap before", "us/step", "gap us/step");
+    for (int k = 0; k < n_keys; k++) {
+        const struct trace_key *e = &keys[k];
+        char grid[40];
+        snprintf(grid, sizeof grid, "%dx%dx%d", e->grid[0], e->grid[1], e->grid[2]);
+        fprintf(f, "%-40.40s %-16s %8.2f %10.2f %10.2f %12.1f %12.1f\n", e->name, grid,
+                (double)e->n / (double)steps, 1e-3 * e->busy_ns / (double)e->n,
+                1e-3 * e->gap_ns / (double)e->n, e->busy_ns * per, e->gap_ns * per);
+    }
+    if (f != stderr)
+        fclose(f);
+}
+
+// Called by the CUDA driver when CUDA_INJECTION64_PATH names this library.
+int InitializeInjection(void);
+int InitializeInjection(void)
+{
+    trace_records = calloc(TRACE_MAX_RECORDS, sizeof *trace_records);
+    if (!trace_records)
+        return 0;
+    if (cuptiActivityRegisterCallbacks(trace_buffer_requested, trace_buffer_completed) !=
+            CUPTI_SUCCESS ||
+        cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) != CUPTI_SUCCESS) {
+        fprintf(stderr, "kernel trace: CUPTI refused the activity callbacks\n");
+        return 0;
+    }
+    atexit(trace_report);
+    return 1;
+}
