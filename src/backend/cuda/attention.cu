@@ -23,6 +23,7 @@ struct att_params {
     const void *v_cache;
     const int32_t *block_tables; // [n_seqs, bt_stride]
     int64_t bt_stride;
+    int bt_cols;                 // entries a row of block_tables holds
     const int32_t *seq_lens;     // [n_seqs]
     const int32_t *q_start;      // [n_seqs + 1]
     float *part_acc;         // [n_splits, n_tokens, n_heads, head_dim] when n_splits > 1
@@ -585,6 +586,161 @@ template <typename TC, int GMAX> static __global__ void __launch_bounds__(ATT_TH
     att_split_write(p, red, n_kg, kvh, q0, split, n_keys, ms, ls);
 }
 
+// Decode of splits short enough that each of the split's keys is one K load
+// and one V load of some thread (att_decode_short_keys): what depends on no
+// other load (q_start, seq_lens and the block-table entries of the thread's
+// keys, read whatever the context length) goes out at once, then q and every
+// K and V row of the split at once. A block so waits on two memory round
+// trips before it computes, where att_decode_pipe_kernel waits on four
+// (q_start, the table, K, V); at batch 1 decode attention is nothing but
+// that latency.
+template <typename TC, int GMAX>
+static __global__ void __launch_bounds__(ATT_THREADS)
+    att_decode_short_kernel(const struct att_params p)
+{
+    cuda_pdl_sync();
+    extern __shared__ float smem[];
+    constexpr int VEC = 16 / (int)sizeof(TC);
+    constexpr int CHMAX = sizeof(TC) == 4 ? 2 : 1;
+    const int D = p.head_dim, G = p.group, bs = p.block_size;
+    const int split = blockIdx.x, kvh = blockIdx.y, seq = blockIdx.z;
+    const int n_cc = D / VEC, n_kg = ATT_THREADS / n_cc;
+    const int L = min(32, n_cc), CH = n_cc / L;
+    const int lane_in = threadIdx.x % L, key_slot = threadIdx.x / L;
+    const int keys_per_pass = ATT_THREADS / L;
+    const int cc = threadIdx.x % n_cc, kg = threadIdx.x / n_cc;
+    const int k_begin = split * p.split_len;
+    const int blk0 = k_begin / bs, first = k_begin - blk0 * bs;
+    const int32_t *bt = p.block_tables + (int64_t)seq * p.bt_stride;
+
+    // Round trip 1. Key kk of the split sits at r = first + kk of its blocks.
+    const int q0 = p.q_start[seq], q1 = p.q_start[seq + 1], ctx = p.seq_lens[seq];
+    int kblk[ATT_UNROLL], vblk[ATT_UNROLL];
+#pragma unroll
+    for (int u = 0; u < ATT_UNROLL; u++) {
+        const int kk = u * keys_per_pass + key_slot, vk = kg + u * n_kg;
+        const int kb = blk0 + (p.bs_shift >= 0 ? (first + kk) >> p.bs_shift : (first + kk) / bs);
+        const int vb = blk0 + (p.bs_shift >= 0 ? (first + vk) >> p.bs_shift : (first + vk) / bs);
+        kblk[u] = kk < p.split_len && kb < p.bt_cols ? bt[kb] : 0;
+        vblk[u] = vk < p.split_len && kg < n_kg && vb < p.bt_cols ? bt[vb] : 0;
+    }
+    if (q1 - q0 != 1)
+        return;
+    const int n_keys = max(min(ctx, k_begin + p.split_len) - k_begin, 0);
+    float *ps = smem;                    // [G][split_len]: scores, then probabilities
+    float *ms = ps + GMAX * p.split_len; // [G]
+    float *ls = ms + GMAX;               // [G]
+    float *red = ls + GMAX;              // [key groups][G][D] partial P.V
+
+    // Round trip 2: q, and the K and V rows of the thread's keys.
+    const TC *kc = (const TC *)p.k_cache, *vc = (const TC *)p.v_cache;
+    const int64_t kv_row = (int64_t)p.n_kv_heads * D, head_off = (int64_t)kvh * D;
+    uint4 kr[ATT_UNROLL][CHMAX], vr[ATT_UNROLL];
+#pragma unroll
+    for (int u = 0; u < ATT_UNROLL; u++) {
+        const int kk = u * keys_per_pass + key_slot, vk = kg + u * n_kg;
+        if (kk < n_keys) {
+            const int r = first + kk;
+            const int slot = p.bs_shift >= 0 ? r & (bs - 1) : r % bs;
+            const TC *row = kc + ((int64_t)kblk[u] * bs + slot) * kv_row + head_off;
+#pragma unroll
+            for (int c = 0; c < CHMAX; c++)
+                if (c < CH)
+                    kr[u][c] = *(const uint4 *)(row + (lane_in + c * L) * VEC);
+        }
+        if (kg < n_kg && vk < n_keys) {
+            const int r = first + vk;
+            const int slot = p.bs_shift >= 0 ? r & (bs - 1) : r % bs;
+            vr[u] = *(const uint4 *)(vc + ((int64_t)vblk[u] * bs + slot) * kv_row + head_off +
+                                     cc * VEC);
+        }
+    }
+    float qr[GMAX][CHMAX * VEC];
+#pragma unroll
+    for (int h = 0; h < GMAX; h++)
+#pragma unroll
+        for (int c = 0; c < CHMAX; c++)
+#pragma unroll
+            for (int i = 0; i < VEC; i++) {
+                const int d = (lane_in + c * L) * VEC + i;
+                qr[h][c * VEC + i] =
+                    h < G && c < CH
+                        ? p.q[(int64_t)q0 * p.q_stride + (int64_t)(kvh * G + h) * D + d] * p.scale
+                        : 0.0f;
+            }
+
+            // Scores: a key's L lanes are consecutive lanes of one warp.
+#pragma unroll
+    for (int u = 0; u < ATT_UNROLL; u++) {
+        const int kk = u * keys_per_pass + key_slot;
+        float dot[GMAX];
+#pragma unroll
+        for (int h = 0; h < GMAX; h++)
+            dot[h] = 0.0f;
+        if (kk < n_keys) {
+#pragma unroll
+            for (int c = 0; c < CHMAX; c++) {
+                if (c < CH) {
+                    float f[VEC];
+                    cuda_widen16(kr[u][c], f, (const TC *)nullptr);
+#pragma unroll
+                    for (int h = 0; h < GMAX; h++)
+#pragma unroll
+                        for (int i = 0; i < VEC; i++)
+                            dot[h] += qr[h][c * VEC + i] * f[i];
+                }
+            }
+        }
+#pragma unroll
+        for (int h = 0; h < GMAX; h++)
+            for (int off = L / 2; off > 0; off >>= 1)
+                dot[h] += __shfl_xor_sync(0xffffffffu, dot[h], off);
+        if (kk < n_keys && lane_in == 0)
+#pragma unroll
+            for (int h = 0; h < GMAX; h++)
+                if (h < G)
+                    ps[h * p.split_len + kk] = dot[h];
+    }
+    __syncthreads();
+    att_split_softmax(ps, p.split_len, n_keys, G, ms, ls);
+    __syncthreads();
+
+    // P.V from the V rows already in registers.
+    if (kg < n_kg) {
+        float acc[GMAX][VEC];
+#pragma unroll
+        for (int h = 0; h < GMAX; h++)
+#pragma unroll
+            for (int i = 0; i < VEC; i++)
+                acc[h][i] = 0.0f;
+#pragma unroll
+        for (int u = 0; u < ATT_UNROLL; u++) {
+            const int vk = kg + u * n_kg;
+            if (vk < n_keys) {
+                float f[VEC];
+                cuda_widen16(vr[u], f, (const TC *)nullptr);
+#pragma unroll
+                for (int h = 0; h < GMAX; h++) {
+                    if (h < G) {
+                        const float pr = ps[h * p.split_len + vk];
+#pragma unroll
+                        for (int i = 0; i < VEC; i++)
+                            acc[h][i] += pr * f[i];
+                    }
+                }
+            }
+        }
+#pragma unroll
+        for (int h = 0; h < GMAX; h++)
+            if (h < G)
+#pragma unroll
+                for (int i = 0; i < VEC; i++)
+                    red[(kg * G + h) * D + cc * VEC + i] = acc[h][i];
+    }
+    __syncthreads();
+    att_split_write(p, red, n_kg, kvh, q0, split, n_keys, ms, ls);
+}
+
 // Merges the split-K partial states of one (token, head) per block.
 static __global__ void att_combine_kernel(const struct att_params p)
 {
@@ -702,13 +858,52 @@ static cudaError_t att_decode_pipe_launch(const struct att_params *p, int n_seqs
     return cudaGetLastError();
 }
 
-// Whether decode batches take the pipelined kernel (VLLMC_CUDA_DECODE_ATTENTION=1
-// keeps the first decode kernel, for comparison).
-static bool att_decode_pipe_enabled = true;
+template <typename TC, int GMAX>
+static cudaError_t att_decode_short_launch(const struct att_params *p, int n_seqs,
+                                           cudaStream_t stream)
+{
+    static size_t smem_done;
+    const size_t smem = att_decode_pipe_smem_bytes(p, GMAX, 16 / (int)sizeof(TC));
+    cudaError_t rc = att_smem_optin(att_decode_short_kernel<TC, GMAX>, smem, &smem_done);
+    if (rc != cudaSuccess)
+        return rc;
+    const dim3 grid((unsigned)p->n_splits, (unsigned)p->n_kv_heads, (unsigned)n_seqs);
+    cuda_launch(att_decode_short_kernel<TC, GMAX>, grid, ATT_THREADS, smem, stream, *p);
+    rc = cudaGetLastError();
+    if (rc != cudaSuccess || p->n_splits == 1)
+        return rc;
+    cuda_launch(att_combine_kernel, dim3((unsigned)p->n_tokens, (unsigned)p->n_heads), 128, 0,
+                stream, *p);
+    return cudaGetLastError();
+}
+
+// The longest split att_decode_short_kernel takes: the keys one pass of its
+// K loads and of its V loads covers (16 for an f32 cache at head_dim 128, 32
+// for f16/bf16).
+static int att_decode_short_keys(int head_dim, int elem_bytes)
+{
+    const int n_cc = head_dim / (16 / elem_bytes);
+    const int lanes = n_cc < 32 ? n_cc : 32;
+    const int keys_per_pass = ATT_THREADS / lanes, n_kg = ATT_THREADS / n_cc;
+    return (keys_per_pass < n_kg ? keys_per_pass : n_kg) * ATT_UNROLL;
+}
+
+// Which kernels decode batches take (VLLMC_CUDA_DECODE_ATTENTION): 3 (the
+// default) the short-split kernel where the split fits it, else the
+// pipelined one; 2 the pipelined one only; 1 the first decode kernel.
+static bool att_decode_pipe_enabled = true, att_decode_short_enabled = true;
 
 template <typename TC>
 static cudaError_t att_decode_launch(const struct att_params *p, int n_seqs, cudaStream_t stream)
 {
+    if (att_decode_short_enabled && p->group <= 8 && p->head_dim >= 32 &&
+        p->split_len <= att_decode_short_keys(p->head_dim, (int)sizeof(TC))) {
+        if (p->group <= 2)
+            return att_decode_short_launch<TC, 2>(p, n_seqs, stream);
+        if (p->group <= 4)
+            return att_decode_short_launch<TC, 4>(p, n_seqs, stream);
+        return att_decode_short_launch<TC, 8>(p, n_seqs, stream);
+    }
     if (att_decode_pipe_enabled && p->group <= 8 && p->head_dim >= 32) {
         if (p->group <= 2)
             return att_decode_pipe_launch<TC, 2>(p, n_seqs, stream);
@@ -759,7 +954,8 @@ static bool att_decode_enabled = true;
 extern "C" void cuda_attention_set_decode(int mode)
 {
     att_decode_enabled = mode != 0;
-    att_decode_pipe_enabled = mode == 2;
+    att_decode_pipe_enabled = mode >= 2;
+    att_decode_short_enabled = mode >= 3;
 }
 
 // Keys per decode split at most, and the blocks per SM the split aims for
@@ -768,7 +964,7 @@ extern "C" void cuda_attention_set_decode(int mode)
 // 128 keys decoded 11,595 tok/s against 10,851 with 512 (more blocks, each
 // with a shorter serial walk); aiming at 8 blocks per SM instead of 2 cut a
 // single 4096-token sequence into 32-key splits and slowed it 53 -> 88 us.
-static int att_decode_split_max = 128, att_decode_waves = 2, att_decode_split_min = 32;
+static int att_decode_split_max = 128, att_decode_waves = 2, att_decode_split_min = 0;
 
 extern "C" void cuda_attention_set_decode_split(int max_keys, int blocks_per_sm, int min_keys)
 {
@@ -777,7 +973,7 @@ extern "C" void cuda_attention_set_decode_split(int max_keys, int blocks_per_sm,
             att_decode_split_max *= 2;
     if (blocks_per_sm >= 1)
         att_decode_waves = blocks_per_sm;
-    if (min_keys >= 32)
+    if (min_keys >= 8)
         att_decode_split_min = min_keys;
 }
 
@@ -786,10 +982,18 @@ static enum vllmc_status att_decode_run(struct cuda_device *dev, struct att_para
                                         int max_seq, enum dtype cache_type)
 {
     struct err *err = dev->err;
+    // The floor: what the short-split kernel takes in one pass (never under
+    // 8 keys), or 32 keys where it is off, unless VLLMC_CUDA_DECODE_SPLIT sets one.
+    const int elem = (int)dtype_info(cache_type)->type_size;
+    int split_min = att_decode_split_min;
+    if (split_min <= 0)
+        split_min = att_decode_short_enabled ? att_decode_short_keys(p->head_dim, elem) : 32;
+    if (split_min < 8)
+        split_min = 8;
     int split_len = att_decode_split_max;
     for (;;) {
         const int64_t n_splits = (max_seq + split_len - 1) / split_len;
-        if (split_len <= 32 || split_len <= att_decode_split_min ||
+        if (split_len <= split_min ||
             (int64_t)n_seqs * p->n_kv_heads * n_splits >= att_decode_waves * dev->n_sms)
             break;
         split_len /= 2;
@@ -844,6 +1048,7 @@ extern "C" enum vllmc_status cuda_attention_run(const struct op_call *c)
     p.v_cache = c->src[2]->data;
     p.block_tables = (const int32_t *)bt->data;
     p.bt_stride = cuda_row_pitch(bt);
+    p.bt_cols = (int)bt->ne[0];
     p.seq_lens = (const int32_t *)c->src[4]->data;
     p.q_start = (const int32_t *)c->src[5]->data;
     p.head_dim = (int)q->ne[0];

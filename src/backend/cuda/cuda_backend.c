@@ -511,6 +511,7 @@ static const struct backend_vtable cuda_vtable = {
 // ---- creation ----
 
 bool cuda_pdl;
+int64_t cuda_pdl_prefetch_bytes;
 
 enum vllmc_status cuda_backend_create(const struct backend_options *o, struct backend **out,
                                       struct err *err)
@@ -554,6 +555,10 @@ enum vllmc_status cuda_backend_create(const struct backend_options *o, struct ba
     }
     const char *pdl = getenv("VLLMC_CUDA_PDL");
     cuda_pdl = dev->cc_major >= 9 && !(pdl && *pdl && atoi(pdl) == 0);
+    // About what the H200 streams in the few microseconds a kernel boundary
+    // lasts, a third of its L2.
+    const char *pf = getenv("VLLMC_CUDA_PDL_PREFETCH_MB");
+    cuda_pdl_prefetch_bytes = cuda_pdl ? (int64_t)(pf && *pf ? atoi(pf) : 16) << 20 : 0;
     const char *decode_att = getenv("VLLMC_CUDA_DECODE_ATTENTION");
     if (decode_att && *decode_att)
         cuda_attention_set_decode(atoi(decode_att));

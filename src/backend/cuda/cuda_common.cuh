@@ -176,19 +176,17 @@ __device__ __forceinline__ float cuda_block_max(float v, float *shared)
 
 // ---- programmatic dependent launch (sm_90+) ----
 //
-// At batch 1 a decode step is a chain of ~10 small kernels a layer, and each
-// boundary used to cost a launch plus the drain of one kernel and the ramp of
-// the next. Kernels launched by cuda_launch with cuda_pdl set may start while
-// the kernel before them on the stream is still running: each first issues
-// work that needs nothing from it (an L2 prefetch of its own weights), then
-// waits in cuda_pdl_sync for the previous kernel to finish and flush. The
-// sync also lets the next kernel launch, so at most one kernel waits ahead.
-// Every kernel launched this way must call cuda_pdl_sync before it reads or
-// writes anything another kernel touches, in every thread that can do so.
-
-// Bytes of weights one kernel prefetches into L2 before its sync: about what
-// the H200 streams in the few microseconds a boundary lasts, a third of L2.
-#define CUDA_PDL_PREFETCH_BYTES (16ll << 20)
+// At batch 1 a decode step is a chain of ~10 small kernels a layer; replayed
+// from a graph they follow each other with no idle gap (bench's
+// libkernel_trace.so), but each kernel still ramps up from an empty GPU and
+// drains to one. Kernels launched by cuda_launch with cuda_pdl set start
+// while the kernel before them on the stream is still running: each first
+// issues work that needs nothing from it (a GEMV queues an L2 prefetch of its
+// first cuda_pdl_prefetch_bytes of weights), then waits in cuda_pdl_sync for
+// the previous kernel to finish and flush. The sync also lets the next kernel
+// launch, so at most one kernel waits ahead. Every kernel launched this way
+// must call cuda_pdl_sync before it reads or writes anything another kernel
+// touches, in every thread that can do so.
 
 __device__ __forceinline__ void cuda_pdl_sync()
 {

@@ -764,7 +764,7 @@ static enum vllmc_status qgemv_direct_launch(const struct op_call *c, int64_t t0
                 QGEMV_P_WARPS * CUDA_WARP, smem, dev->stream,
                 (float *)c->dst->data + t0 * dst_pitch, (const float *)x->data + t0 * x_pitch,
                 (const uint8_t *)w->data, (int64_t)w->nb[1], b ? b->data : nullptr,
-                b ? (int)b->dtype : (int)DTYPE_F32, n, k, cuda_pdl ? CUDA_PDL_PREFETCH_BYTES : 0);
+                b ? (int)b->dtype : (int)DTYPE_F32, n, k, cuda_pdl_prefetch_bytes);
     return VLLMC_OK;
 }
 
