@@ -18,7 +18,7 @@
 #     pkgconf-bin libpkgconf3 libcurl4-openssl-dev
 #
 # GPU_CHECK_STAGES (comma list) picks stages: deps,build,tests,ops,roofline,
-# bench,hf,ab,profile,serve,hf8b,q8b,sanitizer (default: all but hf8b, which writes a 16 GB
+# bench,hf,ab,profile,trace,serve,hf8b,q8b,sanitizer (default: all but hf8b, which writes a 16 GB
 # checkpoint, and q8b, which writes one and quantizes it to Q4_K_M and Q8_0
 # (GPU_CHECK_Q8B_AB=0 leaves out its byte-loading GEMV comparison);
 # a machine call has 10 minutes, so split the stages over calls).
@@ -33,13 +33,13 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT" || exit 1
 OUT=${OUT:-$ROOT/gpu-out}
 mkdir -p "$OUT"
-STAGES=${GPU_CHECK_STAGES:-deps,build,tests,ops,roofline,bench,hf,ab,profile,serve,sanitizer}
+STAGES=${GPU_CHECK_STAGES:-deps,build,tests,ops,roofline,bench,hf,ab,profile,trace,serve,sanitizer}
 BUILD=$ROOT/build-gpu
 VLLMC=$BUILD/vllmc
 DATA=$ROOT/.gpu-data
 JOBS=$(nproc)
 export PATH=/usr/local/cuda/bin:$PATH
-export LD_LIBRARY_PATH=/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+export LD_LIBRARY_PATH=/usr/local/cuda/lib64:/usr/local/cuda/extras/CUPTI/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export PYTHONUNBUFFERED=1
 SUMMARY=$OUT/summary.txt
 : >"$SUMMARY"
@@ -298,7 +298,7 @@ ab() {
         grep -v "^| model\|^| ---" | sed "s|^|  [$envs] |" >>"$SUMMARY"
 }
 if want ab; then
-    for mode in 1 2; do
+    for mode in 1 2 3; do
         ab "decode attention kernel" "VLLMC_CUDA_DECODE_ATTENTION=$mode" \
             "$VLLMC" bench-ops --device cuda --section attention --iters 50
     done
@@ -330,9 +330,12 @@ if want ab; then
             ab "GEMV one warp per row, 0.6B tg128" "VLLMC_CUDA_GEMV_WARP=$w VLLMC_CUDA_GRAPHS=1" \
                 "$VLLMC" bench --model "$DATA/qwen3-0.6b-random" --device cuda -p 0 -n 128 -r 3
         done
-        # Programmatic dependent launch (default on sm_90) against plain launches.
-        for p in 0 1; do
-            ab "programmatic dependent launch, 0.6B tg128" "VLLMC_CUDA_PDL=$p" \
+        # Programmatic dependent launch (default on sm_90) against plain
+        # launches and without the GEMV's L2 prefetch; the short-split decode
+        # attention (default) against the pipelined kernel at 32-key splits.
+        for e in VLLMC_CUDA_PDL=0 VLLMC_CUDA_PDL=1 VLLMC_CUDA_PDL_PREFETCH_MB=0 \
+            "VLLMC_CUDA_DECODE_ATTENTION=2 VLLMC_CUDA_DECODE_SPLIT=128,2,32"; do
+            ab "launches and decode attention, 0.6B tg128" "$e" \
                 "$VLLMC" bench --model "$DATA/qwen3-0.6b-random" --device cuda -p 0 -n 128 -r 3
         done
         for g in 0 1; do
@@ -399,6 +402,17 @@ if want profile && [ -z "$NSYS" ] && [ -n "$NCU" ]; then
                 '$VLLMC' bench-ops --device cuda --section decode --model $shape --batch 1 \
                 --iters 3 >/dev/null &&
             python3 '$ROOT/scripts/ncu-summary.py' '$OUT/ncu-$shape.csv' 4"
+    done
+fi
+
+# ---- the kernel timeline of 0.6B batch-1 decode replayed from graphs (CUPTI) ----
+TRACE_LIB=$BUILD/libkernel_trace.so
+if want trace && [ -f "$TRACE_LIB" ] && [ -d "$DATA/qwen3-0.6b-random" ]; then
+    for p in 1 0; do
+        stage "trace: 0.6B tg128 kernels, VLLMC_CUDA_PDL=$p" "$OUT/trace.log" 120 \
+            env VLLMC_CUDA_PDL=$p CUDA_INJECTION64_PATH="$TRACE_LIB" VLLMC_TRACE_OUT="$OUT/trace-pdl$p.txt" \
+            "$VLLMC" bench --model "$DATA/qwen3-0.6b-random" --device cuda -p 0 -n 128 -r 1
+        head -1 "$OUT/trace-pdl$p.txt" 2>/dev/null | sed "s|^|  [VLLMC_CUDA_PDL=$p] |" >>"$SUMMARY"
     done
 fi
 

@@ -555,8 +555,8 @@ enum vllmc_status cuda_backend_create(const struct backend_options *o, struct ba
     }
     const char *pdl = getenv("VLLMC_CUDA_PDL");
     cuda_pdl = dev->cc_major >= 9 && !(pdl && *pdl && atoi(pdl) == 0);
-    // About what the H200 streams in the few microseconds a kernel boundary
-    // lasts, a third of its L2.
+    // A third of the H200's L2: every weight matrix of a layer of the 0.6B
+    // shape, none of the 8B shape's.
     const char *pf = getenv("VLLMC_CUDA_PDL_PREFETCH_MB");
     cuda_pdl_prefetch_bytes = cuda_pdl ? (int64_t)(pf && *pf ? atoi(pf) : 16) << 20 : 0;
     const char *decode_att = getenv("VLLMC_CUDA_DECODE_ATTENTION");

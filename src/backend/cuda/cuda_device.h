@@ -51,8 +51,9 @@ struct cuda_device {
 // launches (cuda_common.cuh): set at backend creation, on for sm_90 and
 // newer; VLLMC_CUDA_PDL=0 turns it off.
 extern bool cuda_pdl;
-// Bytes of its weights a GEMV queues into L2 before it waits for the kernel
-// before it: 16 MiB with cuda_pdl (VLLMC_CUDA_PDL_PREFETCH_MB), else 0.
+// The largest weight matrix a GEMV prefetches whole into L2 before it waits
+// for the kernel before it (cuda_gemv_prefetch): 16 MiB with cuda_pdl
+// (VLLMC_CUDA_PDL_PREFETCH_MB), else 0.
 extern int64_t cuda_pdl_prefetch_bytes;
 
 // Records a failed CUDA runtime (or cuBLAS, with is_cublas) call in e with the

@@ -78,7 +78,7 @@ static void gemv_silu_launch(float *dst, int64_t dst_pitch, const float *x, int6
     const unsigned grid = (unsigned)((ff + GEMV_SILU_ROWS - 1) / GEMV_SILU_ROWS);
     cuda_launch(gemv_silu_kernel<TW, M>, grid, GEMV_SILU_ROWS * CUDA_WARP, 0, stream, dst,
                 dst_pitch, x, x_pitch, (const TW *)w, w_pitch, ff, k,
-                cuda_pdl_prefetch_bytes);
+                cuda_gemv_prefetch(2 * (int64_t)ff * k * (int64_t)sizeof(TW)));
 }
 
 template <typename TW>

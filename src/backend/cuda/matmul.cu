@@ -291,7 +291,7 @@ static void gemv_launch_one(const struct matmul_args *a, cudaStream_t stream)
     const unsigned grid = (unsigned)((a->n + ROWS - 1) / ROWS);
     cuda_launch(gemv_kernel<TW, M, ROWS, UNROLL>, grid, threads, 0, stream, a->dst, a->dst_pitch,
                 a->x, a->x_pitch, (const TW *)a->w, a->w_pitch, a->bias, a->bias_type, a->n, a->k,
-                cuda_pdl_prefetch_bytes);
+                cuda_gemv_prefetch((int64_t)a->n * a->k * (int64_t)sizeof(TW)));
 }
 
 // Whether one or two tokens take gemv_warp_kernel: -1 by shape (default),
@@ -323,7 +323,8 @@ template <typename TW, int M> static void gemv_launch_m(const struct matmul_args
         const unsigned grid = (unsigned)((a->n + GEMV_WARP_ROWS - 1) / GEMV_WARP_ROWS);
         cuda_launch(gemv_warp_kernel<TW, M, 4>, grid, GEMV_WARP_ROWS * CUDA_WARP, 0, s, a->dst,
                     a->dst_pitch, a->x, a->x_pitch, (const TW *)a->w, a->w_pitch, a->bias,
-                    a->bias_type, a->n, a->k, cuda_pdl_prefetch_bytes);
+                    a->bias_type, a->n, a->k,
+                    cuda_gemv_prefetch((int64_t)a->n * a->k * (int64_t)sizeof(TW)));
     } else if (M <= 2)
         gemv_launch_one<TW, M, 1, 4>(a, s);
     else if (M <= 6)

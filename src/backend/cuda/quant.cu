@@ -764,7 +764,8 @@ static enum vllmc_status qgemv_direct_launch(const struct op_call *c, int64_t t0
                 QGEMV_P_WARPS * CUDA_WARP, smem, dev->stream,
                 (float *)c->dst->data + t0 * dst_pitch, (const float *)x->data + t0 * x_pitch,
                 (const uint8_t *)w->data, (int64_t)w->nb[1], b ? b->data : nullptr,
-                b ? (int)b->dtype : (int)DTYPE_F32, n, k, cuda_pdl_prefetch_bytes);
+                b ? (int)b->dtype : (int)DTYPE_F32, n, k,
+                cuda_gemv_prefetch((int64_t)n * (int64_t)w->nb[1]));
     return VLLMC_OK;
 }
 
