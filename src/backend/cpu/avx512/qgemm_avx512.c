@@ -49,13 +49,17 @@ ALWAYS_INLINE __m512 max16(const __m512 *v)
 {
     __m512 s1[8], s2[4], s3[2];
     UNROLL
-    for (int p = 0; p < 8; p++)
-        s1[p] = _mm512_max_ps(_mm512_shuffle_f32x4(v[2 * p], v[2 * p + 1], _MM_SHUFFLE(1, 0, 1, 0)),
-                              _mm512_shuffle_f32x4(v[2 * p], v[2 * p + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+    for (int p = 0; p < 8; p++) {
+        const __m512 a = v[2 * p], b = v[2 * p + 1];
+        s1[p] = _mm512_max_ps(_mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(1, 0, 1, 0)),
+                              _mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(3, 2, 3, 2)));
+    }
     UNROLL
-    for (int p = 0; p < 4; p++)
-        s2[p] = _mm512_max_ps(_mm512_shuffle_f32x4(s1[2 * p], s1[2 * p + 1], _MM_SHUFFLE(2, 0, 2, 0)),
-                              _mm512_shuffle_f32x4(s1[2 * p], s1[2 * p + 1], _MM_SHUFFLE(3, 1, 3, 1)));
+    for (int p = 0; p < 4; p++) {
+        const __m512 a = s1[2 * p], b = s1[2 * p + 1];
+        s2[p] = _mm512_max_ps(_mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(2, 0, 2, 0)),
+                              _mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(3, 1, 3, 1)));
+    }
     UNROLL
     for (int p = 0; p < 2; p++) {
         __m512d a = _mm512_castps_pd(s2[2 * p]), b = _mm512_castps_pd(s2[2 * p + 1]);
