@@ -417,6 +417,91 @@ template <typename TC, int GMAX> static __global__ void __launch_bounds__(ATT_TH
     att_split_write(p, red, n_kg, kvh, q0, split, n_keys, ms, ls);
 }
 
+// ---- the register-resident steps of the pipelined and short-split kernels ----
+// A key's L = min(32, D / VEC) lanes are consecutive lanes of one warp, each
+// holding CH 16-byte chunks (lane_in + c L) of the key's row; a P.V thread
+// owns one 16-byte column chunk of every head of the group.
+
+// This lane's chunks of the G query vectors of KV head kvh, scaled.
+template <typename TC, int GMAX, int CHMAX>
+static __device__ __forceinline__ void
+att_decode_load_q(const struct att_params &p, int q0, int kvh, int lane_in, int L, int CH,
+                  float (&qr)[GMAX][CHMAX * (16 / sizeof(TC))])
+{
+    constexpr int VEC = 16 / (int)sizeof(TC);
+    const int D = p.head_dim, G = p.group;
+#pragma unroll
+    for (int h = 0; h < GMAX; h++)
+#pragma unroll
+        for (int c = 0; c < CHMAX; c++)
+#pragma unroll
+            for (int i = 0; i < VEC; i++) {
+                const int d = (lane_in + c * L) * VEC + i;
+                qr[h][c * VEC + i] =
+                    h < G && c < CH
+                        ? p.q[(int64_t)q0 * p.q_stride + (int64_t)(kvh * G + h) * D + d] * p.scale
+                        : 0.0f;
+            }
+}
+
+// The G heads' scores of key kk (this lane's chunks kr of its K row) into
+// ps [G][split_len], reduced over the key's L lanes (a power of two). Every
+// lane of the warp calls it; `valid` says whether kk is a key of the split.
+template <typename TC, int GMAX, int CHMAX>
+static __device__ __forceinline__ void
+att_decode_score(const uint4 (&kr)[CHMAX], const float (&qr)[GMAX][CHMAX * (16 / sizeof(TC))],
+                 bool valid, int kk, int L, int CH, int lane_in, int G, float *ps, int split_len)
+{
+    constexpr int VEC = 16 / (int)sizeof(TC);
+    float dot[GMAX];
+#pragma unroll
+    for (int h = 0; h < GMAX; h++)
+        dot[h] = 0.0f;
+    if (valid) {
+#pragma unroll
+        for (int c = 0; c < CHMAX; c++) {
+            if (c < CH) {
+                float f[VEC];
+                cuda_widen16(kr[c], f, (const TC *)nullptr);
+#pragma unroll
+                for (int h = 0; h < GMAX; h++)
+#pragma unroll
+                    for (int i = 0; i < VEC; i++)
+                        dot[h] += qr[h][c * VEC + i] * f[i];
+            }
+        }
+    }
+#pragma unroll
+    for (int h = 0; h < GMAX; h++)
+        for (int off = L / 2; off > 0; off >>= 1)
+            dot[h] += __shfl_xor_sync(0xffffffffu, dot[h], off);
+    if (valid && lane_in == 0)
+#pragma unroll
+        for (int h = 0; h < GMAX; h++)
+            if (h < G)
+                ps[h * split_len + kk] = dot[h];
+}
+
+// acc[h] += P[h][vk] * (this thread's chunk vr of V row vk), for the G heads.
+template <typename TC, int GMAX>
+static __device__ __forceinline__ void att_decode_pv(const uint4 &vr, const float *ps,
+                                                     int split_len, int vk, int G,
+                                                     float (&acc)[GMAX][16 / sizeof(TC)])
+{
+    constexpr int VEC = 16 / (int)sizeof(TC);
+    float f[VEC];
+    cuda_widen16(vr, f, (const TC *)nullptr);
+#pragma unroll
+    for (int h = 0; h < GMAX; h++) {
+        if (h < G) {
+            const float pr = ps[h * split_len + vk];
+#pragma unroll
+            for (int i = 0; i < VEC; i++)
+                acc[h][i] += pr * f[i];
+        }
+    }
+}
+
 // Decode, pipelined: as att_decode_kernel, for GQA groups of up to GMAX = 8
 // query heads and head_dim 32..256. What it changes is latency hiding,
 // which is what decode attention is bound by: the split's block-table
@@ -461,18 +546,7 @@ template <typename TC, int GMAX> static __global__ void __launch_bounds__(ATT_TH
     const int lane_in = threadIdx.x % L, key_slot = threadIdx.x / L;
     const int keys_per_pass = ATT_THREADS / L;
     float qr[GMAX][CHMAX * VEC];
-#pragma unroll
-    for (int h = 0; h < GMAX; h++)
-#pragma unroll
-        for (int c = 0; c < CHMAX; c++)
-#pragma unroll
-            for (int i = 0; i < VEC; i++) {
-                const int d = (lane_in + c * L) * VEC + i;
-                qr[h][c * VEC + i] =
-                    h < G && c < CH
-                        ? p.q[(int64_t)q0 * p.q_stride + (int64_t)(kvh * G + h) * D + d] * p.scale
-                        : 0.0f;
-            }
+    att_decode_load_q<TC, GMAX, CHMAX>(p, q0, kvh, lane_in, L, CH, qr);
     __syncthreads();
 
     const TC *kc = (const TC *)p.k_cache, *vc = (const TC *)p.v_cache;
@@ -500,34 +574,8 @@ template <typename TC, int GMAX> static __global__ void __launch_bounds__(ATT_TH
 #pragma unroll
         for (int u = 0; u < ATT_UNROLL; u++) {
             const int kk = base + u * keys_per_pass + key_slot;
-            float dot[GMAX];
-#pragma unroll
-            for (int h = 0; h < GMAX; h++)
-                dot[h] = 0.0f;
-            if (kk < n_keys) {
-#pragma unroll
-                for (int c = 0; c < CHMAX; c++) {
-                    if (c < CH) {
-                        float f[VEC];
-                        cuda_widen16(kr[u][c], f, (const TC *)nullptr);
-#pragma unroll
-                        for (int h = 0; h < GMAX; h++)
-#pragma unroll
-                            for (int i = 0; i < VEC; i++)
-                                dot[h] += qr[h][c * VEC + i] * f[i];
-                    }
-                }
-            }
-            // A key's L lanes are consecutive lanes of one warp (L is a power of two).
-#pragma unroll
-            for (int h = 0; h < GMAX; h++)
-                for (int off = L / 2; off > 0; off >>= 1)
-                    dot[h] += __shfl_xor_sync(0xffffffffu, dot[h], off);
-            if (kk < n_keys && lane_in == 0)
-#pragma unroll
-                for (int h = 0; h < GMAX; h++)
-                    if (h < G)
-                        ps[h * p.split_len + kk] = dot[h];
+            att_decode_score<TC, GMAX, CHMAX>(kr[u], qr, kk < n_keys, kk, L, CH, lane_in, G, ps,
+                                              p.split_len);
         }
     }
     __syncthreads();
@@ -560,19 +608,8 @@ template <typename TC, int GMAX> static __global__ void __launch_bounds__(ATT_TH
 #pragma unroll
             for (int u = 0; u < ATT_UNROLL; u++) {
                 const int kk = base + u * n_kg;
-                if (kk < n_keys) {
-                    float f[VEC];
-                    cuda_widen16(vr[u], f, (const TC *)nullptr);
-#pragma unroll
-                    for (int h = 0; h < GMAX; h++) {
-                        if (h < G) {
-                            const float pr = ps[h * p.split_len + kk];
-#pragma unroll
-                            for (int i = 0; i < VEC; i++)
-                                acc[h][i] += pr * f[i];
-                        }
-                    }
-                }
+                if (kk < n_keys)
+                    att_decode_pv<TC, GMAX>(vr[u], ps, p.split_len, kk, G, acc);
             }
         }
 #pragma unroll
@@ -656,50 +693,14 @@ static __global__ void __launch_bounds__(ATT_THREADS)
         }
     }
     float qr[GMAX][CHMAX * VEC];
-#pragma unroll
-    for (int h = 0; h < GMAX; h++)
-#pragma unroll
-        for (int c = 0; c < CHMAX; c++)
-#pragma unroll
-            for (int i = 0; i < VEC; i++) {
-                const int d = (lane_in + c * L) * VEC + i;
-                qr[h][c * VEC + i] =
-                    h < G && c < CH
-                        ? p.q[(int64_t)q0 * p.q_stride + (int64_t)(kvh * G + h) * D + d] * p.scale
-                        : 0.0f;
-            }
+    att_decode_load_q<TC, GMAX, CHMAX>(p, q0, kvh, lane_in, L, CH, qr);
 
-            // Scores: a key's L lanes are consecutive lanes of one warp.
+    // Scores.
 #pragma unroll
     for (int u = 0; u < ATT_UNROLL; u++) {
         const int kk = u * keys_per_pass + key_slot;
-        float dot[GMAX];
-#pragma unroll
-        for (int h = 0; h < GMAX; h++)
-            dot[h] = 0.0f;
-        if (kk < n_keys) {
-#pragma unroll
-            for (int c = 0; c < CHMAX; c++) {
-                if (c < CH) {
-                    float f[VEC];
-                    cuda_widen16(kr[u][c], f, (const TC *)nullptr);
-#pragma unroll
-                    for (int h = 0; h < GMAX; h++)
-#pragma unroll
-                        for (int i = 0; i < VEC; i++)
-                            dot[h] += qr[h][c * VEC + i] * f[i];
-                }
-            }
-        }
-#pragma unroll
-        for (int h = 0; h < GMAX; h++)
-            for (int off = L / 2; off > 0; off >>= 1)
-                dot[h] += __shfl_xor_sync(0xffffffffu, dot[h], off);
-        if (kk < n_keys && lane_in == 0)
-#pragma unroll
-            for (int h = 0; h < GMAX; h++)
-                if (h < G)
-                    ps[h * p.split_len + kk] = dot[h];
+        att_decode_score<TC, GMAX, CHMAX>(kr[u], qr, kk < n_keys, kk, L, CH, lane_in, G, ps,
+                                          p.split_len);
     }
     __syncthreads();
     att_split_softmax(ps, p.split_len, n_keys, G, ms, ls);
@@ -716,19 +717,8 @@ static __global__ void __launch_bounds__(ATT_THREADS)
 #pragma unroll
         for (int u = 0; u < ATT_UNROLL; u++) {
             const int vk = kg + u * n_kg;
-            if (vk < n_keys) {
-                float f[VEC];
-                cuda_widen16(vr[u], f, (const TC *)nullptr);
-#pragma unroll
-                for (int h = 0; h < GMAX; h++) {
-                    if (h < G) {
-                        const float pr = ps[h * p.split_len + vk];
-#pragma unroll
-                        for (int i = 0; i < VEC; i++)
-                            acc[h][i] += pr * f[i];
-                    }
-                }
-            }
+            if (vk < n_keys)
+                att_decode_pv<TC, GMAX>(vr[u], ps, p.split_len, vk, G, acc);
         }
 #pragma unroll
         for (int h = 0; h < GMAX; h++)
