@@ -52,7 +52,9 @@ tile_step(const int R, const int C, const int wt, const float *const *x, const v
 // tile_steps, the 8 rows of a decode pass (which often share one L1 set,
 // their rows a multiple of 4 KiB apart) evicted each other's lines between
 // the halves: f16 decode computed at ~22 GB/s a core from L2, 34 this way.
-// The same products in the same order as two tile_steps.
+// f16 lines come in with one 64-byte load and both halves convert from the
+// register: one load a line to wait on instead of two streams ~5% more from
+// memory on a core. The same products in the same order as two tile_steps.
 static inline __attribute__((always_inline)) void
 tile_step_line(const int C, const int wt, const float *x, const void *const *w, int64_t l,
                __m512 *acc)
@@ -61,6 +63,13 @@ tile_step_line(const int C, const int wt, const float *x, const void *const *w, 
 #pragma GCC unroll 8
     for (int c = 0; c < C; c++) {
         const char *p = (const char *)w[c] + (size_t)l * 2;
+        if (wt == DTYPE_F16) {
+            __m512i line = _mm512_loadu_si512(p); // [32] f16
+            acc[c] = _mm512_fmadd_ps(x0, _mm512_cvtph_ps(_mm512_castsi512_si256(line)), acc[c]);
+            acc[c] =
+                _mm512_fmadd_ps(x1, _mm512_cvtph_ps(_mm512_extracti64x4_epi64(line, 1)), acc[c]);
+            continue;
+        }
         acc[c] = _mm512_fmadd_ps(x0, load16(wt, p, 0xffff, true), acc[c]);
         acc[c] = _mm512_fmadd_ps(x1, load16(wt, p + 32, 0xffff, true), acc[c]);
     }
