@@ -802,22 +802,33 @@ static size_t att_decode_smem_bytes(const struct att_params *p, int gmax)
                             2 * (size_t)gmax + (size_t)n_kg * p->group * p->head_dim);
 }
 
-template <typename TC, int GMAX>
-static cudaError_t att_decode_launch_g(const struct att_params *p, int n_seqs, cudaStream_t stream)
+// A decode kernel over (split, KV head, sequence) with smem bytes of dynamic
+// shared memory (its limit raised once per size, *smem_done), then the merge
+// of the splits when there are several.
+template <typename K>
+static cudaError_t att_decode_grid_launch(K kernel, size_t smem, size_t *smem_done,
+                                          const struct att_params *p, int n_seqs,
+                                          cudaStream_t stream)
 {
-    static size_t smem_done;
-    const size_t smem = att_decode_smem_bytes(p, GMAX);
-    cudaError_t rc = att_smem_optin(att_decode_kernel<TC, GMAX>, smem, &smem_done);
+    cudaError_t rc = att_smem_optin(kernel, smem, smem_done);
     if (rc != cudaSuccess)
         return rc;
     const dim3 grid((unsigned)p->n_splits, (unsigned)p->n_kv_heads, (unsigned)n_seqs);
-    cuda_launch(att_decode_kernel<TC, GMAX>, grid, ATT_THREADS, smem, stream, *p);
+    cuda_launch(kernel, grid, ATT_THREADS, smem, stream, *p);
     rc = cudaGetLastError();
     if (rc != cudaSuccess || p->n_splits == 1)
         return rc;
     cuda_launch(att_combine_kernel, dim3((unsigned)p->n_tokens, (unsigned)p->n_heads), 128, 0,
                 stream, *p);
     return cudaGetLastError();
+}
+
+template <typename TC, int GMAX>
+static cudaError_t att_decode_launch_g(const struct att_params *p, int n_seqs, cudaStream_t stream)
+{
+    static size_t smem_done;
+    return att_decode_grid_launch(att_decode_kernel<TC, GMAX>, att_decode_smem_bytes(p, GMAX),
+                                  &smem_done, p, n_seqs, stream);
 }
 
 static size_t att_decode_pipe_smem_bytes(const struct att_params *p, int gmax, int vec)
@@ -834,18 +845,9 @@ static cudaError_t att_decode_pipe_launch(const struct att_params *p, int n_seqs
                                           cudaStream_t stream)
 {
     static size_t smem_done;
-    const size_t smem = att_decode_pipe_smem_bytes(p, GMAX, 16 / (int)sizeof(TC));
-    cudaError_t rc = att_smem_optin(att_decode_pipe_kernel<TC, GMAX>, smem, &smem_done);
-    if (rc != cudaSuccess)
-        return rc;
-    const dim3 grid((unsigned)p->n_splits, (unsigned)p->n_kv_heads, (unsigned)n_seqs);
-    cuda_launch(att_decode_pipe_kernel<TC, GMAX>, grid, ATT_THREADS, smem, stream, *p);
-    rc = cudaGetLastError();
-    if (rc != cudaSuccess || p->n_splits == 1)
-        return rc;
-    cuda_launch(att_combine_kernel, dim3((unsigned)p->n_tokens, (unsigned)p->n_heads), 128, 0,
-                stream, *p);
-    return cudaGetLastError();
+    return att_decode_grid_launch(att_decode_pipe_kernel<TC, GMAX>,
+                                  att_decode_pipe_smem_bytes(p, GMAX, 16 / (int)sizeof(TC)),
+                                  &smem_done, p, n_seqs, stream);
 }
 
 template <typename TC, int GMAX>
@@ -853,18 +855,9 @@ static cudaError_t att_decode_short_launch(const struct att_params *p, int n_seq
                                            cudaStream_t stream)
 {
     static size_t smem_done;
-    const size_t smem = att_decode_pipe_smem_bytes(p, GMAX, 16 / (int)sizeof(TC));
-    cudaError_t rc = att_smem_optin(att_decode_short_kernel<TC, GMAX>, smem, &smem_done);
-    if (rc != cudaSuccess)
-        return rc;
-    const dim3 grid((unsigned)p->n_splits, (unsigned)p->n_kv_heads, (unsigned)n_seqs);
-    cuda_launch(att_decode_short_kernel<TC, GMAX>, grid, ATT_THREADS, smem, stream, *p);
-    rc = cudaGetLastError();
-    if (rc != cudaSuccess || p->n_splits == 1)
-        return rc;
-    cuda_launch(att_combine_kernel, dim3((unsigned)p->n_tokens, (unsigned)p->n_heads), 128, 0,
-                stream, *p);
-    return cudaGetLastError();
+    return att_decode_grid_launch(att_decode_short_kernel<TC, GMAX>,
+                                  att_decode_pipe_smem_bytes(p, GMAX, 16 / (int)sizeof(TC)),
+                                  &smem_done, p, n_seqs, stream);
 }
 
 // The longest split att_decode_short_kernel takes: the keys one pass of its
