@@ -422,6 +422,31 @@ template <typename TC, int GMAX> static __global__ void __launch_bounds__(ATT_TH
 // holding CH 16-byte chunks (lane_in + c L) of the key's row; a P.V thread
 // owns one 16-byte column chunk of every head of the group.
 
+// Where key position r of a sequence sits: its block-table index and slot.
+static __device__ __forceinline__ int att_key_block(const struct att_params &p, int r)
+{
+    return p.bs_shift >= 0 ? r >> p.bs_shift : r / p.block_size;
+}
+
+static __device__ __forceinline__ int att_key_slot(const struct att_params &p, int r)
+{
+    return p.bs_shift >= 0 ? r & (p.block_size - 1) : r % p.block_size;
+}
+
+// This thread's partial P.V of the G heads at its column chunk cc, into
+// red [n_kg][G][D] at key group kg.
+template <int GMAX, int VEC>
+static __device__ __forceinline__ void
+att_decode_store_red(const float (&acc)[GMAX][VEC], float *red, int kg, int cc, int G, int D)
+{
+#pragma unroll
+    for (int h = 0; h < GMAX; h++)
+        if (h < G)
+#pragma unroll
+            for (int i = 0; i < VEC; i++)
+                red[(kg * G + h) * D + cc * VEC + i] = acc[h][i];
+}
+
 // This lane's chunks of the G query vectors of KV head kvh, scaled.
 template <typename TC, int GMAX, int CHMAX>
 static __device__ __forceinline__ void
@@ -562,8 +587,8 @@ template <typename TC, int GMAX> static __global__ void __launch_bounds__(ATT_TH
             const int kk = base + u * keys_per_pass + key_slot;
             if (kk < n_keys) {
                 const int r = first + kk;
-                const int bi = p.bs_shift >= 0 ? r >> p.bs_shift : r / bs;
-                const int slot = p.bs_shift >= 0 ? r & (bs - 1) : r % bs;
+                const int bi = att_key_block(p, r);
+                const int slot = att_key_slot(p, r);
                 const TC *row = kc + ((int64_t)bts[bi] * bs + slot) * kv_row + head_off;
 #pragma unroll
                 for (int c = 0; c < CHMAX; c++)
@@ -599,8 +624,8 @@ template <typename TC, int GMAX> static __global__ void __launch_bounds__(ATT_TH
                 const int kk = base + u * n_kg;
                 if (kk < n_keys) {
                     const int r = first + kk;
-                    const int bi = p.bs_shift >= 0 ? r >> p.bs_shift : r / bs;
-                    const int slot = p.bs_shift >= 0 ? r & (bs - 1) : r % bs;
+                    const int bi = att_key_block(p, r);
+                    const int slot = att_key_slot(p, r);
                     vr[u] = *(const uint4 *)(vc + ((int64_t)bts[bi] * bs + slot) * kv_row +
                                              head_off + cc * VEC);
                 }
@@ -612,12 +637,7 @@ template <typename TC, int GMAX> static __global__ void __launch_bounds__(ATT_TH
                     att_decode_pv<TC, GMAX>(vr[u], ps, p.split_len, kk, G, acc);
             }
         }
-#pragma unroll
-        for (int h = 0; h < GMAX; h++)
-            if (h < G)
-#pragma unroll
-                for (int i = 0; i < VEC; i++)
-                    red[(kg * G + h) * D + cc * VEC + i] = acc[h][i];
+        att_decode_store_red<GMAX, VEC>(acc, red, kg, cc, G, D);
     }
     __syncthreads();
     att_split_write(p, red, n_kg, kvh, q0, split, n_keys, ms, ls);
@@ -656,8 +676,8 @@ static __global__ void __launch_bounds__(ATT_THREADS)
 #pragma unroll
     for (int u = 0; u < ATT_UNROLL; u++) {
         const int kk = u * keys_per_pass + key_slot, vk = kg + u * n_kg;
-        const int kb = blk0 + (p.bs_shift >= 0 ? (first + kk) >> p.bs_shift : (first + kk) / bs);
-        const int vb = blk0 + (p.bs_shift >= 0 ? (first + vk) >> p.bs_shift : (first + vk) / bs);
+        const int kb = blk0 + att_key_block(p, first + kk);
+        const int vb = blk0 + att_key_block(p, first + vk);
         kblk[u] = kk < p.split_len && kb < p.bt_cols ? bt[kb] : 0;
         vblk[u] = vk < p.split_len && kg < n_kg && vb < p.bt_cols ? bt[vb] : 0;
     }
@@ -678,7 +698,7 @@ static __global__ void __launch_bounds__(ATT_THREADS)
         const int kk = u * keys_per_pass + key_slot, vk = kg + u * n_kg;
         if (kk < n_keys) {
             const int r = first + kk;
-            const int slot = p.bs_shift >= 0 ? r & (bs - 1) : r % bs;
+            const int slot = att_key_slot(p, r);
             const TC *row = kc + ((int64_t)kblk[u] * bs + slot) * kv_row + head_off;
 #pragma unroll
             for (int c = 0; c < CHMAX; c++)
@@ -687,7 +707,7 @@ static __global__ void __launch_bounds__(ATT_THREADS)
         }
         if (kg < n_kg && vk < n_keys) {
             const int r = first + vk;
-            const int slot = p.bs_shift >= 0 ? r & (bs - 1) : r % bs;
+            const int slot = att_key_slot(p, r);
             vr[u] = *(const uint4 *)(vc + ((int64_t)vblk[u] * bs + slot) * kv_row + head_off +
                                      cc * VEC);
         }
@@ -720,12 +740,7 @@ static __global__ void __launch_bounds__(ATT_THREADS)
             if (vk < n_keys)
                 att_decode_pv<TC, GMAX>(vr[u], ps, p.split_len, vk, G, acc);
         }
-#pragma unroll
-        for (int h = 0; h < GMAX; h++)
-            if (h < G)
-#pragma unroll
-                for (int i = 0; i < VEC; i++)
-                    red[(kg * G + h) * D + cc * VEC + i] = acc[h][i];
+        att_decode_store_red<GMAX, VEC>(acc, red, kg, cc, G, D);
     }
     __syncthreads();
     att_split_write(p, red, n_kg, kvh, q0, split, n_keys, ms, ls);
