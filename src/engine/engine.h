@@ -153,6 +153,9 @@ struct vllmc_engine {
         int64_t wait_us;     // waiting for the device's results
         int64_t idle_us;     // device time with nothing queued between and within steps
         int64_t n_idle;      // steps measured in idle_us
+        // Device time of decode-only steps: forward pass, sampling.
+        int64_t n_decode_device;
+        double decode_device_forward_s, decode_device_sample_s;
         double decode_cpu_s;
     } counters;
     // Steps in flight (see engine_step.c): steps[step_cur] is the one whose

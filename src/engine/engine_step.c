@@ -608,6 +608,14 @@ static bool engine_step_finish(struct vllmc_engine *eng, int slot)
         ct->decode_prepare_s += st->t_prepare_s;
         ct->decode_forward_s += st->t_forward_s;
         ct->decode_output_s += st->t_sample_s + t_output;
+        double fwd_ms, sample_ms;
+        if (st->sampled &&
+            !backend_event_elapsed_ms(eng->be, st->ev_start, st->ev_forwarded, &fwd_ms) &&
+            !backend_event_elapsed_ms(eng->be, st->ev_sampling, st->ev_end, &sample_ms)) {
+            ct->n_decode_device++;
+            ct->decode_device_forward_s += fwd_ms * 1e-3;
+            ct->decode_device_sample_s += sample_ms * 1e-3;
+        }
     }
     st->n_reqs = 0;
     return decode;
@@ -676,6 +684,9 @@ static void publish_stats(struct vllmc_engine *eng)
         .device_idle_s = (double)eng->counters.idle_us * 1e-6,
         .n_device_idle = eng->counters.n_idle,
         .decode_cpu_s = eng->counters.decode_cpu_s,
+        .n_decode_device = eng->counters.n_decode_device,
+        .decode_device_forward_s = eng->counters.decode_device_forward_s,
+        .decode_device_sample_s = eng->counters.decode_device_sample_s,
     };
     pthread_mutex_lock(&eng->mu);
     eng->stats = st;

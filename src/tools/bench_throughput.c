@@ -276,6 +276,12 @@ static void tput_print_load(const struct tput *t, const struct vllmc_engine_stat
                1e3 * st->decode_output_s / n, step > 0 ? 100.0 * host / step : 0,
                1e3 * st->decode_cpu_s / n);
     }
+    if (st->n_decode_device > 0) {
+        double n = (double)st->n_decode_device;
+        printf("Decode step on the device (mean of %lld): forward %.3f ms, sampling %.3f ms\n",
+               (long long)st->n_decode_device, 1e3 * st->decode_device_forward_s / n,
+               1e3 * st->decode_device_sample_s / n);
+    }
     double load[3];
     long n_threads = t->o.threads > 0 ? t->o.threads : sysconf(_SC_NPROCESSORS_ONLN);
     if (getloadavg(load, 3) == 3)
