@@ -361,6 +361,12 @@ static int section_attention(struct bench *b)
     fails += bench_attention_case(b, 1, 4096, 32, 8, 128, DTYPE_BF16);
     fails += bench_attention_case(b, 8, 4096, 32, 8, 128, DTYPE_BF16);
     fails += bench_attention_case(b, 64, 640, 32, 8, 128, DTYPE_BF16);
+    // 64 sequences of 512 + 64 tokens: the 0.6B (16/8 heads) and 8B (32/8)
+    // shapes' aggregate decode, for each cache type.
+    fails += bench_attention_case(b, 64, 576, 16, 8, 128, DTYPE_F16);
+    fails += bench_attention_case(b, 64, 576, 32, 8, 128, DTYPE_F16);
+    fails += bench_attention_case(b, 64, 576, 32, 8, 128, DTYPE_BF16);
+    fails += bench_attention_case(b, 64, 576, 32, 8, 128, DTYPE_F32);
     fails += bench_attention_case(b, 8, 4096, 16, 8, 128, DTYPE_BF16);
     // Prefill: Qwen3 0.6B (16/8 heads) and 8B (32/8) at 512 tokens, a 512-token
     // chunk after 1536 cached ones, and four sequences; each on both kernels.

@@ -7,6 +7,7 @@
 // merges the partial softmax states.
 #include "backend/cuda/attention.cuh"
 #include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/mma.cuh"
 
 #define ATT_THREADS 128
 #define ATT_ROWS 16         // query rows per block (tokens x heads of one KV group)
@@ -746,6 +747,254 @@ static __global__ void __launch_bounds__(ATT_THREADS)
     att_split_write(p, red, n_kg, kvh, q0, split, n_keys, ms, ls);
 }
 
+// Decode on tensor cores, for f16/bf16 caches and batches that keep every
+// split long (ATT_MMA_SPLIT_MIN keys or more): at many sequences the CUDA-core
+// kernels above spend more time converting, multiplying and reducing than
+// reading (H200, 64 sequences of ~600 keys: 73 us a layer at G = 2 and 122 us
+// at G = 4 for what reads in 37 us). FlashAttention-2's decode in registers:
+// each warp walks 16-key tiles of the split with its own online softmax,
+//   S [16 heads (G used) x 8 keys] = Q [16 x 16 dims] . K^T [16 dims x 8 keys],
+//      summed over the 16-dim chunks, for each 8-key half of the tile;
+//   O^T [16 dims x 8 heads] += V^T [16 dims x 16 keys] . P^T [16 keys x 8 heads],
+// the C fragment of S being, packed, the B fragment of P^T as it stands. Q and P go in
+// as two operands each (tc_split: value and rounding error), so scores and
+// weights keep ~16+ significant bits as in the f32 kernels; K and V enter as
+// stored. Nothing passes through shared memory but the merge of the warps:
+//   K: lane (n = lane / 4, t = lane % 4) loads 16 bytes of key rows n and
+//      n + 8 at dims 32j + 8t .. + 7; since a dot product does not care in
+//      which order its dims are summed, k-slots 2t, 2t+1 / 2t+8, 2t+9 of the
+//      mma over chunk 2j (2j + 1) are dims 32j + 8t + 0,1 / 2,3 (4,5 / 6,7),
+//      and q's fragments follow the same map;
+//   V: lane (n, t) loads 16 bytes of key rows 2t, 2t+1, 2t+8, 2t+9 at dims
+//      8(n + 8i) .. + 7; the mma over (i, q) takes elements q and q + 4 of
+//      each as its A rows n and n + 8, so those output rows are dims
+//      8(n + 8i) + q and + 4 (byte_perm pairs two keys' element).
+// Rows 8-15 of Q are zero: m16 holds up to 8 heads of a group.
+#define ATT_MMA_WARPS 4
+#define ATT_MMA_SPLIT_MIN (16 * ATT_MMA_WARPS)
+// MINB: blocks an SM must hold (registers: 2 leave 184 a thread at D = 128,
+// 3 cap them at 168 with a few spills, for 12 warps with loads in flight).
+template <typename TC, int D, int MINB>
+static __global__ void __launch_bounds__(ATT_MMA_WARPS *CUDA_WARP, MINB)
+    att_decode_mma_kernel(const struct att_params p)
+{
+    cuda_pdl_sync();
+    constexpr int NJ = D / 32; // 16-byte K loads per lane per key row
+    constexpr int NI = D / 64; // 16-byte V loads per lane per key row
+    extern __shared__ float smem[];
+    const int G = p.group, bs = p.block_size;
+    const int split = blockIdx.x, kvh = blockIdx.y, seq = blockIdx.z;
+    const int q0 = p.q_start[seq];
+    if (p.q_start[seq + 1] - q0 != 1)
+        return;
+    const int ctx = p.seq_lens[seq];
+    const int k_begin = split * p.split_len;
+    const int k_end = min(ctx, k_begin + p.split_len);
+    const int n_keys = max(k_end - k_begin, 0);
+    const int lane = threadIdx.x % CUDA_WARP, warp = threadIdx.x / CUDA_WARP;
+    const int g = lane >> 2, t = lane & 3;
+    float *s_o = smem;                                   // [warps][8][D] each warp's O
+    float *s_m = s_o + ATT_MMA_WARPS * 8 * D;            // [warps][8] its running max
+    float *s_l = s_m + ATT_MMA_WARPS * 8;                // [warps][8] its sum
+    int32_t *bts = (int32_t *)(s_l + ATT_MMA_WARPS * 8); // [split blocks]
+
+    const int blk0 = k_begin / bs;
+    const int n_blk = n_keys > 0 ? (k_end - 1) / bs - blk0 + 1 : 0;
+    const int32_t *bt = p.block_tables + (int64_t)seq * p.bt_stride;
+    for (int i = threadIdx.x; i < n_blk; i += blockDim.x)
+        bts[i] = bt[blk0 + i];
+
+    // Q fragments of head g (zero past the group): qh/ql [j][0..1] feed the
+    // mma over dim chunk 2j, [j][2..3] the one over 2j + 1 (a[0] and a[2]).
+    uint32_t qh[NJ][4], ql[NJ][4];
+    {
+        const bool hv = g < G;
+        const float *qrow =
+            p.q + (int64_t)q0 * p.q_stride + (int64_t)(kvh * G + (hv ? g : 0)) * D + 8 * t;
+#pragma unroll
+        for (int j = 0; j < NJ; j++) {
+            float4 a = hv ? *(const float4 *)(qrow + 32 * j) : make_float4(0, 0, 0, 0);
+            float4 b = hv ? *(const float4 *)(qrow + 32 * j + 4) : make_float4(0, 0, 0, 0);
+            tc_split<TC>(a.x * p.scale, a.y * p.scale, &qh[j][0], &ql[j][0]);
+            tc_split<TC>(a.z * p.scale, a.w * p.scale, &qh[j][1], &ql[j][1]);
+            tc_split<TC>(b.x * p.scale, b.y * p.scale, &qh[j][2], &ql[j][2]);
+            tc_split<TC>(b.z * p.scale, b.w * p.scale, &qh[j][3], &ql[j][3]);
+        }
+    }
+    __syncthreads();
+
+    const TC *kc = (const TC *)p.k_cache, *vc = (const TC *)p.v_cache;
+    const int64_t kv_row = (int64_t)p.n_kv_heads * D, head_off = (int64_t)kvh * D;
+    const int first = k_begin - blk0 * bs;
+    float m_run = -INFINITY, l_run = 0.0f; // head g, over this lane's keys
+    float o[NI][4][4]; // O^T fragments [V chunk i][element pair q]: heads 2t, 2t+1
+#pragma unroll
+    for (int i = 0; i < NI; i++)
+#pragma unroll
+        for (int q = 0; q < 4; q++)
+#pragma unroll
+            for (int c = 0; c < 4; c++)
+                o[i][q][c] = 0.0f;
+
+    const int n_tiles = (n_keys + 15) / 16;
+    for (int tile = warp; tile < n_tiles; tile += ATT_MMA_WARPS) {
+        const int kt = tile * 16;
+        uint4 kr[2][NJ], vr[4][NI];
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const int kk = kt + g + 8 * h;
+            const TC *row = nullptr;
+            if (kk < n_keys) {
+                const int r = first + kk;
+                row = kc + ((int64_t)bts[att_key_block(p, r)] * bs + att_key_slot(p, r)) * kv_row +
+                      head_off + 8 * t;
+            }
+#pragma unroll
+            for (int j = 0; j < NJ; j++)
+                kr[h][j] = row ? *(const uint4 *)(row + 32 * j) : make_uint4(0, 0, 0, 0);
+        }
+#pragma unroll
+        for (int v = 0; v < 4; v++) {
+            const int kk = kt + 2 * t + (v & 1) + 8 * (v >> 1);
+            const TC *row = nullptr;
+            if (kk < n_keys) {
+                const int r = first + kk;
+                row = vc + ((int64_t)bts[att_key_block(p, r)] * bs + att_key_slot(p, r)) * kv_row +
+                      head_off + 8 * g;
+            }
+#pragma unroll
+            for (int i = 0; i < NI; i++)
+                vr[v][i] = row ? *(const uint4 *)(row + 64 * i) : make_uint4(0, 0, 0, 0);
+        }
+
+        // Scores of head g: s[h][0..1] for keys kt + 8h + 2t + 0..1.
+        float s[2][4];
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+#pragma unroll
+            for (int c = 0; c < 4; c++)
+                s[h][c] = 0.0f;
+#pragma unroll
+            for (int j = 0; j < NJ; j++) {
+                const uint32_t ah0[4] = {qh[j][0], 0u, qh[j][1], 0u};
+                const uint32_t al0[4] = {ql[j][0], 0u, ql[j][1], 0u};
+                const uint32_t ah1[4] = {qh[j][2], 0u, qh[j][3], 0u};
+                const uint32_t al1[4] = {ql[j][2], 0u, ql[j][3], 0u};
+                tc_mma<TC>(s[h], ah0, kr[h][j].x, kr[h][j].y);
+                tc_mma<TC>(s[h], al0, kr[h][j].x, kr[h][j].y);
+                tc_mma<TC>(s[h], ah1, kr[h][j].z, kr[h][j].w);
+                tc_mma<TC>(s[h], al1, kr[h][j].z, kr[h][j].w);
+            }
+        }
+        float sv[4] = {s[0][0], s[0][1], s[1][0], s[1][1]};
+#pragma unroll
+        for (int e = 0; e < 4; e++)
+            if (kt + 2 * t + (e & 1) + 8 * (e >> 1) >= n_keys)
+                sv[e] = -INFINITY;
+
+        // Online softmax of head g over the tile; the tile's first key is
+        // valid, so m_new is finite.
+        float mx = fmaxf(fmaxf(sv[0], sv[1]), fmaxf(sv[2], sv[3]));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+        const float m_new = fmaxf(m_run, mx);
+        const float alpha = expf(m_run - m_new);
+        float pv[4];
+#pragma unroll
+        for (int e = 0; e < 4; e++)
+            pv[e] = expf(sv[e] - m_new);
+        l_run = l_run * alpha + (pv[0] + pv[1]) + (pv[2] + pv[3]);
+        m_run = m_new;
+        // This lane's O^T columns are heads 2t and 2t + 1: their rescaling
+        // factors come from lanes 8t and 8t + 4 (g = 2t, 2t + 1).
+        const float alpha0 = __shfl_sync(0xffffffffu, alpha, 8 * t);
+        const float alpha1 = __shfl_sync(0xffffffffu, alpha, 8 * t + 4);
+#pragma unroll
+        for (int i = 0; i < NI; i++)
+#pragma unroll
+            for (int q = 0; q < 4; q++) {
+                o[i][q][0] *= alpha0;
+                o[i][q][1] *= alpha1;
+                o[i][q][2] *= alpha0;
+                o[i][q][3] *= alpha1;
+            }
+        // P^T as B operands: b0 = P(g, keys 2t..2t+1), b1 = P(g, keys 2t+8..2t+9).
+        uint32_t ph0, pl0, ph1, pl1;
+        tc_split<TC>(pv[0], pv[1], &ph0, &pl0);
+        tc_split<TC>(pv[2], pv[3], &ph1, &pl1);
+
+        // O^T [16 dims x 8 heads] += V^T [16 dims x 16 keys] . P^T: the A rows
+        // g and g + 8 are elements q and q + 4 of this lane's V chunk i.
+#pragma unroll
+        for (int i = 0; i < NI; i++) {
+            const uint32_t *v0 = (const uint32_t *)&vr[0][i], *v1 = (const uint32_t *)&vr[1][i];
+            const uint32_t *v2 = (const uint32_t *)&vr[2][i], *v3 = (const uint32_t *)&vr[3][i];
+#pragma unroll
+            for (int q = 0; q < 4; q++) {
+                const int w = q >> 1;
+                const uint32_t sel = (q & 1) ? 0x7632u : 0x5410u;
+                const uint32_t a[4] = {
+                    __byte_perm(v0[w], v1[w], sel), __byte_perm(v0[w + 2], v1[w + 2], sel),
+                    __byte_perm(v2[w], v3[w], sel), __byte_perm(v2[w + 2], v3[w + 2], sel)};
+                tc_mma<TC>(o[i][q], a, ph0, ph1);
+                tc_mma<TC>(o[i][q], a, pl0, pl1);
+            }
+        }
+    }
+
+    // Merge the warps: each writes its O (heads 2t, 2t + 1 at dims
+    // 8(g + 8i) + q and + 4), its maxima and sums; then the block writes the
+    // split's result.
+    l_run += __shfl_xor_sync(0xffffffffu, l_run, 1);
+    l_run += __shfl_xor_sync(0xffffffffu, l_run, 2);
+#pragma unroll
+    for (int i = 0; i < NI; i++)
+#pragma unroll
+        for (int q = 0; q < 4; q++) {
+            const int d = 8 * (g + 8 * i) + q;
+            float *w0 = s_o + (warp * 8 + 2 * t) * D, *w1 = w0 + D;
+            w0[d] = o[i][q][0];
+            w1[d] = o[i][q][1];
+            w0[d + 4] = o[i][q][2];
+            w1[d + 4] = o[i][q][3];
+        }
+    if (t == 0) {
+        s_m[warp * 8 + g] = m_run;
+        s_l[warp * 8 + g] = l_run;
+    }
+    __syncthreads();
+    for (int idx = threadIdx.x; idx < G * D; idx += blockDim.x) {
+        const int h = idx / D, d = idx % D;
+        float m = -INFINITY;
+#pragma unroll
+        for (int w = 0; w < ATT_MMA_WARPS; w++)
+            m = fmaxf(m, s_m[w * 8 + h]);
+        float acc = 0.0f, l = 0.0f;
+        if (m != -INFINITY) {
+#pragma unroll
+            for (int w = 0; w < ATT_MMA_WARPS; w++) {
+                const float mw = s_m[w * 8 + h];
+                if (mw != -INFINITY) {
+                    const float f = expf(mw - m);
+                    acc += s_o[(w * 8 + h) * D + d] * f;
+                    l += s_l[w * 8 + h] * f;
+                }
+            }
+        }
+        const int head = kvh * G + h;
+        if (p.n_splits == 1) {
+            p.dst[(int64_t)q0 * p.dst_stride + (int64_t)head * D + d] = l > 0.0f ? acc / l : 0.0f;
+        } else {
+            const int64_t row = ((int64_t)split * p.n_tokens + q0) * p.n_heads + head;
+            p.part_acc[row * D + d] = acc;
+            if (d == 0) {
+                p.part_ml[row * 2] = m;
+                p.part_ml[row * 2 + 1] = l;
+            }
+        }
+    }
+}
+
 // Merges the split-K partial states of one (token, head) per block.
 static __global__ void att_combine_kernel(const struct att_params p)
 {
@@ -875,6 +1124,46 @@ static cudaError_t att_decode_short_launch(const struct att_params *p, int n_seq
                                   &smem_done, p, n_seqs, stream);
 }
 
+static size_t att_decode_mma_smem_bytes(const struct att_params *p)
+{
+    const size_t n_blk = (size_t)p->split_len / (size_t)p->block_size + 2;
+    return sizeof(float) * ((size_t)ATT_MMA_WARPS * 8 * (size_t)(p->head_dim + 2)) +
+           sizeof(int32_t) * n_blk;
+}
+
+template <typename TC, int D, int MINB>
+static cudaError_t att_decode_mma_launch_d(const struct att_params *p, int n_seqs,
+                                           cudaStream_t stream)
+{
+    static size_t smem_done;
+    const size_t smem = att_decode_mma_smem_bytes(p);
+    cudaError_t rc = att_smem_optin(att_decode_mma_kernel<TC, D, MINB>, smem, &smem_done);
+    if (rc != cudaSuccess)
+        return rc;
+    const dim3 grid((unsigned)p->n_splits, (unsigned)p->n_kv_heads, (unsigned)n_seqs);
+    cuda_launch(att_decode_mma_kernel<TC, D, MINB>, grid, ATT_MMA_WARPS * CUDA_WARP, smem, stream,
+                *p);
+    rc = cudaGetLastError();
+    if (rc != cudaSuccess || p->n_splits == 1)
+        return rc;
+    cuda_launch(att_combine_kernel, dim3((unsigned)p->n_tokens, (unsigned)p->n_heads), 128, 0,
+                stream, *p);
+    return cudaGetLastError();
+}
+
+static int att_decode_mma_min_blocks = 2;
+
+template <typename TC>
+static cudaError_t att_decode_mma_launch(const struct att_params *p, int n_seqs,
+                                         cudaStream_t stream)
+{
+    if (p->head_dim == 64)
+        return att_decode_mma_launch_d<TC, 64, 3>(p, n_seqs, stream);
+    if (att_decode_mma_min_blocks >= 3)
+        return att_decode_mma_launch_d<TC, 128, 3>(p, n_seqs, stream);
+    return att_decode_mma_launch_d<TC, 128, 2>(p, n_seqs, stream);
+}
+
 // The longest split att_decode_short_kernel takes: the keys one pass of its
 // K loads and of its V loads covers (16 for an f32 cache at head_dim 128, 32
 // for f16/bf16).
@@ -964,6 +1253,32 @@ extern "C" void cuda_attention_set_decode(int mode)
 // single 4096-token sequence into 32-key splits and slowed it 53 -> 88 us.
 static int att_decode_split_max = 128, att_decode_waves = 2, att_decode_split_min = 0;
 
+// When decode batches take att_decode_mma_kernel (VLLMC_CUDA_DECODE_MMA=MODE[,MAX_KEYS[,MINB]]):
+// 1 (default) where the cache is f16/bf16, head_dim 64 or 128, G <= 8 and
+// the CUDA-core kernels' splits would stay ATT_MMA_SPLIT_MIN keys or longer
+// (many sequences, or long contexts); 2 wherever it can; 0 never. Its own
+// splits are at most att_decode_mma_split_max keys.
+static int att_decode_mma_mode = 1, att_decode_mma_split_max = 256;
+
+extern "C" void cuda_attention_set_decode_mma(int mode, int max_keys, int min_blocks)
+{
+    if (min_blocks >= 2 && min_blocks <= 3)
+        att_decode_mma_min_blocks = min_blocks;
+    if (mode >= 0 && mode <= 2)
+        att_decode_mma_mode = mode;
+    if (max_keys >= ATT_MMA_SPLIT_MIN)
+        for (att_decode_mma_split_max = ATT_MMA_SPLIT_MIN;
+             att_decode_mma_split_max * 2 <= max_keys;)
+            att_decode_mma_split_max *= 2;
+}
+
+static bool att_decode_mma_fits(const struct att_params *p, enum dtype cache_type)
+{
+    return att_decode_mma_mode > 0 && (cache_type == DTYPE_F16 || cache_type == DTYPE_BF16) &&
+           p->group <= 8 && (p->head_dim == 64 || p->head_dim == 128) &&
+           (uintptr_t)p->q % 16 == 0 && p->q_stride % 4 == 0;
+}
+
 extern "C" void cuda_attention_set_decode_split(int max_keys, int blocks_per_sm, int min_keys)
 {
     if (max_keys >= 32)
@@ -996,6 +1311,15 @@ static enum vllmc_status att_decode_run(struct cuda_device *dev, struct att_para
             break;
         split_len /= 2;
     }
+    const bool mma = att_decode_mma_fits(p, cache_type) &&
+                     (att_decode_mma_mode == 2 || split_len >= ATT_MMA_SPLIT_MIN);
+    if (mma) {
+        split_len = att_decode_mma_split_max;
+        while (split_len > ATT_MMA_SPLIT_MIN &&
+               (int64_t)n_seqs * p->n_kv_heads * ((max_seq + split_len - 1) / split_len) <
+                   att_decode_waves * dev->n_sms)
+            split_len /= 2;
+    }
     p->bs_shift = -1;
     for (int sh = 0; sh < 31; sh++)
         if (p->block_size == 1 << sh)
@@ -1013,6 +1337,14 @@ static enum vllmc_status att_decode_run(struct cuda_device *dev, struct att_para
             return rc;
         p->part_acc = (float *)scratch;
         p->part_ml = p->part_acc + rows * (size_t)p->head_dim;
+    }
+    if (mma && cache_type == DTYPE_F16) {
+        CUDA_TRY(att_decode_mma_launch<__half>(p, n_seqs, dev->stream));
+        return VLLMC_OK;
+    }
+    if (mma) {
+        CUDA_TRY(att_decode_mma_launch<__nv_bfloat16>(p, n_seqs, dev->stream));
+        return VLLMC_OK;
     }
     switch (cache_type) {
     case DTYPE_F16:

@@ -6,6 +6,7 @@
 // calls stay on attention.cu's kernels.
 #include "backend/cuda/attention.cuh"
 #include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/mma.cuh"
 
 #define TC_WARPS 4
 #define TC_THREADS (TC_WARPS * CUDA_WARP)
@@ -46,58 +47,6 @@ struct tc_params {
     float *part_o;           // [n_splits, n_tokens, n_heads, head_dim] when n_splits > 1
     float *part_ml;          // [n_splits, n_tokens, n_heads, 2]: max (base 2), sum
 };
-
-// ---- operand types: conversion and the mma itself ----
-
-// Two f32 values as one register of two 16-bit operands, lo in the low half.
-template <typename OT> __device__ __forceinline__ uint32_t tc_pack(float lo, float hi);
-
-template <> __device__ __forceinline__ uint32_t tc_pack<__half>(float lo, float hi)
-{
-    // An f32 cache or query may hold values past f16's range: saturate them
-    // instead of turning them into infinities (and the softmax into NaN).
-    lo = fminf(fmaxf(lo, -65504.0f), 65504.0f);
-    hi = fminf(fmaxf(hi, -65504.0f), 65504.0f);
-    const __half2 h = __floats2half2_rn(lo, hi);
-    uint32_t u;
-    memcpy(&u, &h, sizeof u);
-    return u;
-}
-
-template <> __device__ __forceinline__ uint32_t tc_pack<__nv_bfloat16>(float lo, float hi)
-{
-    const __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
-    uint32_t u;
-    memcpy(&u, &h, sizeof u);
-    return u;
-}
-
-// c[16x8] += a[16x16] . b[16x8]. Fragments (PTX ISA, mma.m16n8k16), with
-// g = lane / 4 and t = lane % 4: a[0] holds A(g, 2t..2t+1), a[1] A(g+8, 2t..),
-// a[2] A(g, 2t+8..), a[3] A(g+8, 2t+8..); b0 holds B(2t..2t+1, g), b1
-// B(2t+8..2t+9, g); c[0..1] C(g, 2t..2t+1), c[2..3] C(g+8, 2t..2t+1).
-template <typename OT>
-__device__ __forceinline__ void tc_mma(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1);
-
-template <>
-__device__ __forceinline__ void tc_mma<__half>(float c[4], const uint32_t a[4], uint32_t b0,
-                                               uint32_t b1)
-{
-    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
-        "{%8, %9}, {%0, %1, %2, %3};"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-template <>
-__device__ __forceinline__ void tc_mma<__nv_bfloat16>(float c[4], const uint32_t a[4], uint32_t b0,
-                                                      uint32_t b1)
-{
-    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, "
-        "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
 
 // Four 8x8 matrices of 16-bit elements from shared memory: lane l gives the
 // (16-byte aligned) address of row l % 8 of matrix l / 8, and r[i] gets

@@ -562,6 +562,12 @@ enum vllmc_status cuda_backend_create(const struct backend_options *o, struct ba
     const char *decode_att = getenv("VLLMC_CUDA_DECODE_ATTENTION");
     if (decode_att && *decode_att)
         cuda_attention_set_decode(atoi(decode_att));
+    const char *decode_mma = getenv("VLLMC_CUDA_DECODE_MMA");
+    if (decode_mma && *decode_mma) {
+        const char *c1 = strchr(decode_mma, ','), *c2 = c1 ? strchr(c1 + 1, ',') : NULL;
+        cuda_attention_set_decode_mma(atoi(decode_mma), c1 ? atoi(c1 + 1) : 0,
+                                      c2 ? atoi(c2 + 1) : 0);
+    }
     log_info("backend cuda: %s (sm_%d%d, %d SMs), GEMV up to m=%d%s", dev->name, dev->cc_major,
              dev->cc_minor, dev->n_sms, cuda_gemv_max_m(),
              cuda_pdl ? ", programmatic dependent launch" : "");
