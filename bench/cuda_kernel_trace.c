@@ -6,7 +6,7 @@
 //   CUDA_INJECTION64_PATH=build-gpu/libkernel_trace.so vllmc bench ... --device cuda
 //
 // At exit it prints, for the kernels launched from CUDA graphs (all kernels
-// with VLLMC_TRACE_ALL=1), one line per kernel name and grid: launches per
+// and memory copies with VLLMC_TRACE_ALL=1), one line per kernel name and grid: launches per
 // step, mean duration, and the mean idle time of the GPU before it (the gap
 // since the previous kernel ended; negative when programmatic dependent launch
 // let it start earlier). A gap over VLLMC_TRACE_STEP_GAP_US (default 30) ends
@@ -55,6 +55,25 @@ static void CUPTIAPI trace_buffer_completed(CUcontext ctx, uint32_t stream, uint
     (void)size;
     CUpti_Activity *rec = NULL;
     while (cuptiActivityGetNextRecord(buffer, valid, &rec) == CUPTI_SUCCESS) {
+        if (rec->kind == CUPTI_ACTIVITY_KIND_MEMCPY) {
+            // Copies join the timeline as pseudo-kernels named by direction,
+            // their grid x the bytes moved.
+            const CUpti_ActivityMemcpy6 *m = (const CUpti_ActivityMemcpy6 *)rec;
+            if (!trace_records || trace_n == TRACE_MAX_RECORDS) {
+                trace_dropped++;
+                continue;
+            }
+            trace_records[trace_n++] = (struct trace_record){
+                .start = m->start,
+                .end = m->end,
+                .name = m->copyKind == CUPTI_ACTIVITY_MEMCPY_KIND_HTOD   ? "memcpy HtoD"
+                        : m->copyKind == CUPTI_ACTIVITY_MEMCPY_KIND_DTOH ? "memcpy DtoH"
+                                                                         : "memcpy other",
+                .graph_id = m->graphId,
+                .grid = {(int32_t)(m->bytes < INT32_MAX ? m->bytes : INT32_MAX), 1, 1},
+            };
+            continue;
+        }
         if (rec->kind != CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL)
             continue;
         const CUpti_ActivityKernel10 *k = (const CUpti_ActivityKernel10 *)rec;
@@ -127,12 +146,14 @@ static void trace_report(void)
     int n_keys = 0;
     uint64_t steps = n ? 1 : 0;
     double step_ns = 0, busy_ns = 0, step_start = n ? (double)trace_records[0].start : 0;
+    double between_ns = 0; // from a step's last end to the next step's first start
     uint64_t prev_end = n ? trace_records[0].start : 0;
     for (size_t i = 0; i < n; i++) {
         const struct trace_record *r = &trace_records[i];
         double gap = (double)r->start - (double)prev_end;
         const bool new_step = i && gap > step_gap;
         if (new_step) {
+            between_ns += gap;
             step_ns += (double)prev_end - step_start;
             step_start = (double)r->start;
             steps++;
@@ -166,6 +187,9 @@ static void trace_report(void)
                "first start to last end, kernels' own time %.1f us\n",
             n, all ? "" : " from graphs", (unsigned long long)steps, trace_dropped,
             step_ns * per, busy_ns * per);
+    if (steps > 1)
+        fprintf(f, "between steps (a gap over %.0f us): %.1f us on average\n", step_gap * 1e-3,
+                1e-3 * between_ns / (double)(steps - 1));
     fprintf(f, "%-40s %-16s %8s %10s %10s %12s %12s\n", "kernel", "grid", "per step", "us each",
             "gap before", "us/step", "gap us/step");
     for (int k = 0; k < n_keys; k++) {
@@ -189,7 +213,8 @@ int InitializeInjection(void)
         return 0;
     if (cuptiActivityRegisterCallbacks(trace_buffer_requested, trace_buffer_completed) !=
             CUPTI_SUCCESS ||
-        cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) != CUPTI_SUCCESS) {
+        cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) != CUPTI_SUCCESS ||
+        cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMCPY) != CUPTI_SUCCESS) {
         fprintf(stderr, "kernel trace: CUPTI refused the activity callbacks\n");
         return 0;
     }

@@ -30,6 +30,8 @@
 
 #define CUDA_LT_WORKSPACE_BYTES ((size_t)32 << 20)
 #define CUDA_PINNED_BYTES ((size_t)4 << 20)
+#define CUDA_UPLOAD_SLOTS 32
+#define CUDA_UPLOAD_SLOT_BYTES ((size_t)256 << 10)
 
 // ---- the provider table ----
 
@@ -181,6 +183,12 @@ void cuda_device_free(struct cuda_device *dev)
         cudaStreamSynchronize(dev->stream);
     if (dev->pinned)
         cudaFreeHost(dev->pinned);
+    if (dev->upload_ring) {
+        cudaFreeHost(dev->upload_ring);
+        for (int i = 0; i < CUDA_UPLOAD_SLOTS; i++)
+            if (dev->upload_done[i])
+                cudaEventDestroy(dev->upload_done[i]);
+    }
     if (dev->scratch)
         cudaFree(dev->scratch);
     if (dev->lt_workspace)
@@ -244,6 +252,13 @@ enum vllmc_status cuda_device_create(int index, struct err *err, struct cuda_dev
     CREATE_TRY(cudaMalloc(&dev->lt_workspace, dev->lt_workspace_bytes));
     dev->pinned_bytes = CUDA_PINNED_BYTES;
     CREATE_TRY(cudaHostAlloc(&dev->pinned, dev->pinned_bytes, cudaHostAllocDefault));
+    const char *ring = getenv("VLLMC_CUDA_UPLOAD_RING");
+    if (!(ring && *ring && atoi(ring) == 0)) {
+        CREATE_TRY(cudaHostAlloc(&dev->upload_ring, CUDA_UPLOAD_SLOTS * CUDA_UPLOAD_SLOT_BYTES,
+                                 cudaHostAllocDefault));
+        for (int i = 0; i < CUDA_UPLOAD_SLOTS; i++)
+            CREATE_TRY(cudaEventCreateWithFlags(&dev->upload_done[i], cudaEventDisableTiming));
+    }
 #undef CREATE_TRY
     *out = dev;
     return VLLMC_OK;
@@ -296,13 +311,27 @@ static enum vllmc_status cuda_fill(struct backend *be, void *dst, int value, siz
     return VLLMC_OK;
 }
 
-// Returns once the host buffer may be reused (the driver stages pageable memory).
+// Returns once the host buffer may be reused. A copy from pageable memory
+// may wait for the stream to reach it, which stalls the engine thread behind
+// the step in flight; small uploads (a step's batch arrays) are staged in the
+// page-locked ring instead, and the DMA runs when the stream gets there.
 static enum vllmc_status cuda_upload(struct backend *be, void *dst, const void *host_src, size_t n)
 {
+    struct cuda_device *dev = dev_of(be);
     struct err *err = &be->err;
     if (!n)
         return VLLMC_OK;
-    CUDA_TRY(cudaMemcpyAsync(dst, host_src, n, cudaMemcpyHostToDevice, dev_of(be)->stream));
+    if (dev->upload_ring && n <= CUDA_UPLOAD_SLOT_BYTES) {
+        const int slot = dev->upload_next;
+        dev->upload_next = (slot + 1) % CUDA_UPLOAD_SLOTS;
+        CUDA_TRY(cudaEventSynchronize(dev->upload_done[slot])); // its last copy has run
+        uint8_t *staged = (uint8_t *)dev->upload_ring + (size_t)slot * CUDA_UPLOAD_SLOT_BYTES;
+        memcpy(staged, host_src, n);
+        CUDA_TRY(cudaMemcpyAsync(dst, staged, n, cudaMemcpyHostToDevice, dev->stream));
+        CUDA_TRY(cudaEventRecord(dev->upload_done[slot], dev->stream));
+        return VLLMC_OK;
+    }
+    CUDA_TRY(cudaMemcpyAsync(dst, host_src, n, cudaMemcpyHostToDevice, dev->stream));
     return VLLMC_OK;
 }
 
