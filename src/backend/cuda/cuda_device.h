@@ -42,13 +42,6 @@ struct cuda_device {
     uint64_t scratch_gen;           // bumped each time scratch moves (graphs holding it go stale)
     void *pinned;                   // owned, page-locked host staging [pinned_bytes]
     size_t pinned_bytes;
-    // Uploads go through a ring of page-locked slots (CUDA_UPLOAD_SLOTS of
-    // CUDA_UPLOAD_SLOT_BYTES): the host copies into a slot and queues the
-    // DMA without waiting for the stream; a slot is reused once the event
-    // recorded after its last copy has passed.
-    void *upload_ring;           // owned, page-locked [slots * slot bytes]; NULL: pageable path
-    cudaEvent_t upload_done[32]; // owned, one per slot
-    int upload_next;
     struct cuda_lt_algo lt_algos[CUDA_LT_ALGO_SLOTS]; // heuristic results by shape
     int lt_algo_next;                                 // next slot to replace
     struct err *err;                // borrowed: the backend's error slot
