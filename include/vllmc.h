@@ -86,8 +86,7 @@ struct vllmc_engine_params {
     uint64_t seed;                 // seeds requests that give no seed of their own; default 0
     const char *dtype;             // "auto" (default) or "f32": activations are computed in
                                    // f32; "f16"/"bf16" are accepted with a warning
-    const char *kv_cache_dtype;    // "auto" (default: f32 on the CPU, f16 on a GPU), "f32",
-                                   // "f16", "bf16"
+    const char *kv_cache_dtype;    // "auto" (default: f32), "f32", "f16", "bf16"
     bool log_providers;            // log each distinct op provider selection once
     bool async_scheduling;         // default true: step N+1 is scheduled and queued while the
                                    // device runs step N (vLLM's --async-scheduling)

@@ -231,20 +231,18 @@ static bool dtype_name_is(const char *s, const char *a, const char *b, const cha
     return !strcmp(s, a) || !strcmp(s, b) || (c && !strcmp(s, c));
 }
 
-// The cache dtype the user asked for; `auto` (DTYPE_COUNT here) is resolved
-// once the backend exists (kv_cache_auto_dtype): f32 on the CPU, f16 on a
-// GPU. vLLM's auto is the model's dtype (bf16 for these models) and
-// llama.cpp's default f16; on the H200 a bf16 cache took the Qwen3-8B
-// shape's transformers parity to 8-9 EXACT of 32 and the Llama-3 shape's to
-// 20 (29 with f32), under the 90% bar, while f16 kept it (docs/engine.md).
 static enum vllmc_status engine_kv_dtype(const struct vllmc_engine_params *p, enum dtype *out)
 {
     const char *d =
         p->kv_cache_dtype && strcmp(p->kv_cache_dtype, "auto") ? p->kv_cache_dtype : NULL;
-    *out = DTYPE_COUNT;
+    // "auto" is f32, the precision the forward pass computes in, on the CPU
+    // and on GPUs alike: vLLM's auto is the model's dtype and llama.cpp's
+    // default f16, but on the H200 a bf16 cache took the Qwen3-8B shape's
+    // transformers parity to 8-9 EXACT of 32 and the Llama-3 shape's to 20
+    // (29 with f32), under the 90% bar (docs/engine.md).
+    *out = DTYPE_F32;
     if (!d)
         return VLLMC_OK;
-    *out = DTYPE_F32;
     if (dtype_name_is(d, "f32", "float32", "float"))
         return VLLMC_OK;
     if (dtype_name_is(d, "f16", "float16", "half")) {
@@ -333,8 +331,6 @@ static enum vllmc_status engine_build(struct vllmc_engine *eng)
     rc = backend_create(p->device ? p->device : "cpu", &bo, &eng->be, &err);
     if (rc)
         return fail(rc, "engine: backend %s: %s", p->device ? p->device : "cpu", err.msg);
-    if (kv_dtype == DTYPE_COUNT)
-        kv_dtype = kv_cache_auto_dtype(eng->be);
     size_t free_before = 0, total = 0;
     if (backend_memory_info(eng->be, &free_before, &total))
         return fail(VLLMC_ERR_BACKEND, "engine: %s", backend_err(eng->be)->msg);

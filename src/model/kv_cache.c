@@ -11,11 +11,6 @@ void kv_cache_params_default(struct kv_cache_params *p)
     *p = (struct kv_cache_params){.n_blocks = 64, .block_size = 16, .dtype = DTYPE_F32};
 }
 
-enum dtype kv_cache_auto_dtype(struct backend *be)
-{
-    return backend_location(be) == TENSOR_DEVICE ? DTYPE_F16 : DTYPE_F32;
-}
-
 static size_t kv_cache_layer_bytes(int n_blocks, int block_size, int n_kv_heads, int head_dim,
                                    enum dtype dtype)
 {

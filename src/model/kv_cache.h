@@ -21,12 +21,6 @@ struct kv_cache_params {
 
 void kv_cache_params_default(struct kv_cache_params *p);
 
-// The cache dtype `auto` means on backend be: f32 on the CPU (the precision
-// the forward pass computes in, and what keeps the CPU engine batch
-// invariant), f16 on a GPU (half the bytes decode attention reads; f16's 11
-// significant bits kept the transformers parity of every shape it was run
-// on, where bf16's 8 did not).
-enum dtype kv_cache_auto_dtype(struct backend *be);
 
 struct kv_cache {
     struct backend *backend; // borrowed

@@ -66,25 +66,24 @@ struct tput {
 
 static void tput_usage(FILE *f)
 {
-    fprintf(
-        f,
-        "usage: vllmc bench throughput [options]   (like vllm bench throughput)\n"
-        "  -m, --model PATH               (default: bundled model)\n"
-        "      --num-prompts N            (default 1000)\n"
-        "      --input-len N              prompt tokens (default 1024, capped to fit)\n"
-        "      --output-len N             generated tokens per request (default 128)\n"
-        "      --random-range-ratio R     lengths uniform in [L(1-R), L(1+R)] (default 0)\n"
-        "      --max-num-seqs N           sequences per step (default 256)\n"
-        "      --max-num-batched-tokens N token budget per step (default: engine's)\n"
-        "      --max-model-len N          (default: the model's context)\n"
-        "      --kv-cache-memory-bytes N  KV cache size (default: engine's)\n"
-        "      --kv-cache-dtype auto|f32|f16|bf16  (default auto: f32 on the CPU, f16 on a GPU)\n"
-        "      --no-async-scheduling      read each step's tokens before the next step\n"
-        "  -t, --threads N                CPU threads (default: all cores)\n"
-        "      --device cpu|cuda          (default cpu)\n"
-        "      --seed S                   dataset seed (default 0)\n"
-        "      --temperature T            sampling temperature (default 1, as vLLM; 0 greedy)\n"
-        "      --output-json FILE         write the figures as JSON\n");
+    fprintf(f,
+            "usage: vllmc bench throughput [options]   (like vllm bench throughput)\n"
+            "  -m, --model PATH               (default: bundled model)\n"
+            "      --num-prompts N            (default 1000)\n"
+            "      --input-len N              prompt tokens (default 1024, capped to fit)\n"
+            "      --output-len N             generated tokens per request (default 128)\n"
+            "      --random-range-ratio R     lengths uniform in [L(1-R), L(1+R)] (default 0)\n"
+            "      --max-num-seqs N           sequences per step (default 256)\n"
+            "      --max-num-batched-tokens N token budget per step (default: engine's)\n"
+            "      --max-model-len N          (default: the model's context)\n"
+            "      --kv-cache-memory-bytes N  KV cache size (default: engine's)\n"
+            "      --kv-cache-dtype auto|f32|f16|bf16  (default auto)\n"
+            "      --no-async-scheduling      read each step's tokens before the next step\n"
+            "  -t, --threads N                CPU threads (default: all cores)\n"
+            "      --device cpu|cuda          (default cpu)\n"
+            "      --seed S                   dataset seed (default 0)\n"
+            "      --temperature T            sampling temperature (default 1, as vLLM; 0 greedy)\n"
+            "      --output-json FILE         write the figures as JSON\n");
 }
 
 static int tput_parse(struct tput_opts *o, int argc, char **argv)

@@ -48,7 +48,7 @@ struct parity {
     const char *ref_path;
     const char *device;
     const char *pass;
-    enum dtype kv_dtype; // --kv-cache-dtype; DTYPE_COUNT: auto, as the engine (kv_cache_auto_dtype)
+    enum dtype kv_dtype; // --kv-cache-dtype; f32, as the engine's auto
     long batch;
     long threads;
     struct parity_case *cases;
@@ -416,7 +416,7 @@ static int parity_run_all(struct parity *p)
     kv_cache_params_default(&kp);
     kp.block_size = PARITY_BLOCK_SIZE;
     kp.n_blocks = total_blocks;
-    kp.dtype = p->kv_dtype == DTYPE_COUNT ? kv_cache_auto_dtype(r.be) : p->kv_dtype;
+    kp.dtype = p->kv_dtype;
     fprintf(stderr, "parity: KV cache %s\n", dtype_name(kp.dtype));
     if (kv_cache_create(r.m, &kp, &r.kv, &err)) {
         fprintf(stderr, "vllmc: %s\n", err.msg);
@@ -451,8 +451,7 @@ out:
 
 int parity_main(int argc, char **argv)
 {
-    struct parity p = {
-        .device = "cpu", .pass = "exact_dequant", .batch = 1, .kv_dtype = DTYPE_COUNT};
+    struct parity p = {.device = "cpu", .pass = "exact_dequant", .batch = 1, .kv_dtype = DTYPE_F32};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = NULL;
         bool ok = true;
