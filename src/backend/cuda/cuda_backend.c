@@ -422,25 +422,10 @@ static enum vllmc_status cuda_memory_info(struct backend *be, size_t *free_bytes
 // ---- graphs ----
 
 // A captured stream, ready to launch, and the scratch it was captured over.
-// The graph is instantiated twice and the launches alternate. With
-// asynchronous scheduling every decode step's graph is launched while the
-// previous step's still runs; with one executable graph the launch call took
-// 1.75 ms of the engine thread at 64 sequences and the GPU sat idle ~1.4 ms
-// between steps (H200, 0.6B shape), the launch of a graph whose previous
-// launch is in flight waiting for it. With two copies the one launched two
-// steps ago has finished by the time the engine launches it again.
 struct backend_graph {
-    cudaGraphExec_t exec[2];
-    int n_exec, next;
+    cudaGraphExec_t exec;
     uint64_t scratch_gen;
 };
-
-// Copies of each graph (VLLMC_CUDA_GRAPH_EXECS=1 for one, the old way).
-static int cuda_graph_execs(void)
-{
-    const char *e = getenv("VLLMC_CUDA_GRAPH_EXECS");
-    return e && *e && atoi(e) == 1 ? 1 : 2;
-}
 
 static enum vllmc_status cuda_graph_begin(struct backend *be)
 {
@@ -462,27 +447,16 @@ static enum vllmc_status cuda_graph_end(struct backend *be, bool keep, struct ba
         CUDA_TRY(rc);
         return VLLMC_OK;
     }
+    cudaGraphExec_t exec = NULL;
+    rc = cudaGraphInstantiate(&exec, graph, 0);
+    cudaGraphDestroy(graph);
+    CUDA_TRY(rc);
     struct backend_graph *g = mem_calloc(1, sizeof *g);
     if (!g) {
-        cudaGraphDestroy(graph);
+        cudaGraphExecDestroy(exec);
         return err_set(err, VLLMC_ERR_NOMEM, "cuda: out of memory");
     }
-    const int want = cuda_graph_execs();
-    for (int i = 0; i < want && rc == cudaSuccess; i++) {
-        rc = cudaGraphInstantiate(&g->exec[i], graph, 0);
-        if (rc == cudaSuccess) // the launch data goes to the device now, not at the first launch
-            rc = cudaGraphUpload(g->exec[i], dev->stream);
-        if (rc == cudaSuccess)
-            g->n_exec++;
-    }
-    cudaGraphDestroy(graph);
-    if (rc != cudaSuccess) {
-        for (int i = 0; i < 2; i++)
-            if (g->exec[i])
-                cudaGraphExecDestroy(g->exec[i]);
-        mem_free(g);
-        CUDA_TRY(rc);
-    }
+    g->exec = exec;
     g->scratch_gen = dev->scratch_gen;
     *out = g;
     return VLLMC_OK;
@@ -496,17 +470,14 @@ static bool cuda_graph_valid(struct backend *be, const struct backend_graph *g)
 static enum vllmc_status cuda_graph_launch(struct backend *be, struct backend_graph *g)
 {
     struct err *err = &be->err;
-    cudaGraphExec_t exec = g->exec[g->next];
-    g->next = (g->next + 1) % g->n_exec;
-    CUDA_TRY(cudaGraphLaunch(exec, dev_of(be)->stream));
+    CUDA_TRY(cudaGraphLaunch(g->exec, dev_of(be)->stream));
     return VLLMC_OK;
 }
 
 static void cuda_graph_free(struct backend *be, struct backend_graph *g)
 {
     (void)be;
-    for (int i = 0; i < g->n_exec; i++)
-        cudaGraphExecDestroy(g->exec[i]);
+    cudaGraphExecDestroy(g->exec);
     mem_free(g);
 }
 
