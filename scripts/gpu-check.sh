@@ -414,6 +414,14 @@ if want trace && [ -f "$TRACE_LIB" ] && [ -d "$DATA/qwen3-0.6b-random" ]; then
             "$VLLMC" bench --model "$DATA/qwen3-0.6b-random" --device cuda -p 0 -n 128 -r 1
         head -1 "$OUT/trace-pdl$p.txt" 2>/dev/null | sed "s|^|  [VLLMC_CUDA_PDL=$p] |" >>"$SUMMARY"
     done
+    # 64 sequences decoding (f16 cache): the graph's kernels and the time
+    # between one step's graph and the next (sampling, copies, waiting for
+    # the host), with the copies in the timeline.
+    stage "trace: 0.6B 64x512/128 decode kernels" "$OUT/trace.log" 150 \
+        env CUDA_INJECTION64_PATH="$TRACE_LIB" VLLMC_TRACE_OUT="$OUT/trace-64seq.txt" \
+        "$VLLMC" bench throughput --model "$DATA/qwen3-0.6b-random" --device cuda \
+        --num-prompts 64 --input-len 512 --output-len 128 --max-num-seqs 64 --kv-cache-dtype f16
+    head -2 "$OUT/trace-64seq.txt" 2>/dev/null | sed "s|^|  [64 seqs] |" >>"$SUMMARY"
 fi
 
 # ---- serving: start-up time and vllmc bench serve (512 in, 128 out, 64 in flight) ----
