@@ -95,6 +95,22 @@ static bool cpu_has_f16c(void)
     unsigned a, b, c, d;
     return __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C);
 }
+
+// AMD family 19h (Zen 3 and Zen 4; only Zen 4 has AVX-512) executes 512-bit
+// operations in two 256-bit halves; family 1Ah (Zen 5) has full-width units.
+// The family is the base family plus the extended one (CPUID leaf 1, EAX bits
+// 8-11 and 20-27).
+static bool cpu_avx512_split(void)
+{
+    unsigned a, b, c, d;
+    if (!__get_cpuid(0, &a, &b, &c, &d) || b != signature_AMD_ebx || d != signature_AMD_edx ||
+        c != signature_AMD_ecx || !__get_cpuid(1, &a, &b, &c, &d))
+        return false;
+    unsigned family = (a >> 8) & 0xf;
+    if (family == 0xf)
+        family += (a >> 20) & 0xff;
+    return family == 0x19;
+}
 #endif
 
 static void cpu_table_build(void)
@@ -109,6 +125,7 @@ static void cpu_table_build(void)
     features.avx512vl = __builtin_cpu_supports("avx512vl");
     features.avx512vnni = __builtin_cpu_supports("avx512vnni");
     features.avx512bf16 = __builtin_cpu_supports("avx512bf16");
+    features.avx512_split = features.avx512f && cpu_avx512_split();
 #endif
     bool has_avx2 = features.avx2 && features.fma && features.f16c;
     bool has_avx512 = has_avx2 && features.avx512f && features.avx512bw && features.avx512vl;

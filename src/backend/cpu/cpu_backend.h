@@ -10,6 +10,10 @@
 struct cpu_features {
     bool avx2, fma, f16c;
     bool avx512f, avx512bw, avx512vl, avx512vnni, avx512bf16;
+    // 512-bit operations run as two 256-bit halves (AMD family 19h, Zen 4):
+    // there, converting 16-bit weights in every row tile costs more than
+    // converting them once into an f32 panel (see matmul_tiled.c).
+    bool avx512_split;
 };
 
 const struct cpu_features *cpu_features_get(void);
