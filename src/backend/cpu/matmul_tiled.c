@@ -103,13 +103,15 @@ static void mm_task(void *p, int task, int thread)
             // in the wrong core's L2). So do calls of up to r_max rows (one
             // row tile, e.g. 4 sequences decoding): without it their weights
             // came from memory unfetched, 4 x 32000 x 288 at 20-22 GFLOP/s
-            // on one core against 35-49 with it.
-            const void *next =
-                i1 - i0 <= r_max && !panel && j + c_max < j1 ? tensor_row(w, j + c_max) : NULL;
+            // on one core against 35-49 with it. With several row tiles the
+            // first one fetches while the others reuse the rows it brought
+            // in: 16 sequences decoding the stories15M shape waited on the
+            // output matrix's rows in every column tile's first row tile.
+            const void *next = !panel && j + c_max < j1 ? tensor_row(w, j + c_max) : NULL;
             for (int64_t i = i0; i < i1; i += r_max) {
                 int R = i1 - i < r_max ? (int)(i1 - i) : r_max;
                 kernel->tile_store(R, C, x_rows + (i - i0), wr, ctx->k, y_cols + (i - i0),
-                                   bias_v + (j - j0), next);
+                                   bias_v + (j - j0), i == i0 ? next : NULL);
             }
             continue;
         }
