@@ -9,6 +9,9 @@
 #endif
 #include <stdio.h>
 #include <string.h>
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
 
 #include "backend/backend_impl.h"
 #include "backend/cpu/avx2/avx2.h"
@@ -154,11 +157,26 @@ const struct op_provider *const *cpu_providers(size_t *n)
 
 // ---- memory: plain host memory, 64-byte aligned for vector loads ----
 
+// Buffers of at least this many bytes (the KV cache, activations) start on a
+// 2 MiB boundary and ask for transparent huge pages.
+#define CPU_HUGE_PAGE ((size_t)2 << 20)
+
 static enum vllmc_status cpu_buffer_alloc(struct backend *be, size_t n_bytes, void **out)
 {
-    *out = mem_alloc_aligned(64, n_bytes ? n_bytes : 1);
+    bool huge = n_bytes >= CPU_HUGE_PAGE;
+    *out = mem_alloc_aligned(huge ? CPU_HUGE_PAGE : 64, n_bytes ? n_bytes : 1);
     if (!*out)
         return err_set(&be->err, VLLMC_ERR_NOMEM, "cpu: cannot allocate %zu bytes", n_bytes);
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+    // Where transparent huge pages are on request only ("madvise", a common
+    // default), a KV cache got 4 KiB pages: batched decode reads a head's
+    // 16 rows of a cache block n_kv_heads * head_dim floats apart, on 4 KiB
+    // pages a TLB miss each, and faulting in a cache of hundreds of MiB took
+    // seconds under a hypervisor. The advice is only a hint; its failure
+    // (no THP in the kernel) leaves ordinary pages.
+    if (huge)
+        (void)madvise(*out, n_bytes / CPU_HUGE_PAGE * CPU_HUGE_PAGE, MADV_HUGEPAGE);
+#endif
     return VLLMC_OK;
 }
 
