@@ -7,8 +7,11 @@
 #include "backend/cpu/cpu_ops.h"
 
 #define MM_MAX_TILE 16
-// Rows per row block: x [64, k] f32 is 256 KiB at k = 1024.
+// Rows per row block: x [64, k] f32 is 256 KiB at k = 1024. Rows of at most
+// 2 KiB (bf16 x at k <= 1024) take twice as many, so that each weight block
+// is fetched half as often: 128 x 2 KiB is the same 256 KiB.
 #define MM_ROW_BLOCK 64
+#define MM_ROW_BLOCK_MAX 128
 // Columns per task at most: a bf16 weight block [64, k] is 128 KiB at k = 1024.
 #define MM_COL_BLOCK 64
 // The same for a kernel's decode: 128 rows read as 8 streams of 16 rows.
@@ -19,6 +22,7 @@ struct mm_ctx {
     const struct cpu_mm_kernel *kernel;
     int64_t m, n, k;
     int64_t col_block;    // columns per task
+    int64_t row_block;    // rows per row block
     int64_t n_row_blocks; // row blocks per column block; a task owns one of each
     int c_step;           // columns per tile
     bool decode;          // one x row, through kernel->decode
@@ -46,16 +50,16 @@ static void mm_task(void *p, int task, int thread)
     const struct tensor *y = ctx->c->dst;
     int r_max = ctx->kernel->r_max, c_max = ctx->c_step;
     int64_t j0 = (int64_t)(task / ctx->n_row_blocks) * ctx->col_block;
-    int64_t i0 = (int64_t)(task % ctx->n_row_blocks) * MM_ROW_BLOCK;
-    int64_t i1 = i0 + MM_ROW_BLOCK < ctx->m ? i0 + MM_ROW_BLOCK : ctx->m;
+    int64_t i0 = (int64_t)(task % ctx->n_row_blocks) * ctx->row_block;
+    int64_t i1 = i0 + ctx->row_block < ctx->m ? i0 + ctx->row_block : ctx->m;
     int64_t j1 = j0 + ctx->col_block < ctx->n ? j0 + ctx->col_block : ctx->n;
     // Row addresses and the bias once per task: cpu_row divides, and a tile
     // is only ~1000 cycles.
     float bias_v[MM_DECODE_BLOCK];
     for (int64_t j = j0; j < j1; j++)
         bias_v[j - j0] = bias ? cpu_load(bias->dtype, bias->data, j) : 0.0f;
-    const float *x_rows[MM_ROW_BLOCK];
-    float *y_rows[MM_ROW_BLOCK], *y_cols[MM_ROW_BLOCK];
+    const float *x_rows[MM_ROW_BLOCK_MAX];
+    float *y_rows[MM_ROW_BLOCK_MAX], *y_cols[MM_ROW_BLOCK_MAX];
     const void *wr[MM_MAX_TILE];
     float out[MM_MAX_TILE * MM_MAX_TILE];
     const struct cpu_mm_kernel *kernel = ctx->panels ? ctx->kernel->panel_kernel : ctx->kernel;
@@ -171,7 +175,9 @@ enum vllmc_status cpu_matmul_tiled_run_x(const struct op_call *c,
     // Prefill: a task is one column block of one row block, so that the
     // threads share out hundreds of tasks of even size (a column block alone
     // for all rows left a thread idle for up to 1/9 of the call).
-    ctx.n_row_blocks = (ctx.m + MM_ROW_BLOCK - 1) / MM_ROW_BLOCK;
+    size_t x_row_bytes_f = x_base ? x_row_bytes : (size_t)ctx.k * sizeof(float);
+    ctx.row_block = x_row_bytes_f <= 2048 ? MM_ROW_BLOCK_MAX : MM_ROW_BLOCK;
+    ctx.n_row_blocks = (ctx.m + ctx.row_block - 1) / ctx.row_block;
     int n_tasks = (int)((ctx.n + block - 1) / block * ctx.n_row_blocks);
     // Weights converted once per column tile when several row tiles use them,
     // on CPUs that split 512-bit operations (Zen 4: F16 prefill matmul +5%).
