@@ -225,6 +225,23 @@ prefetch_chunk(const struct attn_ctx *ctx, const struct tensor *kc, const struct
     }
 }
 
+// sc[h] = scale * (q_h . k_j) for the chunk's n keys, rows q0 and (nr = 2)
+// q1: 16 slices in order, one fixed sum.
+static inline __attribute__((always_inline)) void
+chunk_scores(const int dtype, const int nd, const bool copy, const int nr, const float *q0,
+             const float *q1, const float *kf, const char *const *kp, const int n, float scale,
+             float (*sc)[ATTN_CHUNK])
+{
+    __m512 dots[2][ATTN_CHUNK];
+    if (nr == 1)
+        chunk_dots1(dtype, nd, copy, q0, kf, kp, n, dots[0]);
+    else
+        chunk_dots2(dtype, nd, copy, q0, q1, kf, kp, n, dots);
+    for (int h = 0; h < nr; h++)
+        _mm512_store_ps(sc[h],
+                        _mm512_mul_ps(avx512_sums16(dots[h], n, NULL), _mm512_set1_ps(scale)));
+}
+
 // Query tokens tok0 .. tok0 + nq - 1 of sequence s (positions pos0 ..) against
 // their keys of kv head kvh, for the group of query heads that share it.
 // nd = head_dim / 16 slices: a constant, so the slices of a value row and
@@ -297,17 +314,15 @@ attend_block(const int dtype, const int nd, const bool copy, const struct attn_c
         }
         for (int r = 0; r < rows;) {
             int n = nk[r], nr = nd <= 8 && r + 1 < rows && (r + 1) / G == r / G ? 2 : 1;
-            if (n > 0) {
-                // scale * (q . k_j): 16 slices in order, one fixed sum.
-                __m512 dots[2][ATTN_CHUNK];
-                if (nr == 1)
-                    chunk_dots1(dtype, nd, copy, q[r], kf, kp, n, dots[0]);
-                else
-                    chunk_dots2(dtype, nd, copy, q[r], q[r + 1], kf, kp, n, dots);
-                for (int h = 0; h < nr; h++)
-                    _mm512_store_ps(sc[r + h], _mm512_mul_ps(avx512_sums16(dots[h], n, NULL),
-                                                             _mm512_set1_ps(c->p.scale)));
-            }
+            // A full chunk (all but a query's last) with n a constant: the
+            // tests of a partial one's missing keys compile away.
+            const float *q1 = nr == 2 ? q[r + 1] : NULL;
+            if (n == ATTN_CHUNK && nr == 2)
+                chunk_scores(dtype, nd, copy, 2, q[r], q1, kf, kp, ATTN_CHUNK, c->p.scale, sc + r);
+            else if (n == ATTN_CHUNK)
+                chunk_scores(dtype, nd, copy, 1, q[r], q1, kf, kp, ATTN_CHUNK, c->p.scale, sc + r);
+            else if (n > 0)
+                chunk_scores(dtype, nd, copy, nr, q[r], q1, kf, kp, n, c->p.scale, sc + r);
             r += nr;
         }
         for (int r = 0; r < rows; r++)
@@ -315,7 +330,10 @@ attend_block(const int dtype, const int nd, const bool copy, const struct attn_c
                 corr[r] = chunk_softmax(nk[r], &m[r], &l[r], sc[r]);
         for (int r = 0; r < rows;) {
             int n = nk[r], nr = nd <= 8 && r + 1 < rows && (r + 1) / G == r / G ? 2 : 1;
-            if (n > 0 && nr == 1)
+            if (n == ATTN_CHUNK && nr == 2)
+                chunk_values2(dtype, nd, copy, vf, vp, ATTN_CHUNK, sc[r], sc[r + 1], corr + r,
+                              acc + r * D, acc + (r + 1) * D);
+            else if (n > 0 && nr == 1)
                 chunk_values1(dtype, nd, copy, vf, vp, n, sc[r], corr[r], acc + r * D);
             else if (n > 0)
                 chunk_values2(dtype, nd, copy, vf, vp, n, sc[r], sc[r + 1], corr + r, acc + r * D,
