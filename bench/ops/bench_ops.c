@@ -249,7 +249,7 @@ static void bench_attention(void)
     for (size_t i = 0; i < sizeof cfgs / sizeof cfgs[0]; i++) {
         int64_t S = cfgs[i][0], NQ = cfgs[i][1], L = cfgs[i][2], H = cfgs[i][3];
         int64_t KVH = cfgs[i][4], D = cfgs[i][5], BS = 16, MB = (L + BS - 1) / BS;
-        for (size_t ct = 0; ct < 2; ct++) {
+        for (size_t ct = 0; ct < 3; ct++) {
             struct tensor q, o, kc, vc, bt, sl, qsl;
             if (!make(&q, DTYPE_F32, 3, (int64_t[]){D, H, S * NQ}) ||
                 !make(&o, DTYPE_F32, 3, (int64_t[]){D, H, S * NQ}) ||
