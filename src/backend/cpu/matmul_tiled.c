@@ -175,8 +175,8 @@ enum vllmc_status cpu_matmul_tiled_run_x(const struct op_call *c,
     // Prefill: a task is one column block of one row block, so that the
     // threads share out hundreds of tasks of even size (a column block alone
     // for all rows left a thread idle for up to 1/9 of the call).
-    size_t x_row_bytes_f = x_base ? x_row_bytes : (size_t)ctx.k * sizeof(float);
-    ctx.row_block = x_row_bytes_f <= 2048 ? MM_ROW_BLOCK_MAX : MM_ROW_BLOCK;
+    size_t x_stride = x_base ? x_row_bytes : (size_t)ctx.k * sizeof(float); // an x row's bytes
+    ctx.row_block = x_stride <= 2048 ? MM_ROW_BLOCK_MAX : MM_ROW_BLOCK;
     ctx.n_row_blocks = (ctx.m + ctx.row_block - 1) / ctx.row_block;
     int n_tasks = (int)((ctx.n + block - 1) / block * ctx.n_row_blocks);
     // Weights converted once per column tile when several row tiles use them,
