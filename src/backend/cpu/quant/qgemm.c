@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "backend/backend_impl.h"
+#include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/cpu_ops.h"
 #include "core/alloc.h"
 
@@ -223,6 +224,12 @@ static void qgemm_decode16(const struct qgemm_ctx *ctx, int64_t j0, int64_t j1)
     }
 }
 
+static bool qgemm_full_width_avx512(void)
+{
+    const struct cpu_features *f = cpu_features_get();
+    return f->avx512f && !f->avx512_split;
+}
+
 static void qgemm_decode_task(void *p, int task, int thread)
 {
     (void)thread;
@@ -234,7 +241,11 @@ static void qgemm_decode_task(void *p, int task, int thread)
     j1 = j1 < ctx->n ? j1 : ctx->n;
     const int T = (int)ctx->m;
     const size_t row_bytes = dtype_row_bytes(w->dtype, ctx->k);
-    if (T == 1 && ctx->kern->gemv16) {
+    // The 16-stream driver won on Zen 4, whose 512-bit units run in halves;
+    // on full-width AVX-512 (Zen 5) the 4-row kernel reads faster (+3-13%
+    // for Q8_0 and Q4_K_M decode, bench/RESULTS.md). Both compute a row the
+    // same way.
+    if (T == 1 && ctx->kern->gemv16 && !qgemm_full_width_avx512()) {
         qgemm_decode16(ctx, j0, j1);
         return;
     }
