@@ -18,9 +18,9 @@ extern "C" {
 #endif
 
 // Incremented on any incompatible change to a struct layout or signature.
-#define VLLMC_ABI_VERSION                                                                          \
-    4 // 3: async_scheduling in the params, n_async_steps in the stats;
-      // 4: decode steps' device time in the stats
+// 3: async_scheduling in the params, n_async_steps in the stats;
+// 4: decode steps' device time in the stats.
+#define VLLMC_ABI_VERSION 4
 
 #if defined(VLLMC_BUILDING)
 #define VLLMC_API __attribute__((visibility("default")))
@@ -294,8 +294,9 @@ struct vllmc_engine_stats {
     int64_t n_device_idle; // steps measured in device_idle_s
     double decode_cpu_s;   // CPU time of all the process's threads in decode-only steps
     // Device time of decode-only steps (device events; the host clock on the CPU):
-    // the forward pass (lm_head included), and sampling with the copy of the
-    // tokens to the host.
+    // from the step's start to the end of its forward pass (lm_head included,
+    // and any time the device waited there for the host to queue the pass),
+    // and sampling with the copy of the tokens to the host.
     int64_t n_decode_device;        // decode-only steps measured here
     double decode_device_forward_s; // summed over those steps
     double decode_device_sample_s;

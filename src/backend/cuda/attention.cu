@@ -434,6 +434,40 @@ static __device__ __forceinline__ int att_key_slot(const struct att_params &p, i
     return p.bs_shift >= 0 ? r & (p.block_size - 1) : r % p.block_size;
 }
 
+// Keys of decode split `split` (from k_begin = split * split_len) that sequence
+// seq holds: none past its length.
+static __device__ __forceinline__ int att_split_n_keys(const struct att_params &p, int seq,
+                                                       int k_begin)
+{
+    return max(min(p.seq_lens[seq], k_begin + p.split_len) - k_begin, 0);
+}
+
+// The split's block-table entries into bts (shared memory), by all the
+// block's threads (a barrier must follow); returns the split's first key's
+// place in its first block, so that key kk of the split is at r = first + kk
+// of bts' blocks.
+static __device__ __forceinline__ int att_split_table_load(const struct att_params &p, int seq,
+                                                           int k_begin, int n_keys, int32_t *bts)
+{
+    const int bs = p.block_size, blk0 = k_begin / bs;
+    const int n_blk = n_keys > 0 ? (k_begin + n_keys - 1) / bs - blk0 + 1 : 0;
+    const int32_t *bt = p.block_tables + (int64_t)seq * p.bt_stride;
+    for (int i = threadIdx.x; i < n_blk; i += blockDim.x)
+        bts[i] = bt[blk0 + i];
+    return k_begin - blk0 * bs;
+}
+
+// Row r of the split's blocks (att_split_table_load) in cache, at KV head offset head_off.
+template <typename TC>
+static __device__ __forceinline__ const TC *att_split_row(const struct att_params &p,
+                                                          const TC *cache, const int32_t *bts,
+                                                          int r, int64_t kv_row, int64_t head_off)
+{
+    return cache +
+           ((int64_t)bts[att_key_block(p, r)] * p.block_size + att_key_slot(p, r)) * kv_row +
+           head_off;
+}
+
 // This thread's partial P.V of the G heads at its column chunk cc, into
 // red [n_kg][G][D] at key group kg.
 template <int GMAX, int VEC>
@@ -549,11 +583,8 @@ template <typename TC, int GMAX> static __global__ void __launch_bounds__(ATT_TH
     const int q0 = p.q_start[seq];
     if (p.q_start[seq + 1] - q0 != 1)
         return;
-    const int ctx = p.seq_lens[seq];
     const int k_begin = split * p.split_len;
-    const int k_end = min(ctx, k_begin + p.split_len);
-    const int n_keys = max(k_end - k_begin, 0);
-    const int bs = p.block_size;
+    const int n_keys = att_split_n_keys(p, seq, k_begin);
     float *ps = smem;                          // [G][split_len]: scores, then probabilities
     float *ms = ps + GMAX * p.split_len;       // [G]
     float *ls = ms + GMAX;                     // [G]
@@ -561,12 +592,7 @@ template <typename TC, int GMAX> static __global__ void __launch_bounds__(ATT_TH
     const int n_cc = D / VEC, n_kg = ATT_THREADS / n_cc;
     int32_t *bts = (int32_t *)(red + (size_t)n_kg * GMAX * D); // [split blocks]
 
-    // The split's physical blocks: table entries blk0 .. blk0 + n_blk - 1.
-    const int blk0 = k_begin / bs;
-    const int n_blk = n_keys > 0 ? (k_end - 1) / bs - blk0 + 1 : 0;
-    const int32_t *bt = p.block_tables + (int64_t)seq * p.bt_stride;
-    for (int i = threadIdx.x; i < n_blk; i += blockDim.x)
-        bts[i] = bt[blk0 + i];
+    const int first = att_split_table_load(p, seq, k_begin, n_keys, bts);
 
     const int L = min(32, n_cc), CH = n_cc / L;
     const int lane_in = threadIdx.x % L, key_slot = threadIdx.x / L;
@@ -578,7 +604,6 @@ template <typename TC, int GMAX> static __global__ void __launch_bounds__(ATT_TH
     const TC *kc = (const TC *)p.k_cache, *vc = (const TC *)p.v_cache;
     const int64_t kv_row = (int64_t)p.n_kv_heads * D;
     const int64_t head_off = (int64_t)kvh * D;
-    const int first = k_begin - blk0 * bs; // the split's first key inside its first block
 
     // ---- scores: ATT_UNROLL keys in flight per key slot ----
     for (int base = 0; base < n_keys; base += keys_per_pass * ATT_UNROLL) {
@@ -587,10 +612,7 @@ template <typename TC, int GMAX> static __global__ void __launch_bounds__(ATT_TH
         for (int u = 0; u < ATT_UNROLL; u++) {
             const int kk = base + u * keys_per_pass + key_slot;
             if (kk < n_keys) {
-                const int r = first + kk;
-                const int bi = att_key_block(p, r);
-                const int slot = att_key_slot(p, r);
-                const TC *row = kc + ((int64_t)bts[bi] * bs + slot) * kv_row + head_off;
+                const TC *row = att_split_row(p, kc, bts, first + kk, kv_row, head_off);
 #pragma unroll
                 for (int c = 0; c < CHMAX; c++)
                     if (c < CH)
@@ -624,11 +646,9 @@ template <typename TC, int GMAX> static __global__ void __launch_bounds__(ATT_TH
             for (int u = 0; u < ATT_UNROLL; u++) {
                 const int kk = base + u * n_kg;
                 if (kk < n_keys) {
-                    const int r = first + kk;
-                    const int bi = att_key_block(p, r);
-                    const int slot = att_key_slot(p, r);
-                    vr[u] = *(const uint4 *)(vc + ((int64_t)bts[bi] * bs + slot) * kv_row +
-                                             head_off + cc * VEC);
+                    vr[u] =
+                        *(const uint4 *)(att_split_row(p, vc, bts, first + kk, kv_row, head_off) +
+                                         cc * VEC);
                 }
             }
 #pragma unroll
@@ -784,27 +804,20 @@ static __global__ void __launch_bounds__(ATT_MMA_WARPS *CUDA_WARP, MINB)
     constexpr int NJ = D / 32; // 16-byte K loads per lane per key row
     constexpr int NI = D / 64; // 16-byte V loads per lane per key row
     extern __shared__ float smem[];
-    const int G = p.group, bs = p.block_size;
+    const int G = p.group;
     const int split = blockIdx.x, kvh = blockIdx.y, seq = blockIdx.z;
     const int q0 = p.q_start[seq];
     if (p.q_start[seq + 1] - q0 != 1)
         return;
-    const int ctx = p.seq_lens[seq];
     const int k_begin = split * p.split_len;
-    const int k_end = min(ctx, k_begin + p.split_len);
-    const int n_keys = max(k_end - k_begin, 0);
+    const int n_keys = att_split_n_keys(p, seq, k_begin);
     const int lane = threadIdx.x % CUDA_WARP, warp = threadIdx.x / CUDA_WARP;
     const int g = lane >> 2, t = lane & 3;
     float *s_o = smem;                                   // [warps][8][D] each warp's O
     float *s_m = s_o + ATT_MMA_WARPS * 8 * D;            // [warps][8] its running max
     float *s_l = s_m + ATT_MMA_WARPS * 8;                // [warps][8] its sum
     int32_t *bts = (int32_t *)(s_l + ATT_MMA_WARPS * 8); // [split blocks]
-
-    const int blk0 = k_begin / bs;
-    const int n_blk = n_keys > 0 ? (k_end - 1) / bs - blk0 + 1 : 0;
-    const int32_t *bt = p.block_tables + (int64_t)seq * p.bt_stride;
-    for (int i = threadIdx.x; i < n_blk; i += blockDim.x)
-        bts[i] = bt[blk0 + i];
+    const int first = att_split_table_load(p, seq, k_begin, n_keys, bts);
 
     // Q fragments of head g (zero past the group): qh/ql [j][0..1] feed the
     // mma over dim chunk 2j, [j][2..3] the one over 2j + 1 (a[0] and a[2]).
@@ -827,7 +840,6 @@ static __global__ void __launch_bounds__(ATT_MMA_WARPS *CUDA_WARP, MINB)
 
     const TC *kc = (const TC *)p.k_cache, *vc = (const TC *)p.v_cache;
     const int64_t kv_row = (int64_t)p.n_kv_heads * D, head_off = (int64_t)kvh * D;
-    const int first = k_begin - blk0 * bs;
     float m_run = -INFINITY, l_run = 0.0f; // head g, over this lane's keys
     float o[NI][4][4]; // O^T fragments [V chunk i][element pair q]: heads 2t, 2t+1
 #pragma unroll
@@ -846,11 +858,8 @@ static __global__ void __launch_bounds__(ATT_MMA_WARPS *CUDA_WARP, MINB)
         for (int h = 0; h < 2; h++) {
             const int kk = kt + g + 8 * h;
             const TC *row = nullptr;
-            if (kk < n_keys) {
-                const int r = first + kk;
-                row = kc + ((int64_t)bts[att_key_block(p, r)] * bs + att_key_slot(p, r)) * kv_row +
-                      head_off + 8 * t;
-            }
+            if (kk < n_keys)
+                row = att_split_row(p, kc, bts, first + kk, kv_row, head_off) + 8 * t;
 #pragma unroll
             for (int j = 0; j < NJ; j++)
                 kr[h][j] = row ? *(const uint4 *)(row + 32 * j) : make_uint4(0, 0, 0, 0);
@@ -859,11 +868,8 @@ static __global__ void __launch_bounds__(ATT_MMA_WARPS *CUDA_WARP, MINB)
         for (int v = 0; v < 4; v++) {
             const int kk = kt + 2 * t + (v & 1) + 8 * (v >> 1);
             const TC *row = nullptr;
-            if (kk < n_keys) {
-                const int r = first + kk;
-                row = vc + ((int64_t)bts[att_key_block(p, r)] * bs + att_key_slot(p, r)) * kv_row +
-                      head_off + 8 * g;
-            }
+            if (kk < n_keys)
+                row = att_split_row(p, vc, bts, first + kk, kv_row, head_off) + 8 * g;
 #pragma unroll
             for (int i = 0; i < NI; i++)
                 vr[v][i] = row ? *(const uint4 *)(row + 64 * i) : make_uint4(0, 0, 0, 0);
@@ -1137,20 +1143,10 @@ template <typename TC, int D, int MINB>
 static cudaError_t att_decode_mma_launch_d(const struct att_params *p, int n_seqs,
                                            cudaStream_t stream)
 {
+    static_assert(ATT_MMA_WARPS * CUDA_WARP == ATT_THREADS, "att_decode_grid_launch's block");
     static size_t smem_done;
-    const size_t smem = att_decode_mma_smem_bytes(p);
-    cudaError_t rc = att_smem_optin(att_decode_mma_kernel<TC, D, MINB>, smem, &smem_done);
-    if (rc != cudaSuccess)
-        return rc;
-    const dim3 grid((unsigned)p->n_splits, (unsigned)p->n_kv_heads, (unsigned)n_seqs);
-    cuda_launch(att_decode_mma_kernel<TC, D, MINB>, grid, ATT_MMA_WARPS * CUDA_WARP, smem, stream,
-                *p);
-    rc = cudaGetLastError();
-    if (rc != cudaSuccess || p->n_splits == 1)
-        return rc;
-    cuda_launch(att_combine_kernel, dim3((unsigned)p->n_tokens, (unsigned)p->n_heads), 128, 0,
-                stream, *p);
-    return cudaGetLastError();
+    return att_decode_grid_launch(att_decode_mma_kernel<TC, D, MINB>, att_decode_mma_smem_bytes(p),
+                                  &smem_done, p, n_seqs, stream);
 }
 
 static int att_decode_mma_min_blocks = 3;
@@ -1292,6 +1288,20 @@ extern "C" void cuda_attention_set_decode_split(int max_keys, int blocks_per_sm,
         att_decode_split_min = min_keys;
 }
 
+// Keys per decode split: from max_keys, halved until the grid of (split, KV
+// head, sequence) blocks covers the GPU att_decode_waves times, but not
+// below min_keys.
+static int att_decode_split_len(const struct cuda_device *dev, const struct att_params *p,
+                                int n_seqs, int max_seq, int max_keys, int min_keys)
+{
+    int split_len = max_keys;
+    while (split_len > min_keys &&
+           (int64_t)n_seqs * p->n_kv_heads * ((max_seq + split_len - 1) / split_len) <
+               att_decode_waves * dev->n_sms)
+        split_len /= 2;
+    return split_len;
+}
+
 // Decode batches: keys split so that the grid covers the GPU about twice.
 static enum vllmc_status att_decode_run(struct cuda_device *dev, struct att_params *p, int n_seqs,
                                         int max_seq, enum dtype cache_type)
@@ -1305,23 +1315,12 @@ static enum vllmc_status att_decode_run(struct cuda_device *dev, struct att_para
         split_min = att_decode_short_enabled ? att_decode_short_keys(p->head_dim, elem) : 32;
     if (split_min < 8)
         split_min = 8;
-    int split_len = att_decode_split_max;
-    for (;;) {
-        const int64_t n_splits = (max_seq + split_len - 1) / split_len;
-        if (split_len <= split_min ||
-            (int64_t)n_seqs * p->n_kv_heads * n_splits >= att_decode_waves * dev->n_sms)
-            break;
-        split_len /= 2;
-    }
+    int split_len = att_decode_split_len(dev, p, n_seqs, max_seq, att_decode_split_max, split_min);
     const bool mma = att_decode_mma_fits(p, cache_type) &&
                      (att_decode_mma_mode == 2 || split_len >= ATT_MMA_SPLIT_MIN);
-    if (mma) {
-        split_len = att_decode_mma_split_max;
-        while (split_len > ATT_MMA_SPLIT_MIN &&
-               (int64_t)n_seqs * p->n_kv_heads * ((max_seq + split_len - 1) / split_len) <
-                   att_decode_waves * dev->n_sms)
-            split_len /= 2;
-    }
+    if (mma)
+        split_len = att_decode_split_len(dev, p, n_seqs, max_seq, att_decode_mma_split_max,
+                                         ATT_MMA_SPLIT_MIN);
     p->bs_shift = -1;
     for (int sh = 0; sh < 31; sh++)
         if (p->block_size == 1 << sh)

@@ -513,6 +513,21 @@ static const struct backend_vtable cuda_vtable = {
 bool cuda_pdl;
 int64_t cuda_pdl_prefetch_bytes;
 
+// An environment setting A[,B[,C]] as three ints (0 where missing); false
+// when the variable is unset or empty.
+static bool env_ints(const char *name, int out[3])
+{
+    const char *s = getenv(name);
+    if (!s || !*s)
+        return false;
+    for (int i = 0; i < 3; i++) {
+        out[i] = s ? atoi(s) : 0;
+        s = s ? strchr(s, ',') : NULL;
+        s = s ? s + 1 : NULL;
+    }
+    return true;
+}
+
 enum vllmc_status cuda_backend_create(const struct backend_options *o, struct backend **out,
                                       struct err *err)
 {
@@ -546,13 +561,9 @@ enum vllmc_status cuda_backend_create(const struct backend_options *o, struct ba
     const char *bf16_x = getenv("VLLMC_CUDA_BF16_ACTIVATIONS");
     if (bf16_x && *bf16_x)
         cuda_matmul_set_split_x(atoi(bf16_x) == 0);
-    const char *split = getenv("VLLMC_CUDA_DECODE_SPLIT");
-    if (split && *split) {
-        const char *comma = strchr(split, ',');
-        const char *comma2 = comma ? strchr(comma + 1, ',') : NULL;
-        cuda_attention_set_decode_split(atoi(split), comma ? atoi(comma + 1) : 0,
-                                        comma2 ? atoi(comma2 + 1) : 0);
-    }
+    int v[3];
+    if (env_ints("VLLMC_CUDA_DECODE_SPLIT", v))
+        cuda_attention_set_decode_split(v[0], v[1], v[2]);
     const char *pdl = getenv("VLLMC_CUDA_PDL");
     cuda_pdl = dev->cc_major >= 9 && !(pdl && *pdl && atoi(pdl) == 0);
     // A third of the H200's L2: every weight matrix of a layer of the 0.6B
@@ -562,12 +573,8 @@ enum vllmc_status cuda_backend_create(const struct backend_options *o, struct ba
     const char *decode_att = getenv("VLLMC_CUDA_DECODE_ATTENTION");
     if (decode_att && *decode_att)
         cuda_attention_set_decode(atoi(decode_att));
-    const char *decode_mma = getenv("VLLMC_CUDA_DECODE_MMA");
-    if (decode_mma && *decode_mma) {
-        const char *c1 = strchr(decode_mma, ','), *c2 = c1 ? strchr(c1 + 1, ',') : NULL;
-        cuda_attention_set_decode_mma(atoi(decode_mma), c1 ? atoi(c1 + 1) : 0,
-                                      c2 ? atoi(c2 + 1) : 0);
-    }
+    if (env_ints("VLLMC_CUDA_DECODE_MMA", v))
+        cuda_attention_set_decode_mma(v[0], v[1], v[2]);
     log_info("backend cuda: %s (sm_%d%d, %d SMs), GEMV up to m=%d%s", dev->name, dev->cc_major,
              dev->cc_minor, dev->n_sms, cuda_gemv_max_m(),
              cuda_pdl ? ", programmatic dependent launch" : "");
