@@ -141,6 +141,57 @@ __device__ __forceinline__ void tc_copy_tile(uint16_t *kdst, uint16_t *vdst, con
     }
 }
 
+// f32 caches, staged: each thread queues the raw f32 rows of its share of
+// keys kt0..kt0+TC_KT-1 (zeros from k_end on) into its own slots of the
+// staging area stage [K, V][TC_KT * D / 8][8] floats (slot e: key e / (D / 8),
+// dims 8 (e % (D / 8))..+7), and later converts exactly those slots, so the
+// copies need no barrier of their own: cp.async.wait_group makes a thread's
+// copies visible to itself.
+template <int D>
+__device__ __forceinline__ void tc_stage_tile(float *stage, const float *kc, const float *vc,
+                                              const int32_t *bt, int block_size, int64_t kv_row,
+                                              int kvh, int kt0, int k_end)
+{
+    constexpr int SLOTS = TC_KT * D / 8;
+    for (int e = (int)threadIdx.x; e < SLOTS; e += TC_THREADS) {
+        const int j = e / (D / 8), c = e % (D / 8), kp = kt0 + j;
+        const bool valid = kp < k_end;
+        const float *ksrc = kc, *vsrc = vc;
+        if (valid) {
+            const int64_t off =
+                ((int64_t)bt[kp / block_size] * block_size + kp % block_size) * kv_row +
+                (int64_t)kvh * D + c * 8;
+            ksrc = kc + off;
+            vsrc = vc + off;
+        }
+        uint16_t *kd = (uint16_t *)(stage + e * 8), *vd = (uint16_t *)(stage + (SLOTS + e) * 8);
+        tc_cp_async16(kd, ksrc, valid);
+        tc_cp_async16(kd + 8, ksrc + 4, valid);
+        tc_cp_async16(vd, vsrc, valid);
+        tc_cp_async16(vd + 8, vsrc + 4, valid);
+    }
+}
+
+// This thread's staged slots as OT operands in the K and V tiles.
+template <typename OT, int D>
+__device__ __forceinline__ void tc_unstage_tile(uint16_t *ks, uint16_t *vs, const float *stage)
+{
+    constexpr int LDS = D + TC_PAD, SLOTS = TC_KT * D / 8;
+    for (int e = (int)threadIdx.x; e < SLOTS; e += TC_THREADS) {
+        const int j = e / (D / 8), c = e % (D / 8);
+        uint4 kw, vw;
+        kw = tc_load8<float, OT>(stage + e * 8);
+        vw = tc_load8<float, OT>(stage + (SLOTS + e) * 8);
+        *(uint4 *)&ks[j * LDS + c * 8] = kw;
+        *(uint4 *)&vs[j * LDS + c * 8] = vw;
+    }
+}
+
+__device__ __forceinline__ void tc_cp_async_wait_all()
+{
+    asm volatile("cp.async.wait_group 0;" ::: "memory");
+}
+
 // ---- the kernel ----
 
 // One block per (query tile, head chunk of a KV group and sequence, key
@@ -149,16 +200,22 @@ __device__ __forceinline__ void tc_copy_tile(uint16_t *kdst, uint16_t *vdst, con
 // whole GQA group. Warp w owns rows 16w..16w+15; lane (g, t) holds rows g and
 // g + 8. With several splits each block writes its unnormalised partial state
 // (an empty split included) for att_tc_combine_kernel.
-template <typename TC, typename OT, int D, bool LDSM>
+// STAGE (f32 caches only): the next tile's raw rows are copied into a
+// staging area with cp.async while the warps compute on this one, instead of
+// every thread loading, converting and storing its share before the compute.
+template <typename TC, typename OT, int D, bool LDSM, bool STAGE>
 static __global__ void __launch_bounds__(TC_THREADS) att_tc_kernel(const struct tc_params p)
 {
     constexpr int LDS = D + TC_PAD;   // shared row stride in elements
     constexpr int TILE = TC_KT * LDS; // elements of one K or V tile
     constexpr bool PIPE = tc_pipelined<TC, LDSM>();
+    static_assert(!STAGE || sizeof(TC) == 4, "only f32 caches are staged");
     __shared__ __align__(16) uint16_t ks_one[PIPE ? 8 : TILE]; // [TC_KT][D]: keys of the tile
     __shared__ __align__(16) uint16_t vs_one[PIPE ? 8 : TILE]; // [TC_KT][D]: values
-    extern __shared__ __align__(16) uint16_t tc_stages[];      // PIPE: [2][K, V][TC_KT][D]
+    // PIPE: [2][K, V][TC_KT][D] 16-bit; STAGE: [K, V][TC_KT * D] f32 (tc_stage_tile)
+    extern __shared__ __align__(16) uint16_t tc_stages[];
 
+    cuda_pdl_sync(); // launched by cuda_launch: the q, K and V writers may still drain
     // Tiles late in a sequence see the most keys: start them first.
     const int tile = (int)(gridDim.x - 1 - blockIdx.x);
     const int seq = (int)blockIdx.y / (p.n_kv_heads * p.n_hchunks);
@@ -231,6 +288,13 @@ static __global__ void __launch_bounds__(TC_THREADS) att_tc_kernel(const struct 
                             k_begin, k_end);
         tc_cp_async_commit();
     }
+    if constexpr (STAGE) {
+        if (k_begin < k_end) {
+            tc_stage_tile<D>((float *)tc_stages, (const float *)kc, (const float *)vc, bt,
+                             p.block_size, kv_row, kvh, k_begin, k_end);
+            tc_cp_async_commit();
+        }
+    }
     for (int kt0 = k_begin, it = 0; kt0 < k_end; kt0 += TC_KT, it++) {
         const uint16_t *ks = ks_one, *vs = vs_one;
         if constexpr (PIPE) {
@@ -247,6 +311,19 @@ static __global__ void __launch_bounds__(TC_THREADS) att_tc_kernel(const struct 
             __syncthreads();
             ks = tc_stages + (it & 1) * 2 * TILE;
             vs = ks + TILE;
+        } else if constexpr (STAGE) {
+            // This thread's slots of this tile have landed; once every warp
+            // is done with the previous tile they become its operands, and
+            // the slots take the next tile's rows during this one's compute.
+            tc_cp_async_wait_all();
+            __syncthreads();
+            tc_unstage_tile<OT, D>(ks_one, vs_one, (const float *)tc_stages);
+            if (kt0 + TC_KT < k_end) {
+                tc_stage_tile<D>((float *)tc_stages, (const float *)kc, (const float *)vc, bt,
+                                 p.block_size, kv_row, kvh, kt0 + TC_KT, k_end);
+                tc_cp_async_commit();
+            }
+            __syncthreads();
         } else {
             __syncthreads(); // every warp is done with the previous tile
             // Keys past k_end are zeros: masked out of S, and 0 * V stays finite.
@@ -406,78 +483,115 @@ static __global__ void __launch_bounds__(TC_THREADS) att_tc_kernel(const struct 
     }
 }
 
-// Merges the split-K partial states of one (token, head) per block; a split
-// that saw no key of the row holds max -inf and adds nothing.
-static __global__ void att_tc_combine_kernel(const struct tc_params p, int head_dim)
+// Merges the split-K partial states: one warp per (token, head) row, lane l
+// holding dims 4l..4l+3 (head_dim 64 or 128); a split that saw no key of the
+// row holds max -inf and adds nothing. Splits are summed in order.
+#define TC_COMBINE_ROWS 4 // warps (rows) per block
+static __global__ void __launch_bounds__(TC_COMBINE_ROWS *CUDA_WARP)
+    att_tc_combine_kernel(const struct tc_params p, int head_dim)
 {
-    const int64_t tok = blockIdx.x;
-    const int h = (int)blockIdx.y, D = head_dim;
+    cuda_pdl_sync(); // launched by cuda_launch right behind att_tc_kernel
+    const int lane = (int)threadIdx.x % CUDA_WARP, D = head_dim;
+    const int64_t row = (int64_t)blockIdx.x * TC_COMBINE_ROWS + (int64_t)threadIdx.x / CUDA_WARP;
+    if (row >= p.n_tokens * p.n_heads)
+        return;
+    const int64_t split_rows = p.n_tokens * p.n_heads;
     float m = -INFINITY;
     for (int s = 0; s < p.n_splits; s++)
-        m = fmaxf(m, p.part_ml[((s * p.n_tokens + tok) * p.n_heads + h) * 2]);
+        m = fmaxf(m, p.part_ml[(s * split_rows + row) * 2]);
+    const bool has_dims = 4 * lane < D;
     float l = 0.0f;
+    float4 o = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     for (int s = 0; s < p.n_splits; s++) {
-        const float *ml = p.part_ml + ((s * p.n_tokens + tok) * p.n_heads + h) * 2;
-        if (ml[0] != -INFINITY)
-            l += ml[1] * exp2f(ml[0] - m);
-    }
-    for (int d = (int)threadIdx.x; d < D; d += (int)blockDim.x) {
-        float o = 0.0f;
-        for (int s = 0; s < p.n_splits; s++) {
-            const int64_t row = (s * p.n_tokens + tok) * p.n_heads + h;
-            const float ms = p.part_ml[row * 2];
-            if (ms != -INFINITY)
-                o += p.part_o[row * D + d] * exp2f(ms - m);
+        const int64_t r = s * split_rows + row;
+        const float ms = p.part_ml[r * 2];
+        if (ms == -INFINITY)
+            continue;
+        const float w = exp2f(ms - m);
+        l += p.part_ml[r * 2 + 1] * w;
+        if (has_dims) {
+            const float4 v = *(const float4 *)(p.part_o + r * D + 4 * lane);
+            o.x += v.x * w;
+            o.y += v.y * w;
+            o.z += v.z * w;
+            o.w += v.w * w;
         }
-        p.dst[tok * p.dst_stride + (int64_t)h * D + d] = l > 0.0f ? o / l : 0.0f;
     }
+    if (!has_dims)
+        return;
+    const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+    const int64_t tok = row / p.n_heads;
+    const int h = (int)(row % p.n_heads);
+    float *out = p.dst + tok * p.dst_stride + (int64_t)h * D + 4 * lane; // 8-byte aligned
+    *(float2 *)out = make_float2(o.x * inv, o.y * inv);
+    *(float2 *)(out + 2) = make_float2(o.z * inv, o.w * inv);
 }
 
 // ---- launcher ----
 
-// Launches one kernel variant; the double-buffered ones take their two
-// stages as dynamic shared memory, past the 48 KiB a block gets unasked for
-// head_dim 128, so the limit is raised once (engine thread).
-template <typename TC, typename OT, int D, bool LDSM>
+// Launches one kernel variant; the double-buffered and the staged ones take
+// their stages as dynamic shared memory, past the 48 KiB a block gets unasked
+// for head_dim 128, so the limit is raised once (engine thread).
+template <typename TC, typename OT, int D, bool LDSM, bool STAGE>
 static cudaError_t att_tc_launch_one(const struct tc_params *p, dim3 grid, cudaStream_t stream)
 {
     size_t smem = 0;
-    if (tc_pipelined<TC, LDSM>()) {
-        static bool raised;
+    if (tc_pipelined<TC, LDSM>())
         smem = 4 * (size_t)TC_KT * (D + TC_PAD) * sizeof(uint16_t);
+    else if (STAGE)
+        smem = 2 * (size_t)TC_KT * D * sizeof(float);
+    if (smem) {
+        static bool raised;
         if (!raised) {
             const cudaError_t rc =
-                cudaFuncSetAttribute(att_tc_kernel<TC, OT, D, LDSM>,
+                cudaFuncSetAttribute(att_tc_kernel<TC, OT, D, LDSM, STAGE>,
                                      cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
             if (rc != cudaSuccess)
                 return rc;
             raised = true;
         }
     }
-    att_tc_kernel<TC, OT, D, LDSM><<<grid, TC_THREADS, smem, stream>>>(*p);
-    return cudaGetLastError();
+    return cuda_launch(att_tc_kernel<TC, OT, D, LDSM, STAGE>, grid, TC_THREADS, smem, stream, *p);
 }
 
-template <typename TC, typename OT>
+template <typename TC, typename OT, int D, bool STAGE>
+static cudaError_t att_tc_launch_d(const struct tc_params *p, bool ldsm, dim3 grid,
+                                   cudaStream_t stream)
+{
+    return ldsm ? att_tc_launch_one<TC, OT, D, true, STAGE>(p, grid, stream)
+                : att_tc_launch_one<TC, OT, D, false, STAGE>(p, grid, stream);
+}
+
+template <typename TC, typename OT, bool STAGE>
 static cudaError_t att_tc_launch(const struct tc_params *p, int head_dim, bool ldsm, int n_seqs,
                                  int n_tiles, cudaStream_t stream)
 {
     const dim3 grid((unsigned)n_tiles, (unsigned)(n_seqs * p->n_kv_heads * p->n_hchunks),
                     (unsigned)p->n_splits);
-    cudaError_t rc;
-    if (head_dim == 64 && ldsm)
-        rc = att_tc_launch_one<TC, OT, 64, true>(p, grid, stream);
-    else if (head_dim == 64)
-        rc = att_tc_launch_one<TC, OT, 64, false>(p, grid, stream);
-    else if (ldsm)
-        rc = att_tc_launch_one<TC, OT, 128, true>(p, grid, stream);
-    else
-        rc = att_tc_launch_one<TC, OT, 128, false>(p, grid, stream);
+    const cudaError_t rc = head_dim == 64
+                               ? att_tc_launch_d<TC, OT, 64, STAGE>(p, ldsm, grid, stream)
+                               : att_tc_launch_d<TC, OT, 128, STAGE>(p, ldsm, grid, stream);
     if (rc != cudaSuccess || p->n_splits == 1)
         return rc;
-    const dim3 cgrid((unsigned)p->n_tokens, (unsigned)p->n_heads);
-    att_tc_combine_kernel<<<cgrid, 64, 0, stream>>>(*p, head_dim);
-    return cudaGetLastError();
+    const int64_t rows = p->n_tokens * p->n_heads;
+    return cuda_launch(att_tc_combine_kernel,
+                       (unsigned)((rows + TC_COMBINE_ROWS - 1) / TC_COMBINE_ROWS),
+                       TC_COMBINE_ROWS * CUDA_WARP, 0, stream, *p, head_dim);
+}
+
+// Settings (VLLMC_CUDA_PREFILL_ATTENTION=STAGE[,SPLIT_DIV]): f32 caches
+// staged through cp.async (1) or loaded tile by tile (0); keys split when
+// the blocks with rows number fewer than n_sms / SPLIT_DIV. Staging took
+// the 8B shape's pp512 attention call from 50.9 to 47.0 us (H200).
+static bool att_tc_stage_f32 = true;
+static int att_tc_split_div = 1;
+
+extern "C" void cuda_attention_set_prefill(int stage_f32, int split_div)
+{
+    if (stage_f32 >= 0)
+        att_tc_stage_f32 = stage_f32 != 0;
+    if (split_div >= 1)
+        att_tc_split_div = split_div;
 }
 
 // ---- provider ----
@@ -539,9 +653,12 @@ static enum vllmc_status att_tc_run(const struct op_call *c, bool ldsm)
     const int D = (int)q->ne[0];
 
     // Split the keys when the blocks that have rows would leave SMs idle (a
-    // short chunk after a long cached prefix), into enough splits to cover
-    // the GPU twice (two blocks fit an SM). Not sooner: the partial states
-    // cost a write and a read of n_splits x the output.
+    // short chunk after a long cached prefix, or a 512-token prompt's 128
+    // blocks on 132 SMs, whose causal tiles differ eightfold in keys), into
+    // enough splits to cover the GPU twice (two blocks fit an SM). The
+    // partial states cost a write and a read of n_splits x the output and a
+    // merge kernel; splitting only below n_sms / 2 blocks made Qwen3-0.6B's
+    // pp512 slower on the H200 (100,200 against 109,100-110,300 tok/s).
     // Blocks with rows: at most n_tiles per sequence, and at most one per qt
     // tokens plus one per sequence.
     const int64_t max_seq =
@@ -551,7 +668,7 @@ static enum vllmc_status att_tc_run(const struct op_call *c, bool ldsm)
         tiles = (int64_t)n_tiles * n_seqs;
     const int64_t blocks = tiles * p.n_kv_heads * p.n_hchunks;
     int64_t n_splits = 1;
-    if (blocks < (int64_t)dev->n_sms) {
+    if (blocks * att_tc_split_div < (int64_t)dev->n_sms) {
         const int64_t want = (2 * dev->n_sms + blocks - 1) / blocks;
         const int64_t most = (max_seq + TC_SPLIT_MIN - 1) / TC_SPLIT_MIN;
         n_splits = want < most ? want : most;
@@ -579,14 +696,19 @@ static enum vllmc_status att_tc_run(const struct op_call *c, bool ldsm)
     // past f16's range saturate, see tc_pack).
     switch (kc->dtype) {
     case DTYPE_BF16:
-        CUDA_TRY((att_tc_launch<__nv_bfloat16, __nv_bfloat16>(&p, D, ldsm, n_seqs, n_tiles,
-                                                              dev->stream)));
+        CUDA_TRY((att_tc_launch<__nv_bfloat16, __nv_bfloat16, false>(&p, D, ldsm, n_seqs, n_tiles,
+                                                                     dev->stream)));
         break;
     case DTYPE_F16:
-        CUDA_TRY((att_tc_launch<__half, __half>(&p, D, ldsm, n_seqs, n_tiles, dev->stream)));
+        CUDA_TRY((att_tc_launch<__half, __half, false>(&p, D, ldsm, n_seqs, n_tiles, dev->stream)));
         break;
     default:
-        CUDA_TRY((att_tc_launch<float, __half>(&p, D, ldsm, n_seqs, n_tiles, dev->stream)));
+        if (att_tc_stage_f32)
+            CUDA_TRY(
+                (att_tc_launch<float, __half, true>(&p, D, ldsm, n_seqs, n_tiles, dev->stream)));
+        else
+            CUDA_TRY(
+                (att_tc_launch<float, __half, false>(&p, D, ldsm, n_seqs, n_tiles, dev->stream)));
         break;
     }
     return VLLMC_OK;

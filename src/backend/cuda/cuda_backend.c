@@ -17,10 +17,10 @@
 #include "backend/cuda/elementwise.cuh"
 #include "backend/cuda/embedding.cuh"
 #include "backend/cuda/gemv_silu.cuh"
+#include "backend/cuda/int4g.cuh"
 #include "backend/cuda/kv_store.cuh"
 #include "backend/cuda/matmul.cuh"
 #include "backend/cuda/norm.cuh"
-#include "backend/cuda/int4g.cuh"
 #include "backend/cuda/qkv_rope_store.cuh"
 #include "backend/cuda/quant.cuh"
 #include "backend/cuda/rope.cuh"
@@ -101,8 +101,8 @@ static const struct op_provider *const cuda_provider_table[] = {
     &cuda_p_qembedding,   &cuda_p_qgemv,
     &cuda_p_qgemm,        &cuda_p_int4g_gemv,
     &cuda_p_int4g_gemm,   &cuda_p_sample,
-    &cuda_p_select_ids,
-    &cuda_p_qkv_rope_store, &cuda_p_gemv_silu,
+    &cuda_p_select_ids,   &cuda_p_qkv_rope_store,
+    &cuda_p_gemv_silu,
 };
 
 #define CUDA_N_PROVIDERS (sizeof cuda_provider_table / sizeof cuda_provider_table[0])
@@ -561,6 +561,9 @@ enum vllmc_status cuda_backend_create(const struct backend_options *o, struct ba
     const char *bf16_x = getenv("VLLMC_CUDA_BF16_ACTIVATIONS");
     if (bf16_x && *bf16_x)
         cuda_matmul_set_split_x(atoi(bf16_x) == 0);
+    const char *stack_m = getenv("VLLMC_CUDA_LT_STACK_MAX_M");
+    if (stack_m && *stack_m)
+        cuda_matmul_set_stack_max_m(atoi(stack_m));
     int v[3];
     if (env_ints("VLLMC_CUDA_DECODE_SPLIT", v))
         cuda_attention_set_decode_split(v[0], v[1], v[2]);
@@ -575,6 +578,8 @@ enum vllmc_status cuda_backend_create(const struct backend_options *o, struct ba
         cuda_attention_set_decode(atoi(decode_att));
     if (env_ints("VLLMC_CUDA_DECODE_MMA", v))
         cuda_attention_set_decode_mma(v[0], v[1], v[2]);
+    if (env_ints("VLLMC_CUDA_PREFILL_ATTENTION", v))
+        cuda_attention_set_prefill(v[0], v[1]);
     log_info("backend cuda: %s (sm_%d%d, %d SMs), GEMV up to m=%d%s", dev->name, dev->cc_major,
              dev->cc_minor, dev->n_sms, cuda_gemv_max_m(),
              cuda_pdl ? ", programmatic dependent launch" : "");

@@ -242,9 +242,11 @@ static __global__ void convert_kernel(T *y, const float *x, int64_t x_pitch, int
 }
 
 // hi [m, k] and lo [m, k] (dense) with hi + lo = x to 16 significant bits.
+// Launched by cuda_launch: it may start while the op that wrote x drains.
 static __global__ void split_bf16_kernel(__nv_bfloat16 *hi, __nv_bfloat16 *lo, const float *x,
                                          int64_t x_pitch, int k, int64_t total)
 {
+    cuda_pdl_sync();
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total;
          i += (int64_t)gridDim.x * blockDim.x) {
         const int64_t r = i / k, c = i % k;
@@ -621,16 +623,22 @@ static __global__ void split_sum_kernel(float *dst, int64_t dst_pitch, const flo
 // Up to this many tokens the hi and lo terms go through one GEMM of 2m rows:
 // small batches are bound by reading the weights, which two GEMMs read twice
 // (H200, Qwen3-8B shape, 64 sequences: two GEMMs made each decode step read
-// 30 GB of weights).
-#define LT_STACK_MAX_M 128
+// 30 GB of weights). VLLMC_CUDA_LT_STACK_MAX_M moves it.
+static int lt_stack_max_m = 128;
+
+extern "C" void cuda_matmul_set_stack_max_m(int m)
+{
+    if (m >= 0)
+        lt_stack_max_m = m;
+}
 
 // Scratch bytes of lt_run's stacked output, 256-byte aligned.
 static size_t lt_stack_bytes(int m, int n)
 {
     const size_t pitch = ((size_t)n + 3) & ~(size_t)3; // 16-byte rows, as cuBLASLt wants
-    return m <= LT_STACK_MAX_M ? ((size_t)2 * (size_t)m * pitch * sizeof(float) + 255) &
-                                     ~(size_t)255
-                               : 0;
+    return m <= lt_stack_max_m
+               ? ((size_t)2 * (size_t)m * pitch * sizeof(float) + 255) & ~(size_t)255
+               : 0;
 }
 
 // cuBLASLt over a->w of dtype wt (f32, f16, bf16); xc is scratch for the
@@ -647,10 +655,9 @@ static enum vllmc_status lt_run(struct cuda_device *dev, const struct matmul_arg
         rc = lt_matmul(dev, &a, CUDA_R_32F, a.x, a.x_pitch, 0.0f);
     } else if (wt == DTYPE_BF16 && split_x) {
         __nv_bfloat16 *hi = (__nv_bfloat16 *)xc, *lo = hi + total;
-        split_bf16_kernel<<<matmul_grid_1d(total), 256, 0, dev->stream>>>(hi, lo, a.x, a.x_pitch,
-                                                                         a.k, total);
-        CUDA_TRY_LAUNCH();
-        if (a.m <= LT_STACK_MAX_M) {
+        CUDA_TRY(cuda_launch(split_bf16_kernel, matmul_grid_1d(total), 256, 0, dev->stream, hi, lo,
+                             a.x, a.x_pitch, a.k, total));
+        if (a.m <= lt_stack_max_m) {
             // [hi; lo] is one [2m, k] matrix (lo follows hi): one pass over W
             // into y [2m, n] after the activations, then the halves summed.
             float *y = (float *)((char *)xc + (((size_t)total * 4 + 255) & ~(size_t)255));

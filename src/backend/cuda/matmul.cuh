@@ -25,6 +25,10 @@ void cuda_gemv_set_max_m(int m);
 // GEMMs, 16 significant bits; the default) or rounded to bf16 once (one GEMM,
 // as vLLM and llama.cpp): VLLMC_CUDA_BF16_ACTIVATIONS=1 at backend creation.
 void cuda_matmul_set_split_x(bool on);
+// Split activations of up to m tokens go through one stacked GEMM of 2m rows
+// (one pass over the weights, then a sum), more through two accumulating
+// GEMMs (default 128; VLLMC_CUDA_LT_STACK_MAX_M).
+void cuda_matmul_set_stack_max_m(int m);
 // One- and two-token GEMVs: one warp per output row where that measured
 // faster (mode -1, the default), never (0) or always (1):
 // VLLMC_CUDA_GEMV_WARP at backend creation.
