@@ -241,19 +241,46 @@ static __global__ void convert_kernel(T *y, const float *x, int64_t x_pitch, int
     }
 }
 
-// hi [m, k] and lo [m, k] (dense) with hi + lo = x to 16 significant bits.
-// Launched by cuda_launch: it may start while the op that wrote x drains.
+// hi [m, k] and lo [m, k] (dense) with hi + lo = x to 16 significant bits:
+// rows over grid y, four columns a thread (16-byte loads when vec: k and
+// x_pitch multiples of 4, x 16-byte aligned). Launched by cuda_launch: it may
+// start while the op that wrote x drains.
 static __global__ void split_bf16_kernel(__nv_bfloat16 *hi, __nv_bfloat16 *lo, const float *x,
-                                         int64_t x_pitch, int k, int64_t total)
+                                         int64_t x_pitch, int k, int m, bool vec)
 {
     cuda_pdl_sync();
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total;
-         i += (int64_t)gridDim.x * blockDim.x) {
-        const int64_t r = i / k, c = i % k;
-        const float v = x[r * x_pitch + c];
-        const __nv_bfloat16 h = __float2bfloat16_rn(v);
-        hi[i] = h;
-        lo[i] = __float2bfloat16_rn(v - __bfloat162float(h));
+    for (int r = (int)blockIdx.y; r < m; r += (int)gridDim.y) {
+        const float *xr = x + (int64_t)r * x_pitch;
+        __nv_bfloat16 *hr = hi + (int64_t)r * k, *lr = lo + (int64_t)r * k;
+        for (int c = 4 * ((int)blockIdx.x * (int)blockDim.x + (int)threadIdx.x); c < k;
+             c += 4 * (int)gridDim.x * (int)blockDim.x) {
+            float v[4];
+            if (vec) {
+                const float4 q = *(const float4 *)(xr + c);
+                v[0] = q.x, v[1] = q.y, v[2] = q.z, v[3] = q.w;
+            } else {
+                for (int i = 0; i < 4; i++)
+                    v[i] = c + i < k ? xr[c + i] : 0.0f;
+            }
+            __nv_bfloat16 h[4], l[4];
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                h[i] = __float2bfloat16_rn(v[i]);
+                l[i] = __float2bfloat16_rn(v[i] - __bfloat162float(h[i]));
+            }
+            if (vec) {
+                uint2 hw, lw;
+                memcpy(&hw, h, sizeof hw);
+                memcpy(&lw, l, sizeof lw);
+                *(uint2 *)(hr + c) = hw;
+                *(uint2 *)(lr + c) = lw;
+            } else {
+                for (int i = 0; i < 4 && c + i < k; i++) {
+                    hr[c + i] = h[i];
+                    lr[c + i] = l[i];
+                }
+            }
+        }
     }
 }
 
@@ -655,8 +682,11 @@ static enum vllmc_status lt_run(struct cuda_device *dev, const struct matmul_arg
         rc = lt_matmul(dev, &a, CUDA_R_32F, a.x, a.x_pitch, 0.0f);
     } else if (wt == DTYPE_BF16 && split_x) {
         __nv_bfloat16 *hi = (__nv_bfloat16 *)xc, *lo = hi + total;
-        CUDA_TRY(cuda_launch(split_bf16_kernel, matmul_grid_1d(total), 256, 0, dev->stream, hi, lo,
-                             a.x, a.x_pitch, a.k, total));
+        const bool vec = a.k % 4 == 0 && a.x_pitch % 4 == 0 && (uintptr_t)a.x % 16 == 0;
+        const int rows = a.m < 1 ? 1 : a.m < 65535 ? a.m : 65535; // grid y, rows stride
+        const dim3 sgrid((unsigned)((a.k + 1023) / 1024), (unsigned)rows);
+        CUDA_TRY(cuda_launch(split_bf16_kernel, sgrid, 256, 0, dev->stream, hi, lo, a.x, a.x_pitch,
+                             a.k, a.m, vec));
         if (a.m <= lt_stack_max_m) {
             // [hi; lo] is one [2m, k] matrix (lo follows hi): one pass over W
             // into y [2m, n] after the activations, then the halves summed.
