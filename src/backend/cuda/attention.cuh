@@ -34,12 +34,14 @@ bool cuda_attention_tc_supports(const struct op_call *c);
 enum vllmc_status cuda_attention_tc_run(const struct op_call *c);
 // The same kernel reading its mma operands from shared memory with ldmatrix.
 enum vllmc_status cuda_attention_tc_ldsm_run(const struct op_call *c);
-// Prefill settings (VLLMC_CUDA_PREFILL_ATTENTION=STAGE[,SPLIT_DIV]): STAGE 1
-// (default) copies an f32 cache's next K/V tile with cp.async during the
-// current one's compute, 0 loads each tile before its compute; keys are split
-// across blocks when the blocks with rows number fewer than n_sms / SPLIT_DIV
-// (default 1). A negative or zero value keeps the setting.
-void cuda_attention_set_prefill(int stage_f32, int split_div);
+// Prefill settings (VLLMC_CUDA_PREFILL_ATTENTION=STAGE[,BELOW[,COVER[,MIN_KEYS]]]):
+// STAGE 1 (default) copies an f32 cache's next K/V tile with cp.async during
+// the current one's compute, 0 loads each tile before its compute; keys are
+// split across blocks when the blocks with rows number fewer than BELOW / 4 x
+// n_sms (default 4), into enough splits for COVER x n_sms blocks (default 2),
+// each walking at least MIN_KEYS keys (default 256). Zero keeps BELOW,
+// COVER and MIN_KEYS.
+void cuda_attention_set_prefill(int stage_f32, int below, int cover, int min_keys);
 
 #ifdef __cplusplus
 }

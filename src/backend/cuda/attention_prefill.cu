@@ -13,7 +13,6 @@
 #define TC_ROWS (TC_WARPS * 16) // query rows per block: tokens x heads of one KV group
 #define TC_KT 64                // keys per shared-memory tile
 #define TC_PAD 8                // row padding (elements) that keeps fragment reads conflict-free
-#define TC_SPLIT_MIN 256        // fewest keys one split-K block walks
 
 // The gate's threshold on query tokens per sequence. Below it the kernels of
 // attention.cu are the better choice: decode-only calls (one query per
@@ -579,19 +578,25 @@ static cudaError_t att_tc_launch(const struct tc_params *p, int head_dim, bool l
                        TC_COMBINE_ROWS * CUDA_WARP, 0, stream, *p, head_dim);
 }
 
-// Settings (VLLMC_CUDA_PREFILL_ATTENTION=STAGE[,SPLIT_DIV]): f32 caches
-// staged through cp.async (1) or loaded tile by tile (0); keys split when
-// the blocks with rows number fewer than n_sms / SPLIT_DIV. Staging took
-// the 8B shape's pp512 attention call from 50.9 to 47.0 us (H200).
+// Settings (VLLMC_CUDA_PREFILL_ATTENTION=STAGE,BELOW,COVER,MIN_KEYS): f32
+// caches staged through cp.async (1) or loaded tile by tile (0); keys split
+// when the blocks with rows number fewer than BELOW / 4 x n_sms, into enough
+// splits for COVER x n_sms blocks, each walking at least MIN_KEYS keys.
+// Staging took the 8B shape's pp512 attention call from 50.9 to 47.0 us and
+// its pp512 from 18,958 to 19,983 tok/s (H200).
 static bool att_tc_stage_f32 = true;
-static int att_tc_split_div = 1;
+static int att_tc_split_below = 4, att_tc_cover = 2, att_tc_split_min = 256;
 
-extern "C" void cuda_attention_set_prefill(int stage_f32, int split_div)
+extern "C" void cuda_attention_set_prefill(int stage_f32, int below, int cover, int min_keys)
 {
     if (stage_f32 >= 0)
         att_tc_stage_f32 = stage_f32 != 0;
-    if (split_div >= 1)
-        att_tc_split_div = split_div;
+    if (below > 0)
+        att_tc_split_below = below;
+    if (cover > 0)
+        att_tc_cover = cover;
+    if (min_keys >= TC_KT)
+        att_tc_split_min = min_keys / TC_KT * TC_KT;
 }
 
 // ---- provider ----
@@ -668,9 +673,9 @@ static enum vllmc_status att_tc_run(const struct op_call *c, bool ldsm)
         tiles = (int64_t)n_tiles * n_seqs;
     const int64_t blocks = tiles * p.n_kv_heads * p.n_hchunks;
     int64_t n_splits = 1;
-    if (blocks * att_tc_split_div < (int64_t)dev->n_sms) {
-        const int64_t want = (2 * dev->n_sms + blocks - 1) / blocks;
-        const int64_t most = (max_seq + TC_SPLIT_MIN - 1) / TC_SPLIT_MIN;
+    if (4 * blocks < (int64_t)att_tc_split_below * dev->n_sms) {
+        const int64_t want = ((int64_t)att_tc_cover * dev->n_sms + blocks - 1) / blocks;
+        const int64_t most = (max_seq + att_tc_split_min - 1) / att_tc_split_min;
         n_splits = want < most ? want : most;
         if (n_splits < 1)
             n_splits = 1;

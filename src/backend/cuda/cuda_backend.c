@@ -513,14 +513,14 @@ static const struct backend_vtable cuda_vtable = {
 bool cuda_pdl;
 int64_t cuda_pdl_prefetch_bytes;
 
-// An environment setting A[,B[,C]] as three ints (0 where missing); false
+// An environment setting A[,B[,C[,D]]] as four ints (0 where missing); false
 // when the variable is unset or empty.
-static bool env_ints(const char *name, int out[3])
+static bool env_ints(const char *name, int out[4])
 {
     const char *s = getenv(name);
     if (!s || !*s)
         return false;
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < 4; i++) {
         out[i] = s ? atoi(s) : 0;
         s = s ? strchr(s, ',') : NULL;
         s = s ? s + 1 : NULL;
@@ -564,7 +564,7 @@ enum vllmc_status cuda_backend_create(const struct backend_options *o, struct ba
     const char *stack_m = getenv("VLLMC_CUDA_LT_STACK_MAX_M");
     if (stack_m && *stack_m)
         cuda_matmul_set_stack_max_m(atoi(stack_m));
-    int v[3];
+    int v[4];
     if (env_ints("VLLMC_CUDA_DECODE_SPLIT", v))
         cuda_attention_set_decode_split(v[0], v[1], v[2]);
     const char *pdl = getenv("VLLMC_CUDA_PDL");
@@ -579,7 +579,7 @@ enum vllmc_status cuda_backend_create(const struct backend_options *o, struct ba
     if (env_ints("VLLMC_CUDA_DECODE_MMA", v))
         cuda_attention_set_decode_mma(v[0], v[1], v[2]);
     if (env_ints("VLLMC_CUDA_PREFILL_ATTENTION", v))
-        cuda_attention_set_prefill(v[0], v[1]);
+        cuda_attention_set_prefill(v[0], v[1], v[2], v[3]);
     log_info("backend cuda: %s (sm_%d%d, %d SMs), GEMV up to m=%d%s", dev->name, dev->cc_major,
              dev->cc_minor, dev->n_sms, cuda_gemv_max_m(),
              cuda_pdl ? ", programmatic dependent launch" : "");
