@@ -34,6 +34,7 @@ struct bench_opts {
     long n_reps;
     long n_threads;     // 0 = all cores
     long bw_mib;        // bandwidth probe buffer; 0 = skip the probe
+    enum dtype kv_dtype; // --kv-cache-dtype; f32, as the engine's auto
     bool log_providers;
 };
 
@@ -64,25 +65,30 @@ struct bench {
 
 static void bench_usage(FILE *f)
 {
-    fprintf(f,
-            "usage: vllmc bench [options]                 prompt processing / generation speed\n"
-            "       vllmc bench throughput [options]      offline throughput through the engine\n"
-            "       vllmc bench serve [options]           online serving benchmark over HTTP\n"
-            "\n"
-            "  -m, --model PATH        GGUF file or Hugging Face folder (default: bundled model)\n"
-            "  -p, --n-prompt N        prompt tokens of the pp test (default 512; 0 = skip)\n"
-            "  -n, --n-gen N           generated tokens of the tg test (default 128; 0 = skip)\n"
-            "  -r, --repetitions N     timed repeats of each test (default 5)\n"
-            "  -t, --threads N         CPU threads (default: all cores)\n"
-            "      --device cpu|cuda   backend (default cpu)\n"
-            "      --bandwidth-mib N   buffer of the read-bandwidth probe (default 1024; 0 = skip)\n"
-            "      --log-providers     log which op provider runs each op shape\n");
+    fprintf(
+        f, "usage: vllmc bench [options]                 prompt processing / generation speed\n"
+           "       vllmc bench throughput [options]      offline throughput through the engine\n"
+           "       vllmc bench serve [options]           online serving benchmark over HTTP\n"
+           "\n"
+           "  -m, --model PATH        GGUF file or Hugging Face folder (default: bundled model)\n"
+           "  -p, --n-prompt N        prompt tokens of the pp test (default 512; 0 = skip)\n"
+           "  -n, --n-gen N           generated tokens of the tg test (default 128; 0 = skip)\n"
+           "  -r, --repetitions N     timed repeats of each test (default 5)\n"
+           "  -t, --threads N         CPU threads (default: all cores)\n"
+           "      --device cpu|cuda   backend (default cpu)\n"
+           "      --bandwidth-mib N   buffer of the read-bandwidth probe (default 1024; 0 = skip)\n"
+           "      --kv-cache-dtype auto|f32|f16|bf16  KV cache element type (default auto: f32)\n"
+           "      --log-providers     log which op provider runs each op shape\n");
 }
 
 static int bench_parse(struct bench_opts *o, int argc, char **argv)
 {
-    *o = (struct bench_opts){.device = "cpu", .n_prompt = 512, .n_gen = 128, .n_reps = 5,
-                             .bw_mib = 1024};
+    *o = (struct bench_opts){.device = "cpu",
+                             .n_prompt = 512,
+                             .n_gen = 128,
+                             .n_reps = 5,
+                             .bw_mib = 1024,
+                             .kv_dtype = DTYPE_F32};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = NULL;
         bool ok = true;
@@ -106,6 +112,16 @@ static int bench_parse(struct bench_opts *o, int argc, char **argv)
             ok = v && cli_parse_int(a, v, 0, 1024, &o->n_threads);
         } else if (cli_opt(argc, argv, &i, "--bandwidth-mib", NULL, &v)) {
             ok = v && cli_parse_int(a, v, 0, 1 << 20, &o->bw_mib);
+        } else if (cli_opt(argc, argv, &i, "--kv-cache-dtype", NULL, &v)) {
+            if (v && strcmp(v, "auto") &&
+                (!dtype_from_name(v, &o->kv_dtype) ||
+                 (o->kv_dtype != DTYPE_F32 && o->kv_dtype != DTYPE_F16 &&
+                  o->kv_dtype != DTYPE_BF16))) {
+                fprintf(stderr, "vllmc bench: --kv-cache-dtype %s (use auto, f32, f16, bf16)\n", v);
+                ok = false;
+            }
+            if (v && !strcmp(v, "auto"))
+                o->kv_dtype = DTYPE_F32;
         } else {
             fprintf(stderr, "vllmc bench: unknown option '%s'\n", a);
             bench_usage(stderr);
@@ -148,6 +164,7 @@ static int bench_setup(struct bench *b)
     kv_cache_params_default(&kp);
     kp.block_size = BENCH_BLOCK_SIZE;
     kp.n_blocks = b->n_blocks;
+    kp.dtype = o->kv_dtype;
     if (kv_cache_create(b->m, &kp, &b->kv, &err)) {
         fprintf(stderr, "vllmc: %s\n", err.msg);
         return 1;
@@ -471,6 +488,8 @@ int bench_main(int argc, char **argv)
     if (rc)
         return rc < 0 ? 0 : rc;
     rc = bench_setup(&b);
+    if (!rc && b.o.kv_dtype != DTYPE_F32)
+        fprintf(stderr, "KV cache: %s\n", dtype_name(b.o.kv_dtype));
     if (!rc)
         rc = bench_pp_tg(&b);
     if (b.use_graphs)

@@ -44,6 +44,10 @@ need "$tmp/bench" "% of the read bandwidth"
 need "$tmp/bench2" "| llama 0.15M F16"
 grep -q " pp" "$tmp/bench2" && fail "-p 0 still ran a pp test"
 "$bin" bench -r 0 >/dev/null 2>&1 && fail "bench accepted -r 0"
+"$bin" bench -p 16 -n 4 -r 1 --bandwidth-mib 0 --kv-cache-dtype f16 >"$tmp/bench3" 2>"$tmp/bench3.err"
+need "$tmp/bench3.err" "KV cache: f16"
+need "$tmp/bench3" " tg4 |"
+"$bin" bench --kv-cache-dtype q8 >/dev/null 2>&1 && fail "bench accepted --kv-cache-dtype q8"
 
 "$bin" bench throughput --num-prompts 4 --input-len 8 --output-len 8 --max-num-seqs 4 \
     --kv-cache-memory-bytes 4000000 >"$tmp/tput" 2>/dev/null
