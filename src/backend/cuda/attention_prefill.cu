@@ -116,6 +116,16 @@ __device__ __forceinline__ void tc_cp_async_wait_all_but_last()
     asm volatile("cp.async.wait_group 1;" ::: "memory");
 }
 
+// Element offset in a paged cache [n_blocks, block_size, n_kv_heads, D] of
+// dims 8c..8c+7 of key kp of KV head kvh (bt: the sequence's block table).
+template <int D>
+__device__ __forceinline__ int64_t tc_kv_offset(const int32_t *bt, int block_size, int64_t kv_row,
+                                                int kvh, int kp, int c)
+{
+    return ((int64_t)bt[kp / block_size] * block_size + kp % block_size) * kv_row +
+           (int64_t)kvh * D + c * 8;
+}
+
 // Queues the copy of keys kt0..kt0+TC_KT-1 of one KV head (zeros from
 // k_end on) into kdst, vdst [TC_KT][D + TC_PAD]; each thread its share.
 template <typename TC, int D>
@@ -129,9 +139,7 @@ __device__ __forceinline__ void tc_copy_tile(uint16_t *kdst, uint16_t *vdst, con
         const bool valid = kp < k_end;
         const TC *ksrc = kc, *vsrc = vc; // a zero fill reads nothing, any address will do
         if (valid) {
-            const int64_t off =
-                ((int64_t)bt[kp / block_size] * block_size + kp % block_size) * kv_row +
-                (int64_t)kvh * D + c * 8;
+            const int64_t off = tc_kv_offset<D>(bt, block_size, kv_row, kvh, kp, c);
             ksrc = kc + off;
             vsrc = vc + off;
         }
@@ -157,9 +165,7 @@ __device__ __forceinline__ void tc_stage_tile(float *stage, const float *kc, con
         const bool valid = kp < k_end;
         const float *ksrc = kc, *vsrc = vc;
         if (valid) {
-            const int64_t off =
-                ((int64_t)bt[kp / block_size] * block_size + kp % block_size) * kv_row +
-                (int64_t)kvh * D + c * 8;
+            const int64_t off = tc_kv_offset<D>(bt, block_size, kv_row, kvh, kp, c);
             ksrc = kc + off;
             vsrc = vc + off;
         }
@@ -330,10 +336,7 @@ static __global__ void __launch_bounds__(TC_THREADS) att_tc_kernel(const struct 
                 const int j = e / (D / 8), c = e % (D / 8), kp = kt0 + j;
                 uint4 kw = make_uint4(0, 0, 0, 0), vw = make_uint4(0, 0, 0, 0);
                 if (kp < k_end) {
-                    const int64_t off =
-                        ((int64_t)bt[kp / p.block_size] * p.block_size + kp % p.block_size) *
-                            kv_row +
-                        (int64_t)kvh * D + c * 8;
+                    const int64_t off = tc_kv_offset<D>(bt, p.block_size, kv_row, kvh, kp, c);
                     kw = tc_load8<TC, OT>(kc + off);
                     vw = tc_load8<TC, OT>(vc + off);
                 }
