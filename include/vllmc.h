@@ -281,7 +281,8 @@ struct vllmc_engine_stats {
     // and device sync on a GPU.
     int64_t n_decode_steps;
     double decode_schedule_s; // scheduler: which requests, KV blocks
-    double decode_prepare_s;  // runner: the flat batch (ids, positions, slots, tables)
+    double decode_prepare_s;  // runner: the flat batch (ids, positions, slots, tables) and
+                              // its upload to the device
     double decode_forward_s;  // model forward (on a GPU its launch: the wait is in device_wait_s)
     double decode_output_s;   // sampling (with the device wait), stop checks, detokenization,
                               // output queues
