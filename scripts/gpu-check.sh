@@ -280,9 +280,14 @@ fi
 if want hf && [ -d "$DATA/qwen3-0.6b-random" ]; then
     stage "vllmc bench pp512/tg128 cuda (0.6B)" "$OUT/bench.log" 150 \
         "$VLLMC" bench --model "$DATA/qwen3-0.6b-random" --device cuda -p 512 -n 128 -r 3
+    from=$(($(wc -l <"$OUT/bench.log" 2>/dev/null || echo 0) + 1))
     stage "vllmc bench throughput cuda (0.6B, 64x512/128)" "$OUT/bench.log" 150 \
         "$VLLMC" bench throughput --model "$DATA/qwen3-0.6b-random" --device cuda \
         --num-prompts 64 --input-len 512 --output-len 128 --max-num-seqs 64
+    # Where the engine thread's decode step goes (batch building and upload,
+    # launch, waiting) beside the device's own time.
+    tail -n +"$from" "$OUT/bench.log" | grep "^Decode (all\|^Decode step" | cut -c1-200 |
+        sed "s|^|  0.6B 64 seqs: |" >>"$SUMMARY"
 fi
 
 # ---- side by side: the choices behind the engine's defaults ----
