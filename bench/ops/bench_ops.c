@@ -6,8 +6,10 @@
 // cpu_gflops is per CPU-second, which other tenants of the cores disturb less).
 // usage: bench_ops [--op NAME] [--dtype T] [--m ROWS] [--provider P] [--cold] [--threads N]
 // [--min-ms MS]
-// (--dtype and --m pick matmul cases: weight dtype, rows; --cold reads the
-// weights from memory on every call, as decode does, instead of from cache)
+// (--dtype and --m pick matmul cases: weight dtype, rows; --dtype also picks
+// the attention's cache dtype; --cold reads the matmul weights and the
+// attention's KV cache from memory on every call, as decode does, instead of
+// from cache)
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,14 +23,15 @@
 static int n_threads = 0;
 static double min_ms = 300;
 static const char *only_op;
-static const char *only_dtype; // matmul: weights of this dtype only
+static const char *only_dtype; // matmul: weights of this dtype only; attention: cache
 static int64_t only_m;         // matmul: shapes of this many rows only
 static const char *only_provider;
-// --cold: matmul weights rotate through copies larger than the L3 cache, so
-// every call reads them from memory as a decode step does.
+// --cold: matmul weights (attention: key and value caches) rotate through
+// copies larger than the L3 cache, so every call reads them from memory as a
+// decode step does.
 static bool cold;
 #define COLD_BYTES ((size_t)256 << 20)
-static void *cold_copies[64];
+static void *cold_copies[64], *cold_copies_v[64]; // src[1], src[2] (attention only)
 static int n_cold_copies;
 
 static float frand(void)
@@ -108,6 +111,8 @@ static void bench_call(struct op_call *c, const char *label, double flops, doubl
         while (!rc && n < 200 && (n < 3 || (time_now_s() - start) * 1e3 < min_ms)) {
             if (n_cold_copies)
                 c->src[1]->data = cold_copies[n % n_cold_copies];
+            if (n_cold_copies && cold_copies_v[0])
+                c->src[2]->data = cold_copies_v[n % n_cold_copies];
             double t0 = time_now_s();
             rc = backend_run_op(be, c);
             times[n++] = time_now_s() - t0;
@@ -241,15 +246,29 @@ static void bench_attention(void)
 {
     // n_seqs, n_q per seq, seq_len, n_heads, n_kv_heads, head_dim (block size 16)
     static const int64_t cfgs[][6] = {
-        {1, 1, 1024, 16, 8, 128},
-        {8, 1, 1024, 16, 8, 128},
-        {1, 512, 512, 16, 8, 128},
+        {1, 1, 1024, 16, 8, 128},  // Qwen3-0.6B shape, one sequence
+        {8, 1, 1024, 16, 8, 128},  // 8 sequences
+        {16, 1, 256, 16, 8, 128},  // 16 sequences
+        {16, 1, 256, 6, 6, 48},    // stories15M shape, 16 sequences
+        {16, 1, 192, 6, 6, 48},    // the mean context of 128 in, 128 out
+        {16, 1, 1024, 6, 6, 48},   // long contexts
+        {1, 512, 512, 16, 8, 128}, // 0.6B shape prefill
     };
     static const enum dtype caches[] = {DTYPE_F16, DTYPE_BF16, DTYPE_F32};
+    struct backend *buf_be = NULL; // allocates the --cold copies
+    struct backend_options bo;
+    struct err err = {0};
+    backend_options_default(&bo);
+    if (backend_create("cpu", &bo, &buf_be, &err)) {
+        fprintf(stderr, "bench: %s\n", err.msg);
+        return;
+    }
     for (size_t i = 0; i < sizeof cfgs / sizeof cfgs[0]; i++) {
         int64_t S = cfgs[i][0], NQ = cfgs[i][1], L = cfgs[i][2], H = cfgs[i][3];
         int64_t KVH = cfgs[i][4], D = cfgs[i][5], BS = 16, MB = (L + BS - 1) / BS;
         for (size_t ct = 0; ct < 3; ct++) {
+            if (only_dtype && strcmp(only_dtype, dtype_name(caches[ct])))
+                continue;
             struct tensor q, o, kc, vc, bt, sl, qsl;
             if (!make(&q, DTYPE_F32, 3, (int64_t[]){D, H, S * NQ}) ||
                 !make(&o, DTYPE_F32, 3, (int64_t[]){D, H, S * NQ}) ||
@@ -269,6 +288,25 @@ static void bench_attention(void)
                                 .dst = &o,
                                 .src = {&q, &kc, &vc, &bt, &sl, &qsl},
                                 .p.scale = 1.0f / sqrtf((float)D)};
+            void *k_data = kc.data, *v_data = vc.data;
+            size_t kv_bytes = tensor_n_bytes(&kc);
+            // The copies come from the CPU backend's buffers, on huge pages
+            // as the engine's KV cache is: on 4 KiB pages a cold cache
+            // would also time TLB misses the engine does not have.
+            n_cold_copies = 0;
+            for (size_t b = 0; cold && b < COLD_BYTES && n_cold_copies < 64; b += 2 * kv_bytes) {
+                void *kd = NULL, *vd = NULL;
+                if (backend_buffer_alloc(buf_be, kv_bytes, &kd) ||
+                    backend_buffer_alloc(buf_be, kv_bytes, &vd)) {
+                    if (kd)
+                        backend_buffer_free(buf_be, kd);
+                    break; // fewer copies: the calls read partly from cache
+                }
+                cold_copies[n_cold_copies] = kd;
+                cold_copies_v[n_cold_copies] = vd;
+                memcpy(cold_copies[n_cold_copies], k_data, kv_bytes);
+                memcpy(cold_copies_v[n_cold_copies++], v_data, kv_bytes);
+            }
             char label[160];
             snprintf(label, sizeof label,
                      "cache=%s n_seqs=%lld n_q=%lld seq_len=%lld n_heads=%lld n_kv_heads=%lld "
@@ -279,15 +317,22 @@ static void bench_attention(void)
             bench_call(&c, label, 4.0 * (double)S * pairs * (double)H * (double)D,
                        2.0 * (double)S * (double)L * (double)KVH * (double)D *
                            (double)(caches[ct] == DTYPE_F32 ? 4 : 2));
+            for (int b = 0; b < n_cold_copies; b++) {
+                backend_buffer_free(buf_be, cold_copies[b]);
+                backend_buffer_free(buf_be, cold_copies_v[b]);
+                cold_copies_v[b] = NULL;
+            }
+            n_cold_copies = 0;
             mem_free(q.data);
             mem_free(o.data);
-            mem_free(kc.data);
-            mem_free(vc.data);
+            mem_free(k_data);
+            mem_free(v_data);
             mem_free(bt.data);
             mem_free(sl.data);
             mem_free(qsl.data);
         }
     }
+    backend_free(buf_be);
 }
 
 int main(int argc, char **argv)
