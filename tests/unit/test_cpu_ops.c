@@ -600,6 +600,144 @@ static void check_attention_long_prefill(const char *disable, enum dtype cache_t
     backend_free(be);
 }
 
+// A batch of decode tokens (one query per sequence, lengths across chunk and
+// block edges, blocks of 8 to 32 keys) gives each sequence the bits of its
+// token's row in that sequence's whole prefill, alone or in the batch, with
+// 1 or 2 threads, and matches cpu-ref (blocks of 24 keys once lost the 8
+// keys after each block's first 16).
+static void check_attention_decode_batch(const char *disable, enum dtype cache_type, int D,
+                                         int n_kv, int G, int bs)
+{
+    enum { S = 5, MAX_LEN = 45 };
+    static const int32_t lens[S] = {17, 1, 45, 16, 31};
+    int H = n_kv * G, max_blocks = (MAX_LEN + bs - 1) / bs, n_blocks = S * max_blocks;
+    size_t esz = cache_type == DTYPE_F32 ? 4 : 2, n_cache = (size_t)n_blocks * bs * n_kv * D;
+    char *kc = calloc(n_cache, esz), *vc = calloc(n_cache, esz);
+    float *q = calloc((size_t)S * MAX_LEN * H * D, sizeof(float));
+    float *pre = calloc((size_t)MAX_LEN * H * D, sizeof(float));
+    float *want = calloc((size_t)S * H * D, sizeof(float)), *got = calloc((size_t)S * H * D, 4);
+    float *ref = calloc((size_t)S * H * D, sizeof(float)), *qd = calloc((size_t)S * H * D, 4);
+    int32_t *tables = calloc((size_t)n_blocks, sizeof(int32_t));
+    CHECK(kc && vc && q && pre && want && got && ref && qd && tables);
+    unsigned seed = 31;
+    for (size_t i = 0; i < n_cache; i++)
+        for (int j = 0; j < 2; j++) {
+            float v = frand(&seed);
+            uint16_t h16 = cache_type == DTYPE_F16 ? f32_to_fp16(v) : f32_to_bf16(v);
+            if (cache_type == DTYPE_F32)
+                memcpy((j ? vc : kc) + i * 4, &v, 4);
+            else
+                memcpy((j ? vc : kc) + i * 2, &h16, 2);
+        }
+    for (int i = 0; i < S * MAX_LEN * H * D; i++)
+        q[i] = frand(&seed) * 2.0f;
+    for (int b = 0; b < n_blocks; b++) // scattered: block b of sequence s at (7 b + 3) mod n
+        tables[b] = (int32_t)((7 * b + 3) % n_blocks);
+    struct tensor tkc, tvc;
+    tensor_init(&tkc, cache_type, kc, 4, (int64_t[]){D, n_kv, bs, n_blocks});
+    tensor_init(&tvc, cache_type, vc, 4, (int64_t[]){D, n_kv, bs, n_blocks});
+    for (int n_threads = 1; n_threads <= 2; n_threads++) {
+        struct backend *be = cpu_backend(n_threads, disable);
+        // Each sequence's whole prefill; its last row is its decode token.
+        for (int s = 0; s < S; s++) {
+            int32_t len[1] = {lens[s]}, qsl[2] = {0, lens[s]};
+            struct tensor tq, to, tbt, tsl, tqsl;
+            tensor_init_3d(&tq, DTYPE_F32, q + (size_t)s * MAX_LEN * H * D, D, H, lens[s]);
+            tensor_init_3d(&to, DTYPE_F32, pre, D, H, lens[s]);
+            tensor_init_2d(&tbt, DTYPE_I32, tables + s * max_blocks, max_blocks, 1);
+            tensor_init_1d(&tsl, DTYPE_I32, len, 1);
+            tensor_init_1d(&tqsl, DTYPE_I32, qsl, 2);
+            struct op_call c = {.op = OP_ATTENTION,
+                                .dst = &to,
+                                .src = {&tq, &tkc, &tvc, &tbt, &tsl, &tqsl},
+                                .p.scale = 0.2f};
+            CHECK_EQ_INT(backend_run_op(be, &c), VLLMC_OK);
+            memcpy(want + (size_t)s * H * D, pre + (size_t)(lens[s] - 1) * H * D,
+                   (size_t)H * D * sizeof(float));
+            memcpy(qd + (size_t)s * H * D,
+                   q + ((size_t)s * MAX_LEN + (size_t)(lens[s] - 1)) * H * D,
+                   (size_t)H * D * sizeof(float));
+        }
+        // The decode batch, then each decode alone.
+        int32_t qsl[S + 1];
+        for (int s = 0; s <= S; s++)
+            qsl[s] = s;
+        struct tensor tq, to, tbt, tsl, tqsl;
+        tensor_init_3d(&tq, DTYPE_F32, qd, D, H, S);
+        tensor_init_3d(&to, DTYPE_F32, got, D, H, S);
+        tensor_init_2d(&tbt, DTYPE_I32, tables, max_blocks, S);
+        tensor_init_1d(&tsl, DTYPE_I32, (int32_t *)lens, S);
+        tensor_init_1d(&tqsl, DTYPE_I32, qsl, S + 1);
+        struct op_call c = {.op = OP_ATTENTION,
+                            .dst = &to,
+                            .src = {&tq, &tkc, &tvc, &tbt, &tsl, &tqsl},
+                            .p.scale = 0.2f};
+        CHECK_EQ_INT(backend_run_op(be, &c), VLLMC_OK);
+        printf("attention decode batch provider=%s cache=%s head_dim=%d kv_heads=%d group=%d "
+               "block=%d threads=%d\n",
+               backend_select_provider(be, &c)->name, dtype_name(cache_type), D, n_kv, G, bs,
+               n_threads);
+        CHECK(!memcmp(got, want, (size_t)S * H * D * sizeof(float)));
+        for (int s = 0; s < S; s++) {
+            struct tensor tq1, to1, tbt1, tsl1, tqsl1;
+            tensor_init_3d(&tq1, DTYPE_F32, qd + (size_t)s * H * D, D, H, 1);
+            tensor_init_3d(&to1, DTYPE_F32, got, D, H, 1);
+            tensor_init_2d(&tbt1, DTYPE_I32, tables + s * max_blocks, max_blocks, 1);
+            tensor_init_1d(&tsl1, DTYPE_I32, (int32_t *)lens + s, 1);
+            tensor_init_1d(&tqsl1, DTYPE_I32, qsl, 2);
+            struct op_call c1 = {.op = OP_ATTENTION,
+                                 .dst = &to1,
+                                 .src = {&tq1, &tkc, &tvc, &tbt1, &tsl1, &tqsl1},
+                                 .p.scale = 0.2f};
+            CHECK_EQ_INT(backend_run_op(be, &c1), VLLMC_OK);
+            CHECK(!memcmp(got, want + (size_t)s * H * D, (size_t)H * D * sizeof(float)));
+        }
+        backend_free(be);
+    }
+    // cpu-ref on the batch: the same softmax in another order, within rounding.
+    struct tensor tq, to, tbt, tsl, tqsl;
+    int32_t qsl[S + 1];
+    for (int s = 0; s <= S; s++)
+        qsl[s] = s;
+    tensor_init_3d(&tq, DTYPE_F32, qd, D, H, S);
+    tensor_init_3d(&to, DTYPE_F32, ref, D, H, S);
+    tensor_init_2d(&tbt, DTYPE_I32, tables, max_blocks, S);
+    tensor_init_1d(&tsl, DTYPE_I32, (int32_t *)lens, S);
+    tensor_init_1d(&tqsl, DTYPE_I32, qsl, S + 1);
+    struct op_call c = {.op = OP_ATTENTION,
+                        .dst = &to,
+                        .src = {&tq, &tkc, &tvc, &tbt, &tsl, &tqsl},
+                        .p.scale = 0.2f};
+    CHECK_EQ_INT(run_ref(&cpu_ref_attention, &c), VLLMC_OK);
+    double max_err = 0;
+    for (int i = 0; i < S * H * D; i++)
+        max_err = fmax(max_err, fabs((double)ref[i] - want[i]));
+    CHECK(max_err < 1e-5);
+    free(kc);
+    free(vc);
+    free(q);
+    free(pre);
+    free(want);
+    free(got);
+    free(ref);
+    free(qd);
+    free(tables);
+}
+
+static void test_attention_decode_batch(void)
+{
+    check_attention_decode_batch("", DTYPE_F32, 48, 6, 1, 16); // stories15M shape
+    check_attention_decode_batch("", DTYPE_F32, 64, 2, 4, 16);
+    check_attention_decode_batch("", DTYPE_F32, 64, 3, 3, 24); // odd group; chunks of 16 and 8
+    check_attention_decode_batch("", DTYPE_F32, 128, 4, 2, 32);
+    check_attention_decode_batch("", DTYPE_F32, 256, 2, 3, 8);
+    check_attention_decode_batch("", DTYPE_F16, 128, 8, 2, 16); // Qwen3-0.6B shape
+    check_attention_decode_batch("", DTYPE_BF16, 48, 6, 1, 16);
+    // The next in line: AVX2.
+    check_attention_decode_batch("cpu-avx512", DTYPE_F32, 64, 2, 4, 16);
+    check_attention_decode_batch("cpu-avx512", DTYPE_F16, 64, 3, 3, 24);
+}
+
 static void test_attention_batch_invariance(void)
 {
     check_attention_long_prefill("", DTYPE_F32);
@@ -629,6 +767,7 @@ int main(int argc, char **argv)
         {"attention_f16_bf16", test_attention_f16_bf16},
         {"matmul_batch_invariance", test_matmul_batch_invariance},
         {"attention_batch_invariance", test_attention_batch_invariance},
+        {"attention_decode_batch", test_attention_decode_batch},
         {NULL, NULL},
     };
     return check_run(cases, argc, argv);

@@ -277,10 +277,12 @@ attend_block(const int dtype, const int nd, const bool copy, const struct attn_c
         acc[i] = 0.0f;
     int64_t chunk = ATTN_CHUNK < bs ? ATTN_CHUNK : bs;
     int64_t pos_last = pos0 + nq - 1;
-    for (int64_t t0 = 0; t0 <= pos_last; t0 += chunk) {
+    // The next chunk starts at t1, not t0 + chunk: with blocks of more than
+    // 16 keys that are no multiple of 16, a chunk can end at its block's end.
+    for (int64_t t0 = 0, t1; t0 <= pos_last; t0 = t1) {
         // Keys [t0, t1) lie in one cache block.
         int64_t block_end = (t0 / bs + 1) * bs;
-        int64_t t1 = t0 + chunk;
+        t1 = t0 + chunk;
         if (t1 > block_end)
             t1 = block_end;
         if (t1 > pos_last + 1)
