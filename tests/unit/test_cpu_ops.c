@@ -602,9 +602,10 @@ static void check_attention_long_prefill(const char *disable, enum dtype cache_t
 
 // A batch of decode tokens (one query per sequence, lengths across chunk and
 // block edges, blocks of 8 to 32 keys) gives each sequence the bits of its
-// token's row in that sequence's whole prefill, alone or in the batch, with
-// 1 or 2 threads, and matches cpu-ref (blocks of 24 keys once lost the 8
-// keys after each block's first 16).
+// token's row in that sequence's whole prefill, alone or in the batch (alone,
+// cpu-avx512 splits the sequence's kv heads over tasks; in the batch one task
+// takes them all), on 1 or 2 threads, and matches cpu-ref (blocks of 24 keys
+// once lost the 8 keys after each block's first 16).
 static void check_attention_decode_batch(const char *disable, enum dtype cache_type, int D,
                                          int n_kv, int G, int bs)
 {

@@ -7,7 +7,9 @@
 // n_kv_heads * head_dim apart and would otherwise fall into the same few L1
 // sets), a lone token reads the cache in place. A chunk's scores come out of
 // one transposed sum of 16-lane dot products and each value slice
-// accumulates in a register.
+// accumulates in a register. A batch of lone tokens (decode) takes tasks of
+// one sequence and several kv heads instead (attend_decode), reading each
+// chunk's rows of all those heads together.
 // Every row runs the same operations whatever rows share its task, and chunks
 // depend only on key positions, so a query's result does not depend on the
 // rest of the batch.
@@ -26,6 +28,7 @@ struct attn_ctx {
     const struct op_call *c;
     int64_t n_seqs, n_tokens, group, head_dim, block_size, max_blocks;
     int64_t tokens_per_task, n_tok_tasks;
+    int64_t heads_per_task; // decode batches: kv heads of one sequence per task
     int dtype; // cache dtype
 };
 
@@ -382,6 +385,167 @@ static inline __attribute__((always_inline)) void attend(const int dtype,
         attend_block(dtype, 16, false, ctx, s, tok0, nq, pos0, kvh);
 }
 
+// ---- decode batches: one query token per sequence ----
+
+// The end t1 of the chunk [t0, t1) that starts at t0: at most chunk keys, inside
+// one cache block, up to pos_last.
+static inline __attribute__((always_inline)) int64_t chunk_end(int64_t t0, int64_t chunk,
+                                                               int64_t bs, int64_t pos_last)
+{
+    int64_t block_end = (t0 / bs + 1) * bs, t1 = t0 + chunk;
+    if (t1 > block_end)
+        t1 = block_end;
+    return t1 < pos_last + 1 ? t1 : pos_last + 1;
+}
+
+// Fetches the n rows row[j] + h_off (head_dim values, bytes long) into L1.
+static inline __attribute__((always_inline)) void prefetch_rows(const char *const *row, int n,
+                                                                size_t h_off, size_t bytes)
+{
+    for (int j = 0; j < n; j++)
+        for (size_t b = 0; b < bytes; b += 64)
+            _mm_prefetch(row[j] + h_off + b, _MM_HINT_T0);
+}
+
+// Sequence s's lone query token against the keys of kv heads kvh0 ..
+// kvh0 + n_h - 1, for all their query heads (rows = n_h * group, row r =
+// query head kvh0 * group + r). Each row runs attend_block's operations for
+// a lone token (copy = false) on the same values in the same order, so its
+// results are the same bits whatever heads and sequences share its task.
+// What differs is the memory traffic: a chunk's rows of all n_h heads (per
+// key n_h * head_dim contiguous values; keys n_kv_heads * head_dim apart)
+// are read while the chunk is current, and the next chunk's rows are fetched
+// head by head as this one's heads compute, so the fetches spread over the
+// chunk's work (all of them at the chunk's start, or a whole chunk per
+// head's task as attend_block does, stalled on the load queue instead).
+static inline __attribute__((always_inline)) void attend_decode(const int dtype, const int nd,
+                                                                const struct attn_ctx *ctx,
+                                                                int64_t s, int64_t kvh0, int n_h)
+{
+    const struct op_call *c = ctx->c;
+    const struct tensor *kc = c->src[1], *vc = c->src[2];
+    const int32_t *table = (const int32_t *)c->src[3]->data + s * ctx->max_blocks;
+    const int32_t *qsl = c->src[5]->data, *seq_lens = c->src[4]->data;
+    int G = (int)ctx->group, D = nd * 16, rows = n_h * G;
+    int64_t bs = ctx->block_size, tok = qsl[s], pos_last = seq_lens[s] - 1;
+    size_t head_bytes = kc->nb[1], row_bytes = (size_t)D * (dtype == DTYPE_F32 ? 4 : 2);
+    _Alignas(64) float acc[ATTN_MAX_ROWS * ATTN_MAX_HEAD_DIM]; // [rows, D]
+    _Alignas(64) float sc[ATTN_MAX_ROWS][ATTN_CHUNK];          // [rows, chunk]
+    float m[ATTN_MAX_ROWS], l[ATTN_MAX_ROWS], corr[ATTN_MAX_ROWS];
+    const float *q[ATTN_MAX_ROWS];
+    // Key j of the chunk, head kvh0 + h: k0[j] + h * head_bytes (values
+    // v0); kn, vn the same for the next chunk.
+    const char *k0[ATTN_CHUNK], *v0[ATTN_CHUNK], *kn[ATTN_CHUNK], *vn[ATTN_CHUNK];
+    const char *kp[ATTN_CHUNK], *vp[ATTN_CHUNK];
+    for (int r = 0; r < rows; r++) {
+        q[r] = cpu_at(c->src[0], 0, tok, kvh0 * G + r);
+        m[r] = -INFINITY;
+        l[r] = 0.0f;
+    }
+    for (int i = 0; i < rows * D; i++)
+        acc[i] = 0.0f;
+    int64_t chunk = ATTN_CHUNK < bs ? ATTN_CHUNK : bs;
+    for (int64_t t0 = 0, t1; t0 <= pos_last; t0 = t1) {
+        t1 = chunk_end(t0, chunk, bs, pos_last);
+        int64_t block = table[t0 / bs], off = t0 % bs;
+        int n = (int)(t1 - t0), n_next = 0;
+        for (int j = 0; j < n; j++) {
+            k0[j] = cpu_at(kc, block, off + j, kvh0);
+            v0[j] = cpu_at(vc, block, off + j, kvh0);
+        }
+        if (t1 <= pos_last) {
+            int64_t nb = table[t1 / bs], noff = t1 % bs;
+            n_next = (int)(chunk_end(t1, chunk, bs, pos_last) - t1);
+            for (int j = 0; j < n_next; j++) {
+                kn[j] = cpu_at(kc, nb, noff + j, kvh0);
+                vn[j] = cpu_at(vc, nb, noff + j, kvh0);
+            }
+        }
+        // attend_block's three passes (scores, softmax, values) over the
+        // rows of all n_h heads; pairs of rows share a head's loads.
+        for (int r = 0; r < rows;) {
+            int nr = nd <= 8 && r + 1 < rows && (r + 1) / G == r / G ? 2 : 1;
+            size_t h_off = (size_t)(r / G) * head_bytes;
+            for (int j = 0; j < n; j++)
+                kp[j] = k0[j] + h_off;
+            if (r % G == 0)
+                prefetch_rows(kn, n_next, h_off, row_bytes);
+            const float *q1 = nr == 2 ? q[r + 1] : NULL;
+            if (n == ATTN_CHUNK && nr == 2)
+                chunk_scores(dtype, nd, false, 2, q[r], q1, NULL, kp, ATTN_CHUNK, c->p.scale,
+                             sc + r);
+            else if (n == ATTN_CHUNK)
+                chunk_scores(dtype, nd, false, 1, q[r], q1, NULL, kp, ATTN_CHUNK, c->p.scale,
+                             sc + r);
+            else
+                chunk_scores(dtype, nd, false, nr, q[r], q1, NULL, kp, n, c->p.scale, sc + r);
+            r += nr;
+        }
+        for (int r = 0; r < rows; r++)
+            corr[r] = chunk_softmax(n, &m[r], &l[r], sc[r]);
+        for (int r = 0; r < rows;) {
+            int nr = nd <= 8 && r + 1 < rows && (r + 1) / G == r / G ? 2 : 1;
+            size_t h_off = (size_t)(r / G) * head_bytes;
+            for (int j = 0; j < n; j++)
+                vp[j] = v0[j] + h_off;
+            if (r % G == 0)
+                prefetch_rows(vn, n_next, h_off, row_bytes);
+            if (n == ATTN_CHUNK && nr == 2)
+                chunk_values2(dtype, nd, false, NULL, vp, ATTN_CHUNK, sc[r], sc[r + 1], corr + r,
+                              acc + r * D, acc + (r + 1) * D);
+            else if (nr == 1)
+                chunk_values1(dtype, nd, false, NULL, vp, n, sc[r], corr[r], acc + r * D);
+            else
+                chunk_values2(dtype, nd, false, NULL, vp, n, sc[r], sc[r + 1], corr + r,
+                              acc + r * D, acc + (r + 1) * D);
+            r += nr;
+        }
+    }
+    for (int r = 0; r < rows; r++) {
+        float *out = cpu_at(c->dst, 0, tok, kvh0 * G + r);
+        __m512 inv = _mm512_set1_ps(1.0f / l[r]);
+        for (int i = 0; i < D; i += 16)
+            _mm512_storeu_ps(out + i, _mm512_mul_ps(_mm512_load_ps(acc + r * D + i), inv));
+    }
+}
+
+// Task = (sequence, run of heads_per_task kv heads) of a batch where every
+// sequence has one query token.
+static void attn_decode_task(void *p, int task, int thread)
+{
+    (void)thread;
+    const struct attn_ctx *ctx = p;
+    int64_t n_kv = ctx->c->src[1]->ne[1];
+    int64_t n_runs = (n_kv + ctx->heads_per_task - 1) / ctx->heads_per_task;
+    int64_t s = task / n_runs, kvh0 = task % n_runs * ctx->heads_per_task;
+    const int32_t *qsl = ctx->c->src[5]->data;
+    if (qsl[s + 1] == qsl[s])
+        return;
+    int n_h = (int)(n_kv - kvh0 < ctx->heads_per_task ? n_kv - kvh0 : ctx->heads_per_task);
+    int nd = (int)(ctx->head_dim / 16);
+    switch (ctx->dtype * 32 + nd) {
+#define ATTN_DECODE_CASE(dt, nd_)                                                                  \
+    case dt * 32 + nd_:                                                                            \
+        attend_decode(dt, nd_, ctx, s, kvh0, n_h);                                                 \
+        break;
+        ATTN_DECODE_CASE(DTYPE_F32, 3)
+        ATTN_DECODE_CASE(DTYPE_F32, 4)
+        ATTN_DECODE_CASE(DTYPE_F32, 8)
+        ATTN_DECODE_CASE(DTYPE_F32, 16)
+        ATTN_DECODE_CASE(DTYPE_F16, 3)
+        ATTN_DECODE_CASE(DTYPE_F16, 4)
+        ATTN_DECODE_CASE(DTYPE_F16, 8)
+        ATTN_DECODE_CASE(DTYPE_F16, 16)
+        ATTN_DECODE_CASE(DTYPE_BF16, 3)
+        ATTN_DECODE_CASE(DTYPE_BF16, 4)
+        ATTN_DECODE_CASE(DTYPE_BF16, 8)
+        ATTN_DECODE_CASE(DTYPE_BF16, 16)
+#undef ATTN_DECODE_CASE
+    default:
+        break;
+    }
+}
+
 // Task = (kv head, run of tokens_per_task tokens); the run is split where a
 // sequence ends. Tasks of one kv head are consecutive, so the threads walk one
 // head's cache together while it is in L2.
@@ -476,6 +640,21 @@ static enum vllmc_status attention_run(const struct op_call *c)
         work += (int64_t)(qsl[s + 1] - qsl[s]) * seq_lens[s];
     work *= c->src[0]->ne[1] * ctx.head_dim;
     struct threadpool *pool = work < (1 << 17) ? NULL : op_call_pool(c);
+    if (max_q == 1) {
+        // Decode batch: tasks of one sequence's kv heads, all of them
+        // unless that leaves fewer than 4 tasks per thread (one sequence: a
+        // kv head each, as the token tasks), and at most ATTN_MAX_ROWS query
+        // rows. The split changes no row's operations.
+        int64_t n_thr = threadpool_n_threads(pool);
+        int64_t n_runs = (4 * n_thr + n_seqs - 1) / n_seqs;
+        n_runs = n_runs < 1 ? 1 : n_runs > n_kv ? n_kv : n_runs;
+        ctx.heads_per_task = (n_kv + n_runs - 1) / n_runs;
+        if (ctx.heads_per_task * ctx.group > ATTN_MAX_ROWS)
+            ctx.heads_per_task = ATTN_MAX_ROWS / ctx.group;
+        n_runs = (n_kv + ctx.heads_per_task - 1) / ctx.heads_per_task;
+        threadpool_run(pool, attn_decode_task, &ctx, (int)(n_seqs * n_runs));
+        return VLLMC_OK;
+    }
     threadpool_run(pool, attn_task, &ctx, (int)(ctx.n_tok_tasks * n_kv));
     return VLLMC_OK;
 }
