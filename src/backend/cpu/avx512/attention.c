@@ -72,11 +72,22 @@ static inline __attribute__((always_inline)) __m512 key_slice(const int dtype, c
                 : avx512_load16(dtype, kp[j] + (size_t)i * 16 * esz, 0xffff);
 }
 
-// dots[j] = the 16 lane products of q and key j (j < n) summed over the nd
-// slices in order; dots[j >= n] = 0.
+// Beside key or value j's slice i: fetches the same place of row pf[j] (j <
+// n_pf; the next chunk's row) where a cache line starts there, so the
+// fetches spread over the loop's loads. pf NULL: none.
 static inline __attribute__((always_inline)) void
-chunk_dots1(const int dtype, const int nd, const bool copy, const float *q,
-            const float *kf, const char *const *kp, int n, __m512 *dots)
+fetch_slice(const int dtype, const char *const *pf, int n_pf, int j, int i)
+{
+    size_t at = (size_t)i * 16 * (dtype == DTYPE_F32 ? 4 : 2);
+    if (pf && j < n_pf && at % 64 == 0)
+        _mm_prefetch(pf[j] + at, _MM_HINT_T0);
+}
+
+// dots[j] = the 16 lane products of q and key j (j < n) summed over the nd
+// slices in order; dots[j >= n] = 0. pf, n_pf: rows to fetch (fetch_slice).
+static inline __attribute__((always_inline)) void
+chunk_dots1(const int dtype, const int nd, const bool copy, const float *q, const float *kf,
+            const char *const *kp, int n, __m512 *dots, const char *const *pf, int n_pf)
 {
 #pragma GCC unroll 16
     for (int j = 0; j < ATTN_CHUNK; j++)
@@ -84,9 +95,11 @@ chunk_dots1(const int dtype, const int nd, const bool copy, const float *q,
     for (int i = 0; i < nd; i++) {
         __m512 qv = _mm512_loadu_ps(q + i * 16);
 #pragma GCC unroll 16
-        for (int j = 0; j < ATTN_CHUNK; j++)
+        for (int j = 0; j < ATTN_CHUNK; j++) {
             if (j < n)
                 dots[j] = _mm512_fmadd_ps(qv, key_slice(dtype, nd, copy, kf, kp, j, i), dots[j]);
+            fetch_slice(dtype, pf, n_pf, j, i);
+        }
     }
 }
 
@@ -94,8 +107,8 @@ chunk_dots1(const int dtype, const int nd, const bool copy, const float *q,
 // accumulators would not fit the registers); each row's sums are the same.
 static inline __attribute__((always_inline)) void
 chunk_dots2(const int dtype, const int nd, const bool copy, const float *q0, const float *q1,
-            const float *kf, const char *const *kp, int n,
-            __m512 dots[2][ATTN_CHUNK])
+            const float *kf, const char *const *kp, int n, __m512 dots[2][ATTN_CHUNK],
+            const char *const *pf, int n_pf)
 {
 #pragma GCC unroll 2
     for (int h = 0; h < ATTN_CHUNK; h += 8) {
@@ -112,6 +125,7 @@ chunk_dots2(const int dtype, const int nd, const bool copy, const float *q0, con
                     in_register(&kv);
                     d0[j] = _mm512_fmadd_ps(qv0, kv, d0[j]);
                     d1[j] = _mm512_fmadd_ps(qv1, kv, d1[j]);
+                    fetch_slice(dtype, pf, n_pf, h + j, i);
                 }
         }
 #pragma GCC unroll 8
@@ -154,7 +168,8 @@ value_slice(const int dtype, const int nd, const bool copy, const float *vf,
 // by side in registers.
 static inline __attribute__((always_inline)) void
 chunk_values1(const int dtype, const int nd, const bool copy, const float *vf,
-              const char *const *vp, int n, const float *p, float corr, float *acc)
+              const char *const *vp, int n, const float *p, float corr, float *acc,
+              const char *const *pf, int n_pf)
 {
     __m512 cv = _mm512_set1_ps(corr), a[16];
 #pragma GCC unroll 16
@@ -163,8 +178,10 @@ chunk_values1(const int dtype, const int nd, const bool copy, const float *vf,
     for (int j = 0; j < n; j++) {
         __m512 pv = _mm512_set1_ps(p[j]);
 #pragma GCC unroll 16
-        for (int i = 0; i < nd; i++)
+        for (int i = 0; i < nd; i++) {
             a[i] = _mm512_fmadd_ps(pv, value_slice(dtype, nd, copy, vf, vp, j, i), a[i]);
+            fetch_slice(dtype, pf, n_pf, j, i);
+        }
     }
 #pragma GCC unroll 16
     for (int i = 0; i < nd; i++)
@@ -175,7 +192,7 @@ chunk_values1(const int dtype, const int nd, const bool copy, const float *vf,
 static inline __attribute__((always_inline)) void
 chunk_values2(const int dtype, const int nd, const bool copy, const float *vf,
               const char *const *vp, int n, const float *p0, const float *p1, const float *corr,
-              float *acc0, float *acc1)
+              float *acc0, float *acc1, const char *const *pf, int n_pf)
 {
     __m512 c0 = _mm512_set1_ps(corr[0]), c1 = _mm512_set1_ps(corr[1]), a0[8], a1[8];
 #pragma GCC unroll 8
@@ -191,6 +208,7 @@ chunk_values2(const int dtype, const int nd, const bool copy, const float *vf,
             in_register(&vv);
             a0[i] = _mm512_fmadd_ps(pv0, vv, a0[i]);
             a1[i] = _mm512_fmadd_ps(pv1, vv, a1[i]);
+            fetch_slice(dtype, pf, n_pf, j, i);
         }
     }
 #pragma GCC unroll 8
@@ -233,13 +251,13 @@ prefetch_chunk(const struct attn_ctx *ctx, const struct tensor *kc, const struct
 static inline __attribute__((always_inline)) void
 chunk_scores(const int dtype, const int nd, const bool copy, const int nr, const float *q0,
              const float *q1, const float *kf, const char *const *kp, const int n, float scale,
-             float (*sc)[ATTN_CHUNK])
+             float (*sc)[ATTN_CHUNK], const char *const *pf, int n_pf)
 {
     __m512 dots[2][ATTN_CHUNK];
     if (nr == 1)
-        chunk_dots1(dtype, nd, copy, q0, kf, kp, n, dots[0]);
+        chunk_dots1(dtype, nd, copy, q0, kf, kp, n, dots[0], pf, n_pf);
     else
-        chunk_dots2(dtype, nd, copy, q0, q1, kf, kp, n, dots);
+        chunk_dots2(dtype, nd, copy, q0, q1, kf, kp, n, dots, pf, n_pf);
     for (int h = 0; h < nr; h++)
         _mm512_store_ps(sc[h],
                         _mm512_mul_ps(avx512_sums16(dots[h], n, NULL), _mm512_set1_ps(scale)));
@@ -323,11 +341,13 @@ attend_block(const int dtype, const int nd, const bool copy, const struct attn_c
             // tests of a partial one's missing keys compile away.
             const float *q1 = nr == 2 ? q[r + 1] : NULL;
             if (n == ATTN_CHUNK && nr == 2)
-                chunk_scores(dtype, nd, copy, 2, q[r], q1, kf, kp, ATTN_CHUNK, c->p.scale, sc + r);
+                chunk_scores(dtype, nd, copy, 2, q[r], q1, kf, kp, ATTN_CHUNK, c->p.scale, sc + r,
+                             NULL, 0);
             else if (n == ATTN_CHUNK)
-                chunk_scores(dtype, nd, copy, 1, q[r], q1, kf, kp, ATTN_CHUNK, c->p.scale, sc + r);
+                chunk_scores(dtype, nd, copy, 1, q[r], q1, kf, kp, ATTN_CHUNK, c->p.scale, sc + r,
+                             NULL, 0);
             else if (n > 0)
-                chunk_scores(dtype, nd, copy, nr, q[r], q1, kf, kp, n, c->p.scale, sc + r);
+                chunk_scores(dtype, nd, copy, nr, q[r], q1, kf, kp, n, c->p.scale, sc + r, NULL, 0);
             r += nr;
         }
         for (int r = 0; r < rows; r++)
@@ -337,12 +357,12 @@ attend_block(const int dtype, const int nd, const bool copy, const struct attn_c
             int n = nk[r], nr = nd <= 8 && r + 1 < rows && (r + 1) / G == r / G ? 2 : 1;
             if (n == ATTN_CHUNK && nr == 2)
                 chunk_values2(dtype, nd, copy, vf, vp, ATTN_CHUNK, sc[r], sc[r + 1], corr + r,
-                              acc + r * D, acc + (r + 1) * D);
+                              acc + r * D, acc + (r + 1) * D, NULL, 0);
             else if (n > 0 && nr == 1)
-                chunk_values1(dtype, nd, copy, vf, vp, n, sc[r], corr[r], acc + r * D);
+                chunk_values1(dtype, nd, copy, vf, vp, n, sc[r], corr[r], acc + r * D, NULL, 0);
             else if (n > 0)
                 chunk_values2(dtype, nd, copy, vf, vp, n, sc[r], sc[r + 1], corr + r, acc + r * D,
-                              acc + (r + 1) * D);
+                              acc + (r + 1) * D, NULL, 0);
             r += nr;
         }
     }
@@ -398,15 +418,6 @@ static inline __attribute__((always_inline)) int64_t chunk_end(int64_t t0, int64
     return t1 < pos_last + 1 ? t1 : pos_last + 1;
 }
 
-// Fetches the n rows row[j] + h_off (head_dim values, bytes long) into L1.
-static inline __attribute__((always_inline)) void prefetch_rows(const char *const *row, int n,
-                                                                size_t h_off, size_t bytes)
-{
-    for (int j = 0; j < n; j++)
-        for (size_t b = 0; b < bytes; b += 64)
-            _mm_prefetch(row[j] + h_off + b, _MM_HINT_T0);
-}
-
 // Sequence s's lone query token against the keys of kv heads kvh0 ..
 // kvh0 + n_h - 1, for all their query heads (rows = n_h * group, row r =
 // query head kvh0 * group + r). Each row runs attend_block's operations for
@@ -414,10 +425,11 @@ static inline __attribute__((always_inline)) void prefetch_rows(const char *cons
 // results are the same bits whatever heads and sequences share its task.
 // What differs is the memory traffic: a chunk's rows of all n_h heads (per
 // key n_h * head_dim contiguous values; keys n_kv_heads * head_dim apart)
-// are read while the chunk is current, and the next chunk's rows are fetched
-// head by head as this one's heads compute, so the fetches spread over the
-// chunk's work (all of them at the chunk's start, or a whole chunk per
-// head's task as attend_block does, stalled on the load queue instead).
+// are read while the chunk is current, and each head's dot products and
+// value sums fetch the same places of the next chunk's rows beside their
+// loads (fetch_slice), so the fetches spread over the chunk's work. Issued
+// all at the chunk's start, or a head's rows at once, they stalled on the
+// core's outstanding misses.
 static inline __attribute__((always_inline)) void attend_decode(const int dtype, const int nd,
                                                                 const struct attn_ctx *ctx,
                                                                 int64_t s, int64_t kvh0, int n_h)
@@ -428,15 +440,15 @@ static inline __attribute__((always_inline)) void attend_decode(const int dtype,
     const int32_t *qsl = c->src[5]->data, *seq_lens = c->src[4]->data;
     int G = (int)ctx->group, D = nd * 16, rows = n_h * G;
     int64_t bs = ctx->block_size, tok = qsl[s], pos_last = seq_lens[s] - 1;
-    size_t head_bytes = kc->nb[1], row_bytes = (size_t)D * (dtype == DTYPE_F32 ? 4 : 2);
+    size_t head_bytes = kc->nb[1];
     _Alignas(64) float acc[ATTN_MAX_ROWS * ATTN_MAX_HEAD_DIM]; // [rows, D]
     _Alignas(64) float sc[ATTN_MAX_ROWS][ATTN_CHUNK];          // [rows, chunk]
     float m[ATTN_MAX_ROWS], l[ATTN_MAX_ROWS], corr[ATTN_MAX_ROWS];
     const float *q[ATTN_MAX_ROWS];
     // Key j of the chunk, head kvh0 + h: k0[j] + h * head_bytes (values
-    // v0); kn, vn the same for the next chunk.
+    // v0); kn, vn the same for the next chunk; kp, vp, kq one head's rows.
     const char *k0[ATTN_CHUNK], *v0[ATTN_CHUNK], *kn[ATTN_CHUNK], *vn[ATTN_CHUNK];
-    const char *kp[ATTN_CHUNK], *vp[ATTN_CHUNK];
+    const char *kp[ATTN_CHUNK], *vp[ATTN_CHUNK], *kq[ATTN_CHUNK];
     for (int r = 0; r < rows; r++) {
         q[r] = cpu_at(c->src[0], 0, tok, kvh0 * G + r);
         m[r] = -INFINITY;
@@ -468,17 +480,19 @@ static inline __attribute__((always_inline)) void attend_decode(const int dtype,
             size_t h_off = (size_t)(r / G) * head_bytes;
             for (int j = 0; j < n; j++)
                 kp[j] = k0[j] + h_off;
-            if (r % G == 0)
-                prefetch_rows(kn, n_next, h_off, row_bytes);
+            for (int j = 0; j < n_next; j++)
+                kq[j] = kn[j] + h_off;
+            const char *const *pf = r % G == 0 ? kq : NULL; // a head's first rows fetch
             const float *q1 = nr == 2 ? q[r + 1] : NULL;
             if (n == ATTN_CHUNK && nr == 2)
                 chunk_scores(dtype, nd, false, 2, q[r], q1, NULL, kp, ATTN_CHUNK, c->p.scale,
-                             sc + r);
+                             sc + r, pf, n_next);
             else if (n == ATTN_CHUNK)
                 chunk_scores(dtype, nd, false, 1, q[r], q1, NULL, kp, ATTN_CHUNK, c->p.scale,
-                             sc + r);
+                             sc + r, pf, n_next);
             else
-                chunk_scores(dtype, nd, false, nr, q[r], q1, NULL, kp, n, c->p.scale, sc + r);
+                chunk_scores(dtype, nd, false, nr, q[r], q1, NULL, kp, n, c->p.scale, sc + r, pf,
+                             n_next);
             r += nr;
         }
         for (int r = 0; r < rows; r++)
@@ -488,16 +502,18 @@ static inline __attribute__((always_inline)) void attend_decode(const int dtype,
             size_t h_off = (size_t)(r / G) * head_bytes;
             for (int j = 0; j < n; j++)
                 vp[j] = v0[j] + h_off;
-            if (r % G == 0)
-                prefetch_rows(vn, n_next, h_off, row_bytes);
+            for (int j = 0; j < n_next; j++)
+                kq[j] = vn[j] + h_off;
+            const char *const *pf = r % G == 0 ? kq : NULL;
             if (n == ATTN_CHUNK && nr == 2)
                 chunk_values2(dtype, nd, false, NULL, vp, ATTN_CHUNK, sc[r], sc[r + 1], corr + r,
-                              acc + r * D, acc + (r + 1) * D);
+                              acc + r * D, acc + (r + 1) * D, pf, n_next);
             else if (nr == 1)
-                chunk_values1(dtype, nd, false, NULL, vp, n, sc[r], corr[r], acc + r * D);
+                chunk_values1(dtype, nd, false, NULL, vp, n, sc[r], corr[r], acc + r * D, pf,
+                              n_next);
             else
                 chunk_values2(dtype, nd, false, NULL, vp, n, sc[r], sc[r + 1], corr + r,
-                              acc + r * D, acc + (r + 1) * D);
+                              acc + r * D, acc + (r + 1) * D, pf, n_next);
             r += nr;
         }
     }
