@@ -557,7 +557,7 @@ static void attn_decode_task(void *p, int task, int thread)
         ATTN_DECODE_CASE(DTYPE_BF16, 8)
         ATTN_DECODE_CASE(DTYPE_BF16, 16)
 #undef ATTN_DECODE_CASE
-    default:
+    default: // attention_supports admits no other head size or cache type
         break;
     }
 }
