@@ -600,6 +600,29 @@ static void check_attention_long_prefill(const char *disable, enum dtype cache_t
     backend_free(be);
 }
 
+// An attention call over the caches kc, vc for n sequences: queries q and
+// outputs out [n_tokens, H, D], sequence s's queries from qsl[s] (qsl [n + 1]),
+// its length lens[s] and block table row s of tables [n, max_blocks].
+struct att_call {
+    struct tensor q, out, tables, lens, qsl;
+    struct op_call c;
+};
+
+static void att_call_init(struct att_call *a, float *q, float *out, int D, int H, int n_tokens,
+                          int32_t *tables, int max_blocks, int32_t *lens, int32_t *qsl, int n,
+                          struct tensor *kc, struct tensor *vc, float scale)
+{
+    tensor_init_3d(&a->q, DTYPE_F32, q, D, H, n_tokens);
+    tensor_init_3d(&a->out, DTYPE_F32, out, D, H, n_tokens);
+    tensor_init_2d(&a->tables, DTYPE_I32, tables, max_blocks, n);
+    tensor_init_1d(&a->lens, DTYPE_I32, lens, n);
+    tensor_init_1d(&a->qsl, DTYPE_I32, qsl, n + 1);
+    a->c = (struct op_call){.op = OP_ATTENTION,
+                            .dst = &a->out,
+                            .src = {&a->q, kc, vc, &a->tables, &a->lens, &a->qsl},
+                            .p.scale = scale};
+}
+
 // A batch of decode tokens (one query per sequence, lengths across chunk and
 // block edges, blocks of 8 to 32 keys) gives each sequence the bits of its
 // token's row in that sequence's whole prefill, alone or in the batch (alone,
@@ -642,17 +665,10 @@ static void check_attention_decode_batch(const char *disable, enum dtype cache_t
         // Each sequence's whole prefill; its last row is its decode token.
         for (int s = 0; s < S; s++) {
             int32_t len[1] = {lens[s]}, qsl[2] = {0, lens[s]};
-            struct tensor tq, to, tbt, tsl, tqsl;
-            tensor_init_3d(&tq, DTYPE_F32, q + (size_t)s * MAX_LEN * H * D, D, H, lens[s]);
-            tensor_init_3d(&to, DTYPE_F32, pre, D, H, lens[s]);
-            tensor_init_2d(&tbt, DTYPE_I32, tables + s * max_blocks, max_blocks, 1);
-            tensor_init_1d(&tsl, DTYPE_I32, len, 1);
-            tensor_init_1d(&tqsl, DTYPE_I32, qsl, 2);
-            struct op_call c = {.op = OP_ATTENTION,
-                                .dst = &to,
-                                .src = {&tq, &tkc, &tvc, &tbt, &tsl, &tqsl},
-                                .p.scale = 0.2f};
-            CHECK_EQ_INT(backend_run_op(be, &c), VLLMC_OK);
+            struct att_call a;
+            att_call_init(&a, q + (size_t)s * MAX_LEN * H * D, pre, D, H, lens[s],
+                          tables + s * max_blocks, max_blocks, len, qsl, 1, &tkc, &tvc, 0.2f);
+            CHECK_EQ_INT(backend_run_op(be, &a.c), VLLMC_OK);
             memcpy(want + (size_t)s * H * D, pre + (size_t)(lens[s] - 1) * H * D,
                    (size_t)H * D * sizeof(float));
             memcpy(qd + (size_t)s * H * D,
@@ -663,53 +679,32 @@ static void check_attention_decode_batch(const char *disable, enum dtype cache_t
         int32_t qsl[S + 1];
         for (int s = 0; s <= S; s++)
             qsl[s] = s;
-        struct tensor tq, to, tbt, tsl, tqsl;
-        tensor_init_3d(&tq, DTYPE_F32, qd, D, H, S);
-        tensor_init_3d(&to, DTYPE_F32, got, D, H, S);
-        tensor_init_2d(&tbt, DTYPE_I32, tables, max_blocks, S);
-        tensor_init_1d(&tsl, DTYPE_I32, (int32_t *)lens, S);
-        tensor_init_1d(&tqsl, DTYPE_I32, qsl, S + 1);
-        struct op_call c = {.op = OP_ATTENTION,
-                            .dst = &to,
-                            .src = {&tq, &tkc, &tvc, &tbt, &tsl, &tqsl},
-                            .p.scale = 0.2f};
-        CHECK_EQ_INT(backend_run_op(be, &c), VLLMC_OK);
+        struct att_call a;
+        att_call_init(&a, qd, got, D, H, S, tables, max_blocks, (int32_t *)lens, qsl, S, &tkc, &tvc,
+                      0.2f);
+        CHECK_EQ_INT(backend_run_op(be, &a.c), VLLMC_OK);
         printf("attention decode batch provider=%s cache=%s head_dim=%d kv_heads=%d group=%d "
                "block=%d threads=%d\n",
-               backend_select_provider(be, &c)->name, dtype_name(cache_type), D, n_kv, G, bs,
+               backend_select_provider(be, &a.c)->name, dtype_name(cache_type), D, n_kv, G, bs,
                n_threads);
         CHECK(!memcmp(got, want, (size_t)S * H * D * sizeof(float)));
         for (int s = 0; s < S; s++) {
-            struct tensor tq1, to1, tbt1, tsl1, tqsl1;
-            tensor_init_3d(&tq1, DTYPE_F32, qd + (size_t)s * H * D, D, H, 1);
-            tensor_init_3d(&to1, DTYPE_F32, got, D, H, 1);
-            tensor_init_2d(&tbt1, DTYPE_I32, tables + s * max_blocks, max_blocks, 1);
-            tensor_init_1d(&tsl1, DTYPE_I32, (int32_t *)lens + s, 1);
-            tensor_init_1d(&tqsl1, DTYPE_I32, qsl, 2);
-            struct op_call c1 = {.op = OP_ATTENTION,
-                                 .dst = &to1,
-                                 .src = {&tq1, &tkc, &tvc, &tbt1, &tsl1, &tqsl1},
-                                 .p.scale = 0.2f};
-            CHECK_EQ_INT(backend_run_op(be, &c1), VLLMC_OK);
+            struct att_call a1;
+            att_call_init(&a1, qd + (size_t)s * H * D, got, D, H, 1, tables + s * max_blocks,
+                          max_blocks, (int32_t *)lens + s, qsl, 1, &tkc, &tvc, 0.2f);
+            CHECK_EQ_INT(backend_run_op(be, &a1.c), VLLMC_OK);
             CHECK(!memcmp(got, want + (size_t)s * H * D, (size_t)H * D * sizeof(float)));
         }
         backend_free(be);
     }
     // cpu-ref on the batch: the same softmax in another order, within rounding.
-    struct tensor tq, to, tbt, tsl, tqsl;
     int32_t qsl[S + 1];
     for (int s = 0; s <= S; s++)
         qsl[s] = s;
-    tensor_init_3d(&tq, DTYPE_F32, qd, D, H, S);
-    tensor_init_3d(&to, DTYPE_F32, ref, D, H, S);
-    tensor_init_2d(&tbt, DTYPE_I32, tables, max_blocks, S);
-    tensor_init_1d(&tsl, DTYPE_I32, (int32_t *)lens, S);
-    tensor_init_1d(&tqsl, DTYPE_I32, qsl, S + 1);
-    struct op_call c = {.op = OP_ATTENTION,
-                        .dst = &to,
-                        .src = {&tq, &tkc, &tvc, &tbt, &tsl, &tqsl},
-                        .p.scale = 0.2f};
-    CHECK_EQ_INT(run_ref(&cpu_ref_attention, &c), VLLMC_OK);
+    struct att_call a;
+    att_call_init(&a, qd, ref, D, H, S, tables, max_blocks, (int32_t *)lens, qsl, S, &tkc, &tvc,
+                  0.2f);
+    CHECK_EQ_INT(run_ref(&cpu_ref_attention, &a.c), VLLMC_OK);
     double max_err = 0;
     for (int i = 0; i < S * H * D; i++)
         max_err = fmax(max_err, fabs((double)ref[i] - want[i]));
