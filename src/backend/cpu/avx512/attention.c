@@ -218,6 +218,25 @@ chunk_values2(const int dtype, const int nd, const bool copy, const float *vf,
     }
 }
 
+// The end t1 of the chunk [t0, t1) that starts at t0: at most chunk keys, inside
+// one cache block, up to pos_last.
+static inline __attribute__((always_inline)) int64_t chunk_end(int64_t t0, int64_t chunk,
+                                                               int64_t bs, int64_t pos_last)
+{
+    int64_t block_end = (t0 / bs + 1) * bs, t1 = t0 + chunk;
+    if (t1 > block_end)
+        t1 = block_end;
+    return t1 < pos_last + 1 ? t1 : pos_last + 1;
+}
+
+// How many rows from row r take one pass over a chunk's loads: two when
+// both are query heads of one kv head (rows grouped G to a kv head) and a
+// head's slices fit the registers twice (nd <= 8), else one.
+static inline __attribute__((always_inline)) int row_pair(int nd, int r, int rows, int G)
+{
+    return nd <= 8 && r + 1 < rows && (r + 1) / G == r / G ? 2 : 1;
+}
+
 // Fetches the key and value rows of the chunk that starts at t0 (up to
 // pos_last) into L2 while this chunk computes: batched decode waited on these
 // rows (n_kv_heads * head_dim apart in the cache), the copy of each chunk
@@ -231,11 +250,7 @@ prefetch_chunk(const struct attn_ctx *ctx, const struct tensor *kc, const struct
 {
     if (t0 > pos_last)
         return;
-    int64_t bs = ctx->block_size, block_end = (t0 / bs + 1) * bs, t1 = t0 + chunk;
-    if (t1 > block_end)
-        t1 = block_end;
-    if (t1 > pos_last + 1)
-        t1 = pos_last + 1;
+    int64_t bs = ctx->block_size, t1 = chunk_end(t0, chunk, bs, pos_last);
     int64_t block = table[t0 / bs], off = t0 % bs;
     for (int64_t j = 0; j < t1 - t0; j++) {
         const char *k = cpu_at(kc, block, off + j, kvh), *v = cpu_at(vc, block, off + j, kvh);
@@ -301,13 +316,7 @@ attend_block(const int dtype, const int nd, const bool copy, const struct attn_c
     // The next chunk starts at t1, not t0 + chunk: with blocks of more than
     // 16 keys that are no multiple of 16, a chunk can end at its block's end.
     for (int64_t t0 = 0, t1; t0 <= pos_last; t0 = t1) {
-        // Keys [t0, t1) lie in one cache block.
-        int64_t block_end = (t0 / bs + 1) * bs;
-        t1 = t0 + chunk;
-        if (t1 > block_end)
-            t1 = block_end;
-        if (t1 > pos_last + 1)
-            t1 = pos_last + 1;
+        t1 = chunk_end(t0, chunk, bs, pos_last); // keys [t0, t1) lie in one cache block
         int64_t block = table[t0 / bs], off = t0 % bs;
         prefetch_chunk(ctx, kc, vc, table, t1, pos_last, chunk, kvh, (size_t)D * esz);
         for (int j = 0; j < (int)(t1 - t0); j++) {
@@ -336,7 +345,7 @@ attend_block(const int dtype, const int nd, const bool copy, const struct attn_c
             nk[r] = (int)((t1 < pos + 1 ? t1 : pos + 1) - t0);
         }
         for (int r = 0; r < rows;) {
-            int n = nk[r], nr = nd <= 8 && r + 1 < rows && (r + 1) / G == r / G ? 2 : 1;
+            int n = nk[r], nr = row_pair(nd, r, rows, G);
             // A full chunk (all but a query's last) with n a constant: the
             // tests of a partial one's missing keys compile away.
             const float *q1 = nr == 2 ? q[r + 1] : NULL;
@@ -354,7 +363,7 @@ attend_block(const int dtype, const int nd, const bool copy, const struct attn_c
             if (nk[r] > 0)
                 corr[r] = chunk_softmax(nk[r], &m[r], &l[r], sc[r]);
         for (int r = 0; r < rows;) {
-            int n = nk[r], nr = nd <= 8 && r + 1 < rows && (r + 1) / G == r / G ? 2 : 1;
+            int n = nk[r], nr = row_pair(nd, r, rows, G);
             if (n == ATTN_CHUNK && nr == 2)
                 chunk_values2(dtype, nd, copy, vf, vp, ATTN_CHUNK, sc[r], sc[r + 1], corr + r,
                               acc + r * D, acc + (r + 1) * D, NULL, 0);
@@ -407,17 +416,6 @@ static inline __attribute__((always_inline)) void attend(const int dtype,
 
 // ---- decode batches: one query token per sequence ----
 
-// The end t1 of the chunk [t0, t1) that starts at t0: at most chunk keys, inside
-// one cache block, up to pos_last.
-static inline __attribute__((always_inline)) int64_t chunk_end(int64_t t0, int64_t chunk,
-                                                               int64_t bs, int64_t pos_last)
-{
-    int64_t block_end = (t0 / bs + 1) * bs, t1 = t0 + chunk;
-    if (t1 > block_end)
-        t1 = block_end;
-    return t1 < pos_last + 1 ? t1 : pos_last + 1;
-}
-
 // Sequence s's lone query token against the keys of kv heads kvh0 ..
 // kvh0 + n_h - 1, for all their query heads (rows = n_h * group, row r =
 // query head kvh0 * group + r). Each row runs attend_block's operations for
@@ -446,9 +444,9 @@ static inline __attribute__((always_inline)) void attend_decode(const int dtype,
     float m[ATTN_MAX_ROWS], l[ATTN_MAX_ROWS], corr[ATTN_MAX_ROWS];
     const float *q[ATTN_MAX_ROWS];
     // Key j of the chunk, head kvh0 + h: k0[j] + h * head_bytes (values
-    // v0); kn, vn the same for the next chunk; kp, vp, kq one head's rows.
+    // v0); kn, vn the same for the next chunk; kp, vp one head's rows of the chunk, pn of the next.
     const char *k0[ATTN_CHUNK], *v0[ATTN_CHUNK], *kn[ATTN_CHUNK], *vn[ATTN_CHUNK];
-    const char *kp[ATTN_CHUNK], *vp[ATTN_CHUNK], *kq[ATTN_CHUNK];
+    const char *kp[ATTN_CHUNK], *vp[ATTN_CHUNK], *pn[ATTN_CHUNK];
     for (int r = 0; r < rows; r++) {
         q[r] = cpu_at(c->src[0], 0, tok, kvh0 * G + r);
         m[r] = -INFINITY;
@@ -476,13 +474,13 @@ static inline __attribute__((always_inline)) void attend_decode(const int dtype,
         // attend_block's three passes (scores, softmax, values) over the
         // rows of all n_h heads; pairs of rows share a head's loads.
         for (int r = 0; r < rows;) {
-            int nr = nd <= 8 && r + 1 < rows && (r + 1) / G == r / G ? 2 : 1;
+            int nr = row_pair(nd, r, rows, G);
             size_t h_off = (size_t)(r / G) * head_bytes;
             for (int j = 0; j < n; j++)
                 kp[j] = k0[j] + h_off;
             for (int j = 0; j < n_next; j++)
-                kq[j] = kn[j] + h_off;
-            const char *const *pf = r % G == 0 ? kq : NULL; // a head's first rows fetch
+                pn[j] = kn[j] + h_off;
+            const char *const *pf = r % G == 0 ? pn : NULL; // a head's first rows fetch
             const float *q1 = nr == 2 ? q[r + 1] : NULL;
             if (n == ATTN_CHUNK && nr == 2)
                 chunk_scores(dtype, nd, false, 2, q[r], q1, NULL, kp, ATTN_CHUNK, c->p.scale,
@@ -498,13 +496,13 @@ static inline __attribute__((always_inline)) void attend_decode(const int dtype,
         for (int r = 0; r < rows; r++)
             corr[r] = chunk_softmax(n, &m[r], &l[r], sc[r]);
         for (int r = 0; r < rows;) {
-            int nr = nd <= 8 && r + 1 < rows && (r + 1) / G == r / G ? 2 : 1;
+            int nr = row_pair(nd, r, rows, G);
             size_t h_off = (size_t)(r / G) * head_bytes;
             for (int j = 0; j < n; j++)
                 vp[j] = v0[j] + h_off;
             for (int j = 0; j < n_next; j++)
-                kq[j] = vn[j] + h_off;
-            const char *const *pf = r % G == 0 ? kq : NULL;
+                pn[j] = vn[j] + h_off;
+            const char *const *pf = r % G == 0 ? pn : NULL;
             if (n == ATTN_CHUNK && nr == 2)
                 chunk_values2(dtype, nd, false, NULL, vp, ATTN_CHUNK, sc[r], sc[r + 1], corr + r,
                               acc + r * D, acc + (r + 1) * D, pf, n_next);
