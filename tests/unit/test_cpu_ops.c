@@ -657,6 +657,9 @@ static void check_attention_decode_batch(const char *disable, enum dtype cache_t
         q[i] = frand(&seed) * 2.0f;
     for (int b = 0; b < n_blocks; b++) // scattered: block b of sequence s at (7 b + 3) mod n
         tables[b] = (int32_t)((7 * b + 3) % n_blocks);
+    int32_t qsl[S + 1]; // the decode batch: query s is sequence s's lone token
+    for (int s = 0; s <= S; s++)
+        qsl[s] = s;
     struct tensor tkc, tvc;
     tensor_init(&tkc, cache_type, kc, 4, (int64_t[]){D, n_kv, bs, n_blocks});
     tensor_init(&tvc, cache_type, vc, 4, (int64_t[]){D, n_kv, bs, n_blocks});
@@ -664,10 +667,10 @@ static void check_attention_decode_batch(const char *disable, enum dtype cache_t
         struct backend *be = cpu_backend(n_threads, disable);
         // Each sequence's whole prefill; its last row is its decode token.
         for (int s = 0; s < S; s++) {
-            int32_t len[1] = {lens[s]}, qsl[2] = {0, lens[s]};
+            int32_t len[1] = {lens[s]}, pre_qsl[2] = {0, lens[s]};
             struct att_call a;
             att_call_init(&a, q + (size_t)s * MAX_LEN * H * D, pre, D, H, lens[s],
-                          tables + s * max_blocks, max_blocks, len, qsl, 1, &tkc, &tvc, 0.2f);
+                          tables + s * max_blocks, max_blocks, len, pre_qsl, 1, &tkc, &tvc, 0.2f);
             CHECK_EQ_INT(backend_run_op(be, &a.c), VLLMC_OK);
             memcpy(want + (size_t)s * H * D, pre + (size_t)(lens[s] - 1) * H * D,
                    (size_t)H * D * sizeof(float));
@@ -676,9 +679,6 @@ static void check_attention_decode_batch(const char *disable, enum dtype cache_t
                    (size_t)H * D * sizeof(float));
         }
         // The decode batch, then each decode alone.
-        int32_t qsl[S + 1];
-        for (int s = 0; s <= S; s++)
-            qsl[s] = s;
         struct att_call a;
         att_call_init(&a, qd, got, D, H, S, tables, max_blocks, (int32_t *)lens, qsl, S, &tkc, &tvc,
                       0.2f);
@@ -698,9 +698,6 @@ static void check_attention_decode_batch(const char *disable, enum dtype cache_t
         backend_free(be);
     }
     // cpu-ref on the batch: the same softmax in another order, within rounding.
-    int32_t qsl[S + 1];
-    for (int s = 0; s <= S; s++)
-        qsl[s] = s;
     struct att_call a;
     att_call_init(&a, qd, ref, D, H, S, tables, max_blocks, (int32_t *)lens, qsl, S, &tkc, &tvc,
                   0.2f);
