@@ -7,13 +7,26 @@
 #include "backend/backend.h"
 #include "core/alloc.h"
 
-// Array order inside the host and device allocations.
-enum bb_array { BB_IDS, BB_POS, BB_SLOTS, BB_LOGITS, BB_TABLES, BB_SEQ_LENS, BB_QSL, BB_COUNT };
+// Array order inside the host and device allocations. BB_TABLES_ADDED, the
+// block tables as added (max_blocks_per_seq wide), lives only on the host;
+// finish() copies them into BB_TABLES as wide as the batch needs.
+enum bb_array {
+    BB_IDS,
+    BB_POS,
+    BB_SLOTS,
+    BB_LOGITS,
+    BB_TABLES,
+    BB_SEQ_LENS,
+    BB_QSL,
+    BB_TABLES_ADDED,
+    BB_COUNT
+};
 
 static size_t bb_count(const struct batch_builder *bb, enum bb_array a)
 {
     switch (a) {
     case BB_TABLES:
+    case BB_TABLES_ADDED:
         return (size_t)bb->n_seqs_max * (size_t)bb->max_blocks_per_seq;
     case BB_SEQ_LENS:
         return (size_t)bb->n_seqs_max;
@@ -47,7 +60,7 @@ enum vllmc_status batch_builder_init(struct batch_builder *bb, struct backend *b
         return VLLMC_ERR_NOMEM;
     memset(bb->host, 0, total);
     if (backend_location(be) == TENSOR_DEVICE) {
-        enum vllmc_status rc = backend_buffer_alloc(be, total, &bb->dev);
+        enum vllmc_status rc = backend_buffer_alloc(be, bb_offset(bb, BB_TABLES_ADDED), &bb->dev);
         if (rc) {
             batch_builder_deinit(bb);
             return rc;
@@ -58,7 +71,7 @@ enum vllmc_status batch_builder_init(struct batch_builder *bb, struct backend *b
     bb->positions = (int32_t *)(h + bb_offset(bb, BB_POS));
     bb->slot_mapping = (int32_t *)(h + bb_offset(bb, BB_SLOTS));
     bb->logits_indices = (int32_t *)(h + bb_offset(bb, BB_LOGITS));
-    bb->block_tables = (int32_t *)(h + bb_offset(bb, BB_TABLES));
+    bb->block_tables = (int32_t *)(h + bb_offset(bb, BB_TABLES_ADDED));
     bb->seq_lens = (int32_t *)(h + bb_offset(bb, BB_SEQ_LENS));
     bb->query_start_loc = (int32_t *)(h + bb_offset(bb, BB_QSL));
     return VLLMC_OK;
@@ -92,10 +105,14 @@ enum vllmc_status batch_builder_add(struct batch_builder *bb, const int32_t *ids
         return err_set(err, VLLMC_ERR_CAPACITY,
                        "batch: %d blocks of %d tokens cannot hold %d tokens", n_blocks, block_size,
                        pos0 + n);
+    if (bb->n_seqs && block_size != bb->block_size)
+        return err_set(err, VLLMC_ERR_INVALID_ARG, "batch: block size %d after %d", block_size,
+                       bb->block_size);
+    bb->block_size = block_size;
+    // The entries its keys need; finish() gives every row the batch's width.
     int s = bb->n_seqs;
-    int32_t *table = bb->block_tables + (size_t)s * (size_t)bb->max_blocks_per_seq;
-    for (int i = 0; i < bb->max_blocks_per_seq; i++)
-        table[i] = i < n_blocks ? block_table[i] : 0;
+    memcpy(bb->block_tables + (size_t)s * (size_t)bb->max_blocks_per_seq, block_table,
+           (size_t)((pos0 + n + block_size - 1) / block_size) * sizeof *block_table);
     for (int i = 0; i < n; i++) {
         int t = bb->n_tokens + i, pos = pos0 + i;
         bb->input_ids[t] = ids[i];
@@ -130,17 +147,32 @@ enum vllmc_status batch_builder_finish(struct batch_builder *bb, struct model_ba
 {
     if (!bb->n_seqs)
         return err_set(err, VLLMC_ERR_INVALID_ARG, "batch: empty");
+    // The block table is as wide as the batch's longest context needs
+    // (max_seq_len, which a replayed decode graph pins to its context bucket),
+    // not max_blocks_per_seq: at 64 sequences and a long --max-model-len the
+    // full width is hundreds of KB to copy to the device each step.
+    int width = (bb->max_seq_len + bb->block_size - 1) / bb->block_size;
+    if (width > bb->max_blocks_per_seq)
+        width = bb->max_blocks_per_seq;
+    int32_t *tables = (int32_t *)((uint8_t *)bb->host + bb_offset(bb, BB_TABLES));
+    for (int s = 0; s < bb->n_seqs; s++) {
+        int32_t *row = tables + (size_t)s * (size_t)width;
+        int n_used = (bb->seq_lens[s] + bb->block_size - 1) / bb->block_size;
+        memcpy(row, bb->block_tables + (size_t)s * (size_t)bb->max_blocks_per_seq,
+               (size_t)n_used * sizeof *row);
+        memset(row + n_used, 0, (size_t)(width - n_used) * sizeof *row);
+    }
     *out = (struct model_batch){.n_tokens = bb->n_tokens,
                                 .n_seqs = bb->n_seqs,
                                 .n_logits = bb->n_logits,
-                                .max_blocks_per_seq = bb->max_blocks_per_seq,
+                                .max_blocks_per_seq = width,
                                 .max_seq_len = bb->max_seq_len,
                                 .max_q_len = bb->max_q_len};
     bb_tensor(bb, &out->input_ids, BB_IDS, bb->n_tokens, 1);
     bb_tensor(bb, &out->positions, BB_POS, bb->n_tokens, 1);
     bb_tensor(bb, &out->slot_mapping, BB_SLOTS, bb->n_tokens, 1);
     bb_tensor(bb, &out->logits_indices, BB_LOGITS, bb->n_logits, 1);
-    bb_tensor(bb, &out->block_tables, BB_TABLES, bb->max_blocks_per_seq, bb->n_seqs);
+    bb_tensor(bb, &out->block_tables, BB_TABLES, width, bb->n_seqs);
     out->block_tables.n_dims = 2;
     bb_tensor(bb, &out->seq_lens, BB_SEQ_LENS, bb->n_seqs, 1);
     bb_tensor(bb, &out->query_start_loc, BB_QSL, bb->n_seqs + 1, 1);
@@ -155,7 +187,7 @@ enum vllmc_status batch_builder_finish(struct batch_builder *bb, struct model_ba
                 {BB_LOGITS, (size_t)bb->n_logits},
                 {BB_SEQ_LENS, (size_t)bb->n_seqs},
                 {BB_QSL, (size_t)bb->n_seqs + 1},
-                {BB_TABLES, (size_t)bb->n_seqs * (size_t)bb->max_blocks_per_seq}};
+                {BB_TABLES, (size_t)bb->n_seqs * (size_t)width}};
     for (size_t i = 0; i < sizeof(used) / sizeof(used[0]); i++) {
         size_t off = bb_offset(bb, used[i].a);
         if (!used[i].n)

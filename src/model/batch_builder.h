@@ -23,7 +23,7 @@ struct batch_builder {
     int32_t *positions;       // [n_tokens_max]
     int32_t *slot_mapping;    // [n_tokens_max]
     int32_t *logits_indices;  // [n_tokens_max]
-    int32_t *block_tables;    // [n_seqs_max, max_blocks_per_seq]
+    int32_t *block_tables;    // [n_seqs_max, max_blocks_per_seq] as added (host only)
     int32_t *seq_lens;        // [n_seqs_max]
     int32_t *query_start_loc; // [n_seqs_max + 1]
     int n_tokens;
@@ -31,6 +31,7 @@ struct batch_builder {
     int n_logits;
     int max_seq_len;
     int max_q_len;
+    int block_size; // of the added sequences' tables
 };
 
 enum vllmc_status batch_builder_init(struct batch_builder *bb, struct backend *be, int n_tokens_max,

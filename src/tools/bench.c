@@ -205,20 +205,25 @@ static void bench_teardown(struct bench *b)
     backend_free(b->be);
 }
 
-// One decode step through the graph of its context bucket. mb's max_seq_len
-// is raised to the bucket's, so that every step of a bucket launches the same
-// attention grid (keys past the context are masked by the sequence length).
-static int bench_decode_graph(struct bench *b, struct model_batch *mb, struct tensor *lt)
+// The context bucket of a decode step whose context is n_ctx tokens: its
+// graph's batch has this max_seq_len, so that every step of a bucket launches
+// the same attention grid over a block table of the same width (keys past the
+// context are masked by the sequence length).
+static int bench_graph_ctx(const struct bench *b, int n_ctx)
 {
-    struct err err = {0};
     int ctx = 64;
-    while (ctx < mb->max_seq_len)
+    while (ctx < n_ctx)
         ctx *= 2;
     if (ctx > b->n_blocks * BENCH_BLOCK_SIZE)
         ctx = b->n_blocks * BENCH_BLOCK_SIZE;
-    if (ctx < mb->max_seq_len)
-        ctx = mb->max_seq_len;
-    mb->max_seq_len = ctx;
+    return ctx < n_ctx ? n_ctx : ctx;
+}
+
+// One decode step through the graph of its context bucket (mb->max_seq_len).
+static int bench_decode_graph(struct bench *b, struct model_batch *mb, struct tensor *lt)
+{
+    struct err err = {0};
+    int ctx = mb->max_seq_len;
     struct bench_graph *g = NULL;
     for (int i = 0; i < b->n_graphs && !g; i++)
         if (b->graphs[i].ctx == ctx)
@@ -262,16 +267,22 @@ static int bench_forward(struct bench *b, const int32_t *ids, int n, int pos0)
     struct err err = {0};
     struct model_batch mb;
     struct tensor lt;
+    bool graph = n == 1 && b->use_graphs;
     batch_builder_clear(&b->bb);
     if (batch_builder_add(&b->bb, ids, n, pos0, b->block_table, b->n_blocks, BENCH_BLOCK_SIZE,
-                          BATCH_LOGITS_LAST, &err) ||
-        batch_builder_finish(&b->bb, &mb, &err)) {
+                          BATCH_LOGITS_LAST, &err)) {
+        fprintf(stderr, "vllmc: %s\n", err.msg);
+        return 1;
+    }
+    if (graph)
+        b->bb.max_seq_len = bench_graph_ctx(b, b->bb.max_seq_len);
+    if (batch_builder_finish(&b->bb, &mb, &err)) {
         fprintf(stderr, "vllmc: %s\n", err.msg);
         return 1;
     }
     tensor_init_2d(&lt, DTYPE_F32, b->logits, b->m->hp.n_vocab, 1);
     lt.location = backend_location(b->be);
-    if (n == 1 && b->use_graphs)
+    if (graph)
         return bench_decode_graph(b, &mb, &lt);
     if (model_forward(b->m, &mb, b->kv, &lt, &err)) {
         fprintf(stderr, "vllmc: forward: %s\n", err.msg);

@@ -66,6 +66,51 @@ static void test_two_sequences(void)
     backend_free(be);
 }
 
+// The device copy of the block table is as wide as the batch's longest
+// context needs, whatever max_blocks_per_seq allows; a raised max_seq_len (a
+// decode graph's context bucket) widens it, and finishing twice is harmless.
+static void test_table_width(void)
+{
+    struct backend *be = cpu();
+    struct batch_builder bb;
+    struct err err = {0};
+    CHECK_EQ_INT(batch_builder_init(&bb, be, 8, 3, 64), VLLMC_OK);
+    batch_builder_clear(&bb);
+    int32_t ids[2] = {1, 2}, a_table[3] = {9, 4, 6}, b_table[1] = {3};
+    // A: one token at position 9 of blocks {9, 4, 6} of 4 (needs 3 blocks);
+    // B: two tokens at 0..1 of block {3}.
+    CHECK_EQ_INT(batch_builder_add(&bb, ids, 1, 9, a_table, 3, 4, BATCH_LOGITS_LAST, &err),
+                 VLLMC_OK);
+    CHECK_EQ_INT(batch_builder_add(&bb, ids, 2, 0, b_table, 1, 4, BATCH_LOGITS_LAST, &err),
+                 VLLMC_OK);
+    CHECK_EQ_INT(batch_builder_add(&bb, ids, 1, 0, b_table, 1, 8, BATCH_LOGITS_LAST, &err),
+                 VLLMC_ERR_INVALID_ARG); // one block size per batch
+    struct model_batch b;
+    for (int round = 0; round < 2; round++) {
+        CHECK_EQ_INT(batch_builder_finish(&bb, &b, &err), VLLMC_OK);
+        const int32_t *bt = b.block_tables.data;
+        CHECK_EQ_INT(b.block_tables.ne[0], 3);
+        CHECK_EQ_INT(b.block_tables.ne[1], 2);
+        CHECK_EQ_INT(b.max_blocks_per_seq, 3);
+        CHECK_EQ_INT(bt[0], 9);
+        CHECK_EQ_INT(bt[1], 4);
+        CHECK_EQ_INT(bt[2], 6);
+        CHECK_EQ_INT(bt[3], 3);
+        CHECK_EQ_INT(bt[4], 0);
+        CHECK_EQ_INT(bt[5], 0);
+    }
+    bb.max_seq_len = 17; // a context bucket: 5 blocks of 4
+    CHECK_EQ_INT(batch_builder_finish(&bb, &b, &err), VLLMC_OK);
+    const int32_t *bt = b.block_tables.data;
+    CHECK_EQ_INT(b.block_tables.ne[0], 5);
+    CHECK_EQ_INT(bt[2], 6);
+    CHECK_EQ_INT(bt[3], 0);
+    CHECK_EQ_INT(bt[5], 3);
+    CHECK_EQ_INT(bt[9], 0);
+    batch_builder_deinit(&bb);
+    backend_free(be);
+}
+
 static void test_capacity(void)
 {
     struct backend *be = cpu();
@@ -108,6 +153,7 @@ int main(int argc, char **argv)
 {
     static const struct check_case cases[] = {
         {"two_sequences", test_two_sequences},
+        {"table_width", test_table_width},
         {"capacity", test_capacity},
         {"kv_cache_sizing", test_kv_cache_sizing},
         {NULL, NULL},
