@@ -11,6 +11,10 @@
 // since the previous kernel ended; negative when programmatic dependent launch
 // let it start earlier). A gap over VLLMC_TRACE_STEP_GAP_US (default 30) ends
 // a step. Output goes to stderr, or to the file VLLMC_TRACE_OUT names.
+//
+// With VLLMC_TRACE_API=1 it also times the CUDA runtime calls on the host
+// (CUPTI's runtime API records): one line per function with its calls, mean
+// and total time, for finding where a thread that launches the steps waits.
 #include <cupti.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -38,6 +42,12 @@ struct trace_key {
 
 static struct trace_record *trace_records;
 static size_t trace_n, trace_dropped;
+
+// Runtime API calls by callback id (CUPTI_RUNTIME_TRACE_CBID_SIZE is ~500).
+#define TRACE_MAX_API 2048
+static struct {
+    uint64_t n, ns, max_ns;
+} trace_api[TRACE_MAX_API];
 
 // Records are appended from CUPTI's buffer-completion callback only.
 static void CUPTIAPI trace_buffer_requested(uint8_t **buffer, size_t *size, size_t *max_records)
@@ -72,6 +82,17 @@ static void CUPTIAPI trace_buffer_completed(CUcontext ctx, uint32_t stream, uint
                 .graph_id = m->graphId,
                 .grid = {(int32_t)(m->bytes < INT32_MAX ? m->bytes : INT32_MAX), 1, 1},
             };
+            continue;
+        }
+        if (rec->kind == CUPTI_ACTIVITY_KIND_RUNTIME) {
+            const CUpti_ActivityAPI *a = (const CUpti_ActivityAPI *)rec;
+            if (a->cbid < TRACE_MAX_API && a->end >= a->start) {
+                const uint64_t ns = a->end - a->start;
+                trace_api[a->cbid].n++;
+                trace_api[a->cbid].ns += ns;
+                if (ns > trace_api[a->cbid].max_ns)
+                    trace_api[a->cbid].max_ns = ns;
+            }
             continue;
         }
         if (rec->kind != CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL)
@@ -116,6 +137,40 @@ static int trace_by_start(const void *a, const void *b)
 {
     const struct trace_record *x = a, *y = b;
     return x->start < y->start ? -1 : x->start > y->start;
+}
+
+static int trace_api_by_total(const void *a, const void *b)
+{
+    const uint64_t x = trace_api[*(const int *)a].ns, y = trace_api[*(const int *)b].ns;
+    return x > y ? -1 : x < y;
+}
+
+// The runtime calls that took the most host time, with their count per step.
+static void trace_report_api(FILE *f, uint64_t steps)
+{
+    static int ids[TRACE_MAX_API];
+    int n = 0;
+    for (int i = 0; i < TRACE_MAX_API; i++)
+        if (trace_api[i].n)
+            ids[n++] = i;
+    if (!n)
+        return;
+    qsort(ids, (size_t)n, sizeof *ids, trace_api_by_total);
+    fprintf(f, "%-40s %10s %10s %10s %10s %12s\n", "runtime call (host)", "calls", "per step",
+            "us each", "max us", "total ms");
+    for (int j = 0; j < n && j < 24; j++) {
+        const int i = ids[j];
+        const char *name = NULL;
+        if (cuptiGetCallbackName(CUPTI_CB_DOMAIN_RUNTIME_API, (uint32_t)i, &name) !=
+                CUPTI_SUCCESS ||
+            !name)
+            name = "?";
+        fprintf(f, "%-40.40s %10llu %10.2f %10.2f %10.1f %12.2f\n", name,
+                (unsigned long long)trace_api[i].n,
+                steps ? (double)trace_api[i].n / (double)steps : 0.0,
+                1e-3 * (double)trace_api[i].ns / (double)trace_api[i].n,
+                1e-3 * (double)trace_api[i].max_ns, 1e-6 * (double)trace_api[i].ns);
+    }
 }
 
 static int trace_by_busy(const void *a, const void *b)
@@ -200,6 +255,7 @@ static void trace_report(void)
                 (double)e->n / (double)steps, 1e-3 * e->busy_ns / (double)e->n,
                 1e-3 * e->gap_ns / (double)e->n, e->busy_ns * per, e->gap_ns * per);
     }
+    trace_report_api(f, steps);
     if (f != stderr)
         fclose(f);
 }
@@ -218,6 +274,9 @@ int InitializeInjection(void)
         fprintf(stderr, "kernel trace: CUPTI refused the activity callbacks\n");
         return 0;
     }
+    const char *api = getenv("VLLMC_TRACE_API");
+    if (api && atoi(api) && cuptiActivityEnable(CUPTI_ACTIVITY_KIND_RUNTIME) != CUPTI_SUCCESS)
+        fprintf(stderr, "kernel trace: CUPTI refused the runtime API records\n");
     atexit(trace_report);
     return 1;
 }
