@@ -14,7 +14,9 @@
 //
 // With VLLMC_TRACE_API=1 it also times the CUDA runtime calls on the host
 // (CUPTI's runtime API records): one line per function with its calls, mean
-// and total time, for finding where a thread that launches the steps waits.
+// and total time, for finding where a thread that launches the steps waits,
+// and a timeline of three graph replays from the middle of the run: the
+// host's calls beside what the GPU ran, in one clock.
 #include <cupti.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -48,6 +50,14 @@ static size_t trace_n, trace_dropped;
 static struct {
     uint64_t n, ns, max_ns;
 } trace_api[TRACE_MAX_API];
+
+struct trace_api_record {
+    uint64_t start, end; // ns, same clock as the GPU records
+    uint32_t cbid, thread;
+};
+#define TRACE_MAX_API_RECORDS (1u << 20)
+static struct trace_api_record *trace_api_records;
+static size_t trace_api_n;
 
 // Records are appended from CUPTI's buffer-completion callback only.
 static void CUPTIAPI trace_buffer_requested(uint8_t **buffer, size_t *size, size_t *max_records)
@@ -93,6 +103,9 @@ static void CUPTIAPI trace_buffer_completed(CUcontext ctx, uint32_t stream, uint
                 if (ns > trace_api[a->cbid].max_ns)
                     trace_api[a->cbid].max_ns = ns;
             }
+            if (trace_api_records && trace_api_n < TRACE_MAX_API_RECORDS)
+                trace_api_records[trace_api_n++] = (struct trace_api_record){
+                    .start = a->start, .end = a->end, .cbid = a->cbid, .thread = a->threadId};
             continue;
         }
         if (rec->kind != CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL)
@@ -173,6 +186,78 @@ static void trace_report_api(FILE *f, uint64_t steps)
     }
 }
 
+static const char *trace_api_name(uint32_t cbid)
+{
+    const char *name = NULL;
+    if (cuptiGetCallbackName(CUPTI_CB_DOMAIN_RUNTIME_API, cbid, &name) != CUPTI_SUCCESS || !name)
+        return "?";
+    return name;
+}
+
+// Host calls and GPU work from the start of a graph replay in the middle of
+// the run to the start of the third replay after it, in time order (records
+// sorted by start). Consecutive kernels of one graph replay are one line.
+static int trace_api_by_start(const void *a, const void *b)
+{
+    const struct trace_api_record *x = a, *y = b;
+    return x->start < y->start ? -1 : x->start > y->start;
+}
+
+static void trace_report_timeline(FILE *f, const struct trace_record *r, size_t n, double step_gap)
+{
+    static size_t group[1u << 16];
+    size_t n_groups = 0;
+    uint64_t graph_end = 0;
+    for (size_t i = 0; i < n && n_groups < sizeof group / sizeof group[0]; i++) {
+        if (!r[i].graph_id)
+            continue;
+        if (!n_groups || (double)r[i].start - (double)graph_end > step_gap)
+            group[n_groups++] = i;
+        if (r[i].end > graph_end)
+            graph_end = r[i].end;
+    }
+    if (n_groups < 8 || !trace_api_n)
+        return;
+    const size_t first = group[n_groups / 2];
+    const uint64_t t0 = r[first].start, t1 = r[group[n_groups / 2 + 3]].start;
+    qsort(trace_api_records, trace_api_n, sizeof *trace_api_records, trace_api_by_start);
+    fprintf(f, "timeline (us from a graph replay's first kernel, duration; host calls of every "
+               "thread):\n");
+    size_t a = 0, g = first;
+    while (a < trace_api_n && trace_api_records[a].end < t0)
+        a++;
+    for (int lines = 0; lines < 400; lines++) {
+        const bool host = a < trace_api_n && trace_api_records[a].start < t1;
+        const bool gpu = g < n && r[g].start < t1;
+        if (!host && !gpu)
+            break;
+        if (host && (!gpu || trace_api_records[a].start <= r[g].start)) {
+            const struct trace_api_record *h = &trace_api_records[a++];
+            fprintf(f, "  %9.1f %9.1f  host[%u] %s\n", 1e-3 * ((double)h->start - (double)t0),
+                    1e-3 * (double)(h->end - h->start), h->thread % 1000, trace_api_name(h->cbid));
+            continue;
+        }
+        size_t e = g;
+        uint64_t end = r[g].end;
+        while (r[g].graph_id && e + 1 < n && r[e + 1].graph_id == r[g].graph_id &&
+               r[e + 1].start < t1 && (double)r[e + 1].start - (double)end <= step_gap) {
+            e++;
+            if (r[e].end > end)
+                end = r[e].end;
+        }
+        char name[96];
+        trace_short_name(r[g].name ? r[g].name : "?", name, sizeof name);
+        if (e > g)
+            fprintf(f, "  %9.1f %9.1f  gpu  graph %u: %zu kernels from %s\n",
+                    1e-3 * ((double)r[g].start - (double)t0), 1e-3 * (double)(end - r[g].start),
+                    r[g].graph_id, e - g + 1, name);
+        else
+            fprintf(f, "  %9.1f %9.1f  gpu  %s (%d)\n", 1e-3 * ((double)r[g].start - (double)t0),
+                    1e-3 * (double)(r[g].end - r[g].start), name, r[g].grid[0]);
+        g = e + 1;
+    }
+}
+
 static int trace_by_busy(const void *a, const void *b)
 {
     const struct trace_key *x = a, *y = b;
@@ -191,6 +276,8 @@ static void trace_report(void)
     const char *gap_env = getenv("VLLMC_TRACE_STEP_GAP_US");
     const double step_gap = 1e3 * (gap_env ? atof(gap_env) : 30.0);
 
+    qsort(trace_records, trace_n, sizeof *trace_records, trace_by_start);
+    trace_report_timeline(f, trace_records, trace_n, step_gap);
     size_t n = 0;
     for (size_t i = 0; i < trace_n; i++)
         if (all || trace_records[i].graph_id)
@@ -275,8 +362,11 @@ int InitializeInjection(void)
         return 0;
     }
     const char *api = getenv("VLLMC_TRACE_API");
-    if (api && atoi(api) && cuptiActivityEnable(CUPTI_ACTIVITY_KIND_RUNTIME) != CUPTI_SUCCESS)
-        fprintf(stderr, "kernel trace: CUPTI refused the runtime API records\n");
+    if (api && atoi(api)) {
+        trace_api_records = calloc(TRACE_MAX_API_RECORDS, sizeof *trace_api_records);
+        if (cuptiActivityEnable(CUPTI_ACTIVITY_KIND_RUNTIME) != CUPTI_SUCCESS)
+            fprintf(stderr, "kernel trace: CUPTI refused the runtime API records\n");
+    }
     atexit(trace_report);
     return 1;
 }
