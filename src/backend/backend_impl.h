@@ -67,6 +67,7 @@ struct backend {
     size_t n_log_seen;
     void *scratch; // owned, see op_scratch()
     size_t scratch_bytes;
+    uint64_t n_ops_run; // ops dispatched by backend_run_op: op k runs with n_ops_run == k
 };
 
 // Fills the common part of a freshly zeroed backend: options (copied; the

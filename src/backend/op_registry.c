@@ -272,5 +272,6 @@ enum vllmc_status backend_run_op(struct backend *be, struct op_call *c)
         log_info("op=%s %s selected=%s priority=%d", op_kind_name(c->op), desc, p->name,
                  p->priority);
     }
+    be->n_ops_run++;
     return p->run(c);
 }

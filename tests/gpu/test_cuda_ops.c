@@ -9,6 +9,7 @@
 
 #include "backend/backend.h"
 #include "backend/cpu/quant/quantize.h"
+#include "backend/cuda/cuda_backend.h"
 #include "check.h"
 #include "core/alloc.h"
 #include "core/dtype.h"
@@ -444,6 +445,79 @@ static void test_matmul_silu_mul(void)
             }
 }
 
+// A bf16 GEMM right after the RMSNorm (fused add or not) or SiLU-mul that
+// wrote its activations takes them already split into bf16 terms from that
+// op: its output must equal, bit for bit, the same GEMM over a copy of the
+// activations that it splits itself, and the handoff must have happened.
+// m = 100 takes the stacked [hi; lo] GEMM, m = 300 two accumulating ones.
+static void test_split_handoff_m(int64_t m)
+{
+    const int64_t k = 1024, n = 520;
+    struct pair a, b, res, wn, x, w, out, xc, outc;
+    int64_t ne_x[2] = {k, m}, ne_wn[1] = {k}, ne_w[2] = {k, n}, ne_o[2] = {n, m};
+    pair_init(&a, DTYPE_F32, 2, ne_x);
+    pair_init(&b, DTYPE_F32, 2, ne_x);
+    pair_init(&res, DTYPE_F32, 2, ne_x);
+    pair_init(&wn, DTYPE_BF16, 1, ne_wn);
+    pair_init(&x, DTYPE_F32, 2, ne_x);
+    pair_init(&w, DTYPE_BF16, 2, ne_w);
+    pair_init(&out, DTYPE_F32, 2, ne_o);
+    pair_init(&xc, DTYPE_F32, 2, ne_x);
+    pair_init(&outc, DTYPE_F32, 2, ne_o);
+    pair_random(&a, 2.0f);
+    pair_random(&b, 2.0f);
+    pair_random(&res, 2.0f);
+    pair_random(&wn, 1.0f);
+    pair_random(&w, 0.5f);
+    for (int producer = 0; producer < 3; producer++) {
+        struct op_call pc = {
+            .op = OP_RMSNORM, .p = {.eps = 1e-6f}, .dst = &x.d, .src = {&a.d, &wn.d}};
+        if (producer == 1) {
+            pc.op = OP_ADD_RMSNORM;
+            pc.src[2] = &res.d;
+        } else if (producer == 2) {
+            pc = (struct op_call){.op = OP_SILU_MUL, .dst = &x.d, .src = {&a.d, &b.d}};
+        }
+        struct op_call mc = {.op = OP_MATMUL, .dst = &out.d, .src = {&x.d, &w.d}};
+        struct op_call cc = {.op = OP_MATMUL, .dst = &outc.d, .src = {&xc.d, &w.d}};
+        // The copy's GEMM first: it also tells the producers that a bf16
+        // GEMM splits its activations.
+        CHECK_EQ_INT(backend_run_op(gpu, &cc), VLLMC_OK);
+        uint64_t before = cuda_backend_split_handoffs(gpu);
+        CHECK_EQ_INT(backend_run_op(gpu, &pc), VLLMC_OK);
+        CHECK_EQ_INT(backend_run_op(gpu, &mc), VLLMC_OK);
+        CHECK_EQ_INT(backend_sync(gpu), VLLMC_OK);
+        CHECK(cuda_backend_split_handoffs(gpu) == before + 1);
+        CHECK_EQ_INT(backend_download(gpu, xc.h.data, x.d.data, x.n_bytes), VLLMC_OK);
+        pair_upload(&xc);
+        CHECK_EQ_INT(backend_run_op(gpu, &cc), VLLMC_OK);
+        CHECK_EQ_INT(backend_sync(gpu), VLLMC_OK);
+        CHECK(cuda_backend_split_handoffs(gpu) == before + 1); // the copy has no handoff
+        void *got = mem_alloc(out.n_bytes), *want = mem_alloc(out.n_bytes);
+        VLLMC_ASSERT(got && want);
+        CHECK_EQ_INT(backend_download(gpu, got, out.d.data, out.n_bytes), VLLMC_OK);
+        CHECK_EQ_INT(backend_download(gpu, want, outc.d.data, out.n_bytes), VLLMC_OK);
+        int same = !memcmp(got, want, out.n_bytes);
+        printf("split handoff from %s: m=%lld k=%lld n=%lld %s\n",
+               producer == 0   ? "rmsnorm"
+               : producer == 1 ? "add_rmsnorm"
+                               : "silu_mul",
+               (long long)m, (long long)k, (long long)n, same ? "identical" : "DIFFERENT");
+        CHECK(same);
+        mem_free(got);
+        mem_free(want);
+    }
+    struct pair *all[] = {&a, &b, &res, &wn, &x, &w, &out, &xc, &outc};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        pair_free(all[i]);
+}
+
+static void test_split_handoff(void)
+{
+    test_split_handoff_m(100);
+    test_split_handoff_m(300);
+}
+
 // SiLU-mul over one packed gate|up output [n, 2 ff] (the fused gate|up matmul's).
 static void test_silu_mul_packed(void)
 {
@@ -650,12 +724,17 @@ int main(int argc, char **argv)
     }
     CHECK_EQ_INT(backend_create("cpu", NULL, &cpu, &err), VLLMC_OK);
     static const struct check_case cases[] = {
-        {"embedding", test_embedding}, {"norms", test_norms},         {"matmul", test_matmul},
-        {"rope", test_rope},           {"elementwise", test_elementwise},
-        {"kv_store", test_kv_store},   {"attention", test_attention},
+        {"embedding", test_embedding},
+        {"norms", test_norms},
+        {"matmul", test_matmul},
+        {"rope", test_rope},
+        {"elementwise", test_elementwise},
+        {"kv_store", test_kv_store},
+        {"attention", test_attention},
         {"silu_mul_packed", test_silu_mul_packed},
         {"matmul_silu_mul", test_matmul_silu_mul},
         {"qkv_rope_store", test_qkv_rope_store},
+        {"split_handoff", test_split_handoff},
         {"int4g", test_int4g},
         {NULL, NULL},
     };

@@ -33,9 +33,11 @@ static void test_create_or_explain(void)
     CHECK(total_b > 0 && free_b <= total_b);
     printf("  memory: %zu MiB free of %zu MiB\n", free_b >> 20, total_b >> 20);
 
-    // Round trip of a buffer larger than the pinned staging area and one smaller.
-    const size_t sizes[] = {1000, (size_t)9 << 20};
-    for (size_t s = 0; s < 2; s++) {
+    // Round trips through the 4 MiB pinned staging area: smaller, exactly its
+    // size, one byte over (two chunks of its halves), and a ragged 9 MiB.
+    const size_t sizes[] = {1000, (size_t)4 << 20, ((size_t)4 << 20) + 1,
+                            ((size_t)9 << 20) + 12345};
+    for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
         size_t n = sizes[s];
         unsigned char *src = mem_alloc(n), *dst = mem_alloc(n);
         VLLMC_ASSERT(src && dst);

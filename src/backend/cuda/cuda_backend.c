@@ -149,6 +149,60 @@ struct cuda_device *cuda_device_of(const struct op_call *c)
     return (struct cuda_device *)c->backend->impl;
 }
 
+void *cuda_split_begin(const struct op_call *c, const struct tensor *dst)
+{
+    struct cuda_device *dev = cuda_device_of(c);
+    struct cuda_split *s = &dev->split;
+    s->x = NULL;
+    const int64_t m = tensor_n_rows(dst), k = dst->ne[0];
+    if (!s->wanted || s->disabled || m <= cuda_gemv_max_m())
+        return NULL;
+    const size_t need = (size_t)m * (size_t)k * 2 * sizeof(uint16_t);
+    if (need > s->bytes) {
+        enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+        if (cudaStreamIsCapturing(dev->stream, &cs) != cudaSuccess ||
+            cs != cudaStreamCaptureStatusNone)
+            return NULL;
+        if (s->buf)
+            cudaFree(s->buf); // waits for the work in flight that may still read it
+        s->buf = NULL;
+        s->bytes = 0;
+        dev->scratch_gen++; // graphs that captured the old buffer are stale
+        size_t want = (need + 0xffff) & ~(size_t)0xffff;
+        if (cudaMalloc(&s->buf, want) != cudaSuccess) {
+            cudaGetLastError();
+            s->buf = NULL;
+            return NULL;
+        }
+        s->bytes = want;
+    }
+    s->x = dst->data;
+    s->m = m;
+    s->k = k;
+    s->x_pitch = (int64_t)(dst->nb[1] / sizeof(float)); // f32 rows (the producers' gate)
+    s->op = c->backend->n_ops_run;
+    return s->buf;
+}
+
+const void *cuda_split_find(const struct op_call *c, const void *x, int64_t m, int64_t k,
+                            int64_t x_pitch)
+{
+    struct cuda_device *dev = cuda_device_of(c);
+    struct cuda_split *s = &dev->split;
+    s->wanted = true;
+    if (!s->x || s->x != x || s->m != m || s->k != k || s->x_pitch != x_pitch ||
+        c->backend->n_ops_run != s->op + 1)
+        return NULL;
+    s->op = c->backend->n_ops_run; // the next GEMM over the same x may read it too
+    s->n_handoffs++;
+    return s->buf;
+}
+
+uint64_t cuda_backend_split_handoffs(const struct backend *be)
+{
+    return ((const struct cuda_device *)be->impl)->split.n_handoffs;
+}
+
 enum vllmc_status cuda_scratch(struct cuda_device *dev, size_t n_bytes, void **out)
 {
     struct err *err = dev->err;
@@ -181,6 +235,11 @@ void cuda_device_free(struct cuda_device *dev)
         cudaStreamSynchronize(dev->stream);
     if (dev->pinned)
         cudaFreeHost(dev->pinned);
+    if (dev->split.buf)
+        cudaFree(dev->split.buf);
+    for (int i = 0; i < 2; i++)
+        if (dev->staged[i])
+            cudaEventDestroy(dev->staged[i]);
     if (dev->scratch)
         cudaFree(dev->scratch);
     if (dev->lt_workspace)
@@ -244,6 +303,8 @@ enum vllmc_status cuda_device_create(int index, struct err *err, struct cuda_dev
     CREATE_TRY(cudaMalloc(&dev->lt_workspace, dev->lt_workspace_bytes));
     dev->pinned_bytes = CUDA_PINNED_BYTES;
     CREATE_TRY(cudaHostAlloc(&dev->pinned, dev->pinned_bytes, cudaHostAllocDefault));
+    for (int i = 0; i < 2; i++)
+        CREATE_TRY(cudaEventCreateWithFlags(&dev->staged[i], cudaEventDisableTiming));
 #undef CREATE_TRY
     *out = dev;
     return VLLMC_OK;
@@ -306,9 +367,13 @@ static enum vllmc_status cuda_upload(struct backend *be, void *dst, const void *
     return VLLMC_OK;
 }
 
-// Synchronous: the data is on the host when it returns. Small downloads (the
-// sampled ids of a step) go through the pinned staging buffer, which skips
-// the driver's pageable bounce.
+// Synchronous: the data is on the host when it returns. Every download goes
+// through the pinned staging buffer, which skips the driver's pageable
+// bounce: a small one (the sampled ids of a step) in one copy, a large one
+// (rows of logits: 39 MB for 64 rows of a 151,936-word vocabulary) in chunks
+// through the buffer's two halves, the next chunk's copy running while the
+// host moves the last one out. A pageable copy of those 39 MB took 24 ms on
+// the H200's host, more than the step it served.
 static enum vllmc_status cuda_download(struct backend *be, void *host_dst, const void *src,
                                        size_t n)
 {
@@ -322,8 +387,25 @@ static enum vllmc_status cuda_download(struct backend *be, void *host_dst, const
         memcpy(host_dst, dev->pinned, n);
         return VLLMC_OK;
     }
-    CUDA_TRY(cudaMemcpyAsync(host_dst, src, n, cudaMemcpyDeviceToHost, dev->stream));
-    CUDA_TRY(cudaStreamSynchronize(dev->stream));
+    const size_t half = dev->pinned_bytes / 2;
+    const size_t n_chunks = (n + half - 1) / half;
+    uint8_t *dst = host_dst, *stage = dev->pinned;
+    const uint8_t *from = src;
+    for (size_t c = 0; c <= n_chunks; c++) {
+        // Queue chunk c into half c % 2 (free: its last chunk was moved out
+        // at step c - 1), then move chunk c - 1 out of the other half.
+        if (c < n_chunks) {
+            const size_t len = c + 1 < n_chunks ? half : n - c * half;
+            CUDA_TRY(cudaMemcpyAsync(stage + (c % 2) * half, from + c * half, len,
+                                     cudaMemcpyDeviceToHost, dev->stream));
+            CUDA_TRY(cudaEventRecord(dev->staged[c % 2], dev->stream));
+        }
+        if (c > 0) {
+            const size_t p = c - 1, len = p + 1 < n_chunks ? half : n - p * half;
+            CUDA_TRY(cudaEventSynchronize(dev->staged[p % 2]));
+            memcpy(dst + p * half, stage + (p % 2) * half, len);
+        }
+    }
     return VLLMC_OK;
 }
 
@@ -580,6 +662,10 @@ enum vllmc_status cuda_backend_create(const struct backend_options *o, struct ba
         cuda_attention_set_decode_mma(v[0], v[1], v[2]);
     if (env_ints("VLLMC_CUDA_PREFILL_ATTENTION", v))
         cuda_attention_set_prefill(v[0], v[1], v[2], v[3]);
+    // Producers writing the split terms of their output (cuda_split_begin);
+    // VLLMC_CUDA_SPLIT_HANDOFF=0 leaves the split to the GEMM, for comparisons.
+    const char *handoff = getenv("VLLMC_CUDA_SPLIT_HANDOFF");
+    dev->split.disabled = handoff && *handoff && atoi(handoff) == 0;
     log_info("backend cuda: %s (sm_%d%d, %d SMs), GEMV up to m=%d%s", dev->name, dev->cc_major,
              dev->cc_minor, dev->n_sms, cuda_gemv_max_m(),
              cuda_pdl ? ", programmatic dependent launch" : "");

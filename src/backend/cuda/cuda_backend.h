@@ -14,6 +14,10 @@ extern "C" {
 enum vllmc_status cuda_backend_create(const struct backend_options *o, struct backend **out,
                                       struct err *err);
 
+// How many bf16 GEMMs of backend be took their activations already split by
+// the op that wrote them (cuda_split_find), for tests.
+uint64_t cuda_backend_split_handoffs(const struct backend *be);
+
 #ifdef __cplusplus
 }
 #endif

@@ -238,6 +238,33 @@ static inline cudaError_t cuda_launch(void (*kernel)(Params...), dim3 grid, dim3
     return cudaLaunchKernelEx(&cfg, kernel, ((Params)args)...);
 }
 
+// ---- activations split into bf16 terms (matmul.cu) ----
+// v as hi + lo, each bf16: hi its rounding, lo the rounding of the rest, so
+// hi + lo keeps 16 significant bits. Stored at hi and at hi + lo_off.
+__device__ __forceinline__ void cuda_split_store(__nv_bfloat16 *hi, int64_t lo_off, float v)
+{
+    const __nv_bfloat16 h = __float2bfloat16_rn(v);
+    hi[0] = h;
+    hi[lo_off] = __float2bfloat16_rn(v - __bfloat162float(h));
+}
+
+// The same for four consecutive values (hi 8-byte aligned).
+__device__ __forceinline__ void cuda_split_store4(__nv_bfloat16 *hi, int64_t lo_off, float4 v)
+{
+    const float f[4] = {v.x, v.y, v.z, v.w};
+    __nv_bfloat16 h[4], l[4];
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        h[i] = __float2bfloat16_rn(f[i]);
+        l[i] = __float2bfloat16_rn(f[i] - __bfloat162float(h[i]));
+    }
+    uint2 hw, lw;
+    memcpy(&hw, h, sizeof hw);
+    memcpy(&lw, l, sizeof lw);
+    *(uint2 *)hi = hw;
+    *(uint2 *)(hi + lo_off) = lw;
+}
+
 // Row pitch of t in elements of its dtype (rows dense, see cuda_tensor_rows_ok).
 static inline int64_t cuda_row_pitch(const struct tensor *t)
 {

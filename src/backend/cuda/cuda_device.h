@@ -27,6 +27,21 @@ struct cuda_lt_algo {
 
 #define CUDA_LT_ALGO_SLOTS 64
 
+// A bf16 GEMM takes f32 activations as two bf16 terms, hi + lo (matmul.cu).
+// An op whose output such a GEMM reads next (RMSNorm, SiLU-mul) writes the
+// terms beside its f32 output, so that the GEMM need not launch a kernel to
+// split them: one pass less over the activations, one kernel less.
+struct cuda_split {
+    void *buf; // owned device [2, m, k] bf16: hi rows, then lo rows
+    size_t bytes;
+    const void *x; // the f32 activations [m, k] (row pitch x_pitch) they split
+    int64_t m, k, x_pitch;
+    uint64_t op;         // the backend's n_ops_run when they were written or last read
+    bool wanted;         // a bf16 GEMM split its activations (producers start then)
+    uint64_t n_handoffs; // GEMMs that found their terms written
+    bool disabled;       // VLLMC_CUDA_SPLIT_HANDOFF=0
+};
+
 struct cuda_device {
     int index;                      // CUDA ordinal
     char name[256];                 // from cudaGetDeviceProperties
@@ -42,6 +57,8 @@ struct cuda_device {
     uint64_t scratch_gen;           // bumped each time scratch moves (graphs holding it go stale)
     void *pinned;                   // owned, page-locked host staging [pinned_bytes]
     size_t pinned_bytes;
+    cudaEvent_t staged[2];   // owned: the two halves of pinned hold a finished copy
+    struct cuda_split split; // activations split by the op that wrote them
     struct cuda_lt_algo lt_algos[CUDA_LT_ALGO_SLOTS]; // heuristic results by shape
     int lt_algo_next;                                 // next slot to replace
     struct err *err;                // borrowed: the backend's error slot
@@ -87,6 +104,16 @@ void cuda_device_free(struct cuda_device *dev); // NULL is a no-op
 
 // The device of the backend running c (a "cuda" backend, by the provider's gate).
 struct cuda_device *cuda_device_of(const struct op_call *c);
+
+// Where a producer op c writes the split copy (hi rows, then lo rows, dense)
+// of its output dst [m, k] f32, or NULL when no GEMM may want it (none has
+// split activations yet, m goes to the GEMV, or the buffer cannot grow during
+// a graph capture). Growing it bumps scratch_gen like the scratch.
+void *cuda_split_begin(const struct op_call *c, const struct tensor *dst);
+// The split copy of x [m, k] (row pitch x_pitch) when the op just before c
+// (or the GEMMs that read it since) wrote it, else NULL.
+const void *cuda_split_find(const struct op_call *c, const void *x, int64_t m, int64_t k,
+                            int64_t x_pitch);
 
 // Per-op temporary device memory of at least n_bytes, valid until the next
 // op. Grows by reallocation, which synchronises the device: run each batch

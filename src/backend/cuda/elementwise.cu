@@ -10,9 +10,12 @@ enum elem_kind { ELEM_SILU_MUL, ELEM_ADD };
 
 // ---- kernels ----
 
+// With hi set (SiLU-mul feeding a bf16 GEMM, cuda_split_begin), dst's bf16
+// hi + lo terms also go to hi [rows, n_cols] and hi + lo_off.
 template <int KIND>
 static __global__ void elem_kernel(float *dst, int64_t dst_pitch, const float *a, int64_t a_pitch,
-                                   const float *b, int64_t b_pitch, int n_cols)
+                                   const float *b, int64_t b_pitch, int n_cols, __nv_bfloat16 *hi,
+                                   int64_t lo_off)
 {
     cuda_pdl_sync();
     const int col = blockIdx.x * blockDim.x + threadIdx.x;
@@ -26,6 +29,8 @@ static __global__ void elem_kernel(float *dst, int64_t dst_pitch, const float *a
     else
         r = x + y;
     dst[row * dst_pitch + col] = r;
+    if (hi)
+        cuda_split_store(hi + row * n_cols + col, lo_off, r);
 }
 
 // ---- launchers ----
@@ -33,7 +38,7 @@ static __global__ void elem_kernel(float *dst, int64_t dst_pitch, const float *a
 template <int KIND>
 static void elem_launch(float *dst, int64_t dst_pitch, const float *a, int64_t a_pitch,
                         const float *b, int64_t b_pitch, int n_cols, int64_t n_rows,
-                        cudaStream_t stream)
+                        __nv_bfloat16 *hi, cudaStream_t stream)
 {
     // Rows go on grid y (at most 65535): larger batches are split into slabs.
     const unsigned gx = (unsigned)((n_cols + ELEM_THREADS - 1) / ELEM_THREADS);
@@ -41,7 +46,7 @@ static void elem_launch(float *dst, int64_t dst_pitch, const float *a, int64_t a
         const int64_t nr = n_rows - r0 < 65535 ? n_rows - r0 : 65535;
         cuda_launch(elem_kernel<KIND>, dim3(gx, (unsigned)nr), ELEM_THREADS, 0, stream,
                     dst + r0 * dst_pitch, dst_pitch, a + r0 * a_pitch, a_pitch, b + r0 * b_pitch,
-                    b_pitch, n_cols);
+                    b_pitch, n_cols, hi ? hi + r0 * n_cols : nullptr, n_rows * (int64_t)n_cols);
     }
 }
 
@@ -73,9 +78,11 @@ template <int KIND> static enum vllmc_status elem_run(const struct op_call *c)
     if (n_rows == 0 || n_cols == 0)
         return VLLMC_OK;
     const float *bp = b ? (const float *)b->data : (const float *)a->data + n_cols;
+    // SiLU-mul's output is the down projection's input.
+    __nv_bfloat16 *hi = KIND == ELEM_SILU_MUL ? (__nv_bfloat16 *)cuda_split_begin(c, d) : nullptr;
     elem_launch<KIND>((float *)d->data, cuda_row_pitch(d), (const float *)a->data,
-                      cuda_row_pitch(a), bp, b ? cuda_row_pitch(b) : cuda_row_pitch(a),
-                      (int)n_cols, n_rows, dev->stream);
+                      cuda_row_pitch(a), bp, b ? cuda_row_pitch(b) : cuda_row_pitch(a), (int)n_cols,
+                      n_rows, hi, dev->stream);
     CUDA_TRY_LAUNCH();
     return VLLMC_OK;
 }

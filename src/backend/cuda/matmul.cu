@@ -670,9 +670,10 @@ static size_t lt_stack_bytes(int m, int n)
 
 // cuBLASLt over a->w of dtype wt (f32, f16, bf16); xc is scratch for the
 // activations in a 16-bit wt (m * k elements; 2 * m * k with split_x, the
-// hi + lo terms of bf16), unused for f32.
+// hi + lo terms of bf16), unused for f32. split_ready, when not NULL, holds
+// those terms already (written by the op that made x, cuda_split_begin).
 static enum vllmc_status lt_run(struct cuda_device *dev, const struct matmul_args *a_in,
-                                enum dtype wt, void *xc, bool split_x)
+                                enum dtype wt, void *xc, bool split_x, const void *split_ready)
 {
     struct err *err = dev->err;
     struct matmul_args a = *a_in;
@@ -681,12 +682,14 @@ static enum vllmc_status lt_run(struct cuda_device *dev, const struct matmul_arg
     if (wt == DTYPE_F32) {
         rc = lt_matmul(dev, &a, CUDA_R_32F, a.x, a.x_pitch, 0.0f);
     } else if (wt == DTYPE_BF16 && split_x) {
-        __nv_bfloat16 *hi = (__nv_bfloat16 *)xc, *lo = hi + total;
-        const bool vec = a.k % 4 == 0 && a.x_pitch % 4 == 0 && (uintptr_t)a.x % 16 == 0;
-        const int rows = a.m < 1 ? 1 : a.m < 65535 ? a.m : 65535; // grid y, rows stride
-        const dim3 sgrid((unsigned)((a.k + 1023) / 1024), (unsigned)rows);
-        CUDA_TRY(cuda_launch(split_bf16_kernel, sgrid, 256, 0, dev->stream, hi, lo, a.x, a.x_pitch,
-                             a.k, a.m, vec));
+        __nv_bfloat16 *hi = (__nv_bfloat16 *)(split_ready ? split_ready : xc), *lo = hi + total;
+        if (!split_ready) {
+            const bool vec = a.k % 4 == 0 && a.x_pitch % 4 == 0 && (uintptr_t)a.x % 16 == 0;
+            const int rows = a.m < 1 ? 1 : a.m < 65535 ? a.m : 65535; // grid y, rows stride
+            const dim3 sgrid((unsigned)((a.k + 1023) / 1024), (unsigned)rows);
+            CUDA_TRY(cuda_launch(split_bf16_kernel, sgrid, 256, 0, dev->stream, hi, lo, a.x,
+                                 a.x_pitch, a.k, a.m, vec));
+        }
         if (a.m <= lt_stack_max_m) {
             // [hi; lo] is one [2m, k] matrix (lo follows hi): one pass over W
             // into y [2m, n] after the activations, then the halves summed.
@@ -743,8 +746,11 @@ extern "C" enum vllmc_status cuda_cublaslt_run(const struct op_call *c)
         return VLLMC_OK;
     const enum dtype wt = c->src[1]->dtype;
     void *xc = nullptr;
+    const void *split_ready = nullptr;
     if (wt != DTYPE_F32) {
         const bool split = wt == DTYPE_BF16 && lt_split_x;
+        if (split)
+            split_ready = cuda_split_find(c, a.x, a.m, a.k, a.x_pitch);
         const size_t x_bytes = (size_t)a.m * (size_t)a.k * 2 * (split ? 2 : 1);
         const size_t bytes =
             split ? ((x_bytes + 255) & ~(size_t)255) + lt_stack_bytes(a.m, a.n) : x_bytes;
@@ -752,7 +758,7 @@ extern "C" enum vllmc_status cuda_cublaslt_run(const struct op_call *c)
         if (rc)
             return rc;
     }
-    return lt_run(dev, &a, wt, xc, lt_split_x);
+    return lt_run(dev, &a, wt, xc, lt_split_x, split_ready);
 }
 
 // Bytes of the bf16 W [n, k] at the start of the scratch, rounded up so the
@@ -776,5 +782,5 @@ extern "C" enum vllmc_status cuda_matmul_lt_bf16(const struct op_call *c, const 
     a.w = w_scratch;
     a.w_pitch = a.k;
     void *x_scratch = (char *)w_scratch + lt_bf16_w_bytes(c);
-    return lt_run(cuda_device_of(c), &a, DTYPE_BF16, x_scratch, false);
+    return lt_run(cuda_device_of(c), &a, DTYPE_BF16, x_scratch, false, nullptr);
 }

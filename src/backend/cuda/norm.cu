@@ -11,10 +11,12 @@
 
 // dst [n, dim] = x * rsqrt(mean(x^2) + eps) * w. When res is set (fused add),
 // res [n, dim] += x first and the norm is taken of the sum. dst may alias x.
+// With hi set, dst's bf16 hi + lo terms also go to hi [n, dim] and
+// hi + lo_off (cuda_split_begin).
 template <typename TW, bool FUSED>
 static __global__ void norm_rms_kernel(float *dst, int64_t dst_pitch, const float *x,
-                                       int64_t x_pitch, float *res, int64_t res_pitch,
-                                       const TW *w, int dim, float eps)
+                                       int64_t x_pitch, float *res, int64_t res_pitch, const TW *w,
+                                       int dim, float eps, __nv_bfloat16 *hi, int64_t lo_off)
 {
     __shared__ float red[32];
     cuda_pdl_sync();
@@ -37,7 +39,10 @@ static __global__ void norm_rms_kernel(float *dst, int64_t dst_pitch, const floa
     // Each thread reads back only the elements it wrote above.
     for (int i = threadIdx.x; i < dim; i += blockDim.x) {
         const float v = FUSED ? rr[i] : xr[i];
-        dr[i] = v * scale * cuda_to_f32(w[i]);
+        const float o = v * scale * cuda_to_f32(w[i]);
+        dr[i] = o;
+        if (hi)
+            cuda_split_store(hi + row * dim + i, lo_off, o);
     }
 }
 
@@ -50,7 +55,8 @@ static __global__ void norm_rms_kernel(float *dst, int64_t dst_pitch, const floa
 template <typename TW, bool FUSED, int CH>
 static __global__ void norm_rms_vec_kernel(float *dst, int64_t dst_pitch, const float *x,
                                            int64_t x_pitch, float *res, int64_t res_pitch,
-                                           const TW *w, int dim, float eps)
+                                           const TW *w, int dim, float eps, __nv_bfloat16 *hi,
+                                           int64_t lo_off)
 {
     __shared__ float red[32];
     cuda_pdl_sync();
@@ -92,9 +98,13 @@ static __global__ void norm_rms_vec_kernel(float *dst, int64_t dst_pitch, const 
 #pragma unroll
     for (int j = 0; j < CH; j++) {
         const int c = threadIdx.x + j * blockDim.x;
-        if (c < n4)
-            dr[c] = make_float4(v[j].x * scale * wv[j][0], v[j].y * scale * wv[j][1],
-                                v[j].z * scale * wv[j][2], v[j].w * scale * wv[j][3]);
+        if (c < n4) {
+            const float4 o = make_float4(v[j].x * scale * wv[j][0], v[j].y * scale * wv[j][1],
+                                         v[j].z * scale * wv[j][2], v[j].w * scale * wv[j][3]);
+            dr[c] = o;
+            if (hi)
+                cuda_split_store4(hi + row * dim + 4 * c, lo_off, o);
+        }
     }
 }
 
@@ -116,18 +126,19 @@ static bool norm_aligned16(const void *p, int64_t pitch)
 template <typename TW, bool FUSED, int CH>
 static void norm_rms_vec_launch(float *dst, int64_t dst_pitch, const float *x, int64_t x_pitch,
                                 float *res, int64_t res_pitch, const void *w, int dim,
-                                int64_t n_rows, float eps, cudaStream_t stream)
+                                int64_t n_rows, float eps, __nv_bfloat16 *hi, cudaStream_t stream)
 {
     const int n4 = dim / 4, per = (n4 + CH - 1) / CH;
     const int threads = (per + CUDA_WARP - 1) / CUDA_WARP * CUDA_WARP;
     cuda_launch(norm_rms_vec_kernel<TW, FUSED, CH>, (unsigned)n_rows, threads, 0, stream, dst,
-                dst_pitch, x, x_pitch, res, res_pitch, (const TW *)w, dim, eps);
+                dst_pitch, x, x_pitch, res, res_pitch, (const TW *)w, dim, eps, hi,
+                n_rows * (int64_t)dim);
 }
 
 template <typename TW, bool FUSED>
 static void norm_rms_launch(float *dst, int64_t dst_pitch, const float *x, int64_t x_pitch,
                             float *res, int64_t res_pitch, const void *w, int dim, int64_t n_rows,
-                            float eps, cudaStream_t stream)
+                            float eps, __nv_bfloat16 *hi, cudaStream_t stream)
 {
     const bool vec = dim % 4 == 0 && dim <= 8 * 4 * NORM_THREADS_MAX &&
                      norm_aligned16(dst, dst_pitch) && norm_aligned16(x, x_pitch) &&
@@ -136,27 +147,28 @@ static void norm_rms_launch(float *dst, int64_t dst_pitch, const float *x, int64
     if (vec) {
         const int n4 = dim / 4;
         if (n4 <= NORM_THREADS_MAX)
-            norm_rms_vec_launch<TW, FUSED, 1>(dst, dst_pitch, x, x_pitch, res, res_pitch, w,
-                                              dim, n_rows, eps, stream);
+            norm_rms_vec_launch<TW, FUSED, 1>(dst, dst_pitch, x, x_pitch, res, res_pitch, w, dim,
+                                              n_rows, eps, hi, stream);
         else if (n4 <= 2 * NORM_THREADS_MAX)
-            norm_rms_vec_launch<TW, FUSED, 2>(dst, dst_pitch, x, x_pitch, res, res_pitch, w,
-                                              dim, n_rows, eps, stream);
+            norm_rms_vec_launch<TW, FUSED, 2>(dst, dst_pitch, x, x_pitch, res, res_pitch, w, dim,
+                                              n_rows, eps, hi, stream);
         else if (n4 <= 4 * NORM_THREADS_MAX)
-            norm_rms_vec_launch<TW, FUSED, 4>(dst, dst_pitch, x, x_pitch, res, res_pitch, w,
-                                              dim, n_rows, eps, stream);
+            norm_rms_vec_launch<TW, FUSED, 4>(dst, dst_pitch, x, x_pitch, res, res_pitch, w, dim,
+                                              n_rows, eps, hi, stream);
         else
-            norm_rms_vec_launch<TW, FUSED, 8>(dst, dst_pitch, x, x_pitch, res, res_pitch, w,
-                                              dim, n_rows, eps, stream);
+            norm_rms_vec_launch<TW, FUSED, 8>(dst, dst_pitch, x, x_pitch, res, res_pitch, w, dim,
+                                              n_rows, eps, hi, stream);
         return;
     }
     cuda_launch(norm_rms_kernel<TW, FUSED>, (unsigned)n_rows, norm_threads(dim), 0, stream, dst,
-                dst_pitch, x, x_pitch, res, res_pitch, (const TW *)w, dim, eps);
+                dst_pitch, x, x_pitch, res, res_pitch, (const TW *)w, dim, eps, hi,
+                n_rows * (int64_t)dim);
 }
 
 template <bool FUSED>
 static void norm_rms_dispatch(const struct tensor *dst, const struct tensor *x,
                               const struct tensor *w, const struct tensor *res, float eps,
-                              cudaStream_t stream)
+                              __nv_bfloat16 *hi, cudaStream_t stream)
 {
     const int dim = (int)x->ne[0];
     const int64_t n_rows = tensor_n_rows(x);
@@ -166,17 +178,17 @@ static void norm_rms_dispatch(const struct tensor *dst, const struct tensor *x,
     case DTYPE_F16:
         norm_rms_launch<__half, FUSED>((float *)dst->data, cuda_row_pitch(dst),
                                        (const float *)x->data, cuda_row_pitch(x), rp, res_pitch,
-                                       w->data, dim, n_rows, eps, stream);
+                                       w->data, dim, n_rows, eps, hi, stream);
         break;
     case DTYPE_BF16:
         norm_rms_launch<__nv_bfloat16, FUSED>((float *)dst->data, cuda_row_pitch(dst),
                                               (const float *)x->data, cuda_row_pitch(x), rp,
-                                              res_pitch, w->data, dim, n_rows, eps, stream);
+                                              res_pitch, w->data, dim, n_rows, eps, hi, stream);
         break;
     default:
         norm_rms_launch<float, FUSED>((float *)dst->data, cuda_row_pitch(dst),
                                       (const float *)x->data, cuda_row_pitch(x), rp, res_pitch,
-                                      w->data, dim, n_rows, eps, stream);
+                                      w->data, dim, n_rows, eps, hi, stream);
         break;
     }
 }
@@ -203,7 +215,8 @@ extern "C" enum vllmc_status cuda_rmsnorm_run(const struct op_call *c)
     struct err *err = dev->err;
     if (tensor_n_rows(c->src[0]) == 0)
         return VLLMC_OK;
-    norm_rms_dispatch<false>(c->dst, c->src[0], c->src[1], nullptr, c->p.eps, dev->stream);
+    norm_rms_dispatch<false>(c->dst, c->src[0], c->src[1], nullptr, c->p.eps,
+                             (__nv_bfloat16 *)cuda_split_begin(c, c->dst), dev->stream);
     CUDA_TRY_LAUNCH();
     return VLLMC_OK;
 }
@@ -220,7 +233,8 @@ extern "C" enum vllmc_status cuda_add_rmsnorm_run(const struct op_call *c)
     struct err *err = dev->err;
     if (tensor_n_rows(c->src[0]) == 0)
         return VLLMC_OK;
-    norm_rms_dispatch<true>(c->dst, c->src[0], c->src[1], c->src[2], c->p.eps, dev->stream);
+    norm_rms_dispatch<true>(c->dst, c->src[0], c->src[1], c->src[2], c->p.eps,
+                            (__nv_bfloat16 *)cuda_split_begin(c, c->dst), dev->stream);
     CUDA_TRY_LAUNCH();
     return VLLMC_OK;
 }
