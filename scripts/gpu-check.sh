@@ -111,6 +111,12 @@ if want deps; then
         # library brings its own dependency on libgnutls.so.30.
         sed -i '/^Requires.private:/d' "$LIBDIR"/pkgconfig/libmicrohttpd.pc
     fi
+fi
+# The unpacked prefix serves every stage, also a later call's stages without
+# `deps` (a build-gpu left by an earlier call needs its libraries at run time).
+PREFIX=$ROOT/.deps-gpu/root
+LIBDIR=$PREFIX/usr/lib/x86_64-linux-gnu
+if [ -d "$LIBDIR" ]; then
     export PKG_CONFIG_PATH=$LIBDIR/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}
     export CPATH=$PREFIX/usr/include${CPATH:+:$CPATH}
     export LIBRARY_PATH=$LIBDIR${LIBRARY_PATH:+:$LIBRARY_PATH}
