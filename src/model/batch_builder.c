@@ -151,7 +151,13 @@ enum vllmc_status batch_builder_finish(struct batch_builder *bb, struct model_ba
     // (max_seq_len, which a replayed decode graph pins to its context bucket),
     // not max_blocks_per_seq: at 64 sequences and a long --max-model-len the
     // full width is hundreds of KB to copy to the device each step.
+    // A caller may have lowered max_seq_len (0: "let the kernels compute it"),
+    // so every sequence's own blocks count too.
     int width = (bb->max_seq_len + bb->block_size - 1) / bb->block_size;
+    for (int s = 0; s < bb->n_seqs; s++) {
+        int n_used = (bb->seq_lens[s] + bb->block_size - 1) / bb->block_size;
+        width = n_used > width ? n_used : width;
+    }
     if (width > bb->max_blocks_per_seq)
         width = bb->max_blocks_per_seq;
     int32_t *tables = (int32_t *)((uint8_t *)bb->host + bb_offset(bb, BB_TABLES));

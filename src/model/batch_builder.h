@@ -18,7 +18,8 @@ struct batch_builder {
     int n_seqs_max;
     int max_blocks_per_seq;
     void *host;               // owned: the arrays below, carved from one allocation
-    void *dev;                // owned backend memory of the same layout; NULL on host backends
+    void *dev;                // owned backend memory of the same layout up to the tables as
+                              // added (host only); NULL on host backends
     int32_t *input_ids;       // [n_tokens_max]
     int32_t *positions;       // [n_tokens_max]
     int32_t *slot_mapping;    // [n_tokens_max]
@@ -48,7 +49,10 @@ enum vllmc_status batch_builder_add(struct batch_builder *bb, const int32_t *ids
                                     enum batch_logits want, struct err *err);
 
 // Fills *out with tensors over the builder's arrays (uploaded on a device
-// backend). Valid until the next batch_builder_clear() or _add().
+// backend). Valid until the next batch_builder_clear() or _add(). The block
+// table is as wide as the longest context needs (max_seq_len, which a caller
+// may raise to a graph's context bucket, or a longer sequence's own blocks),
+// entries past a sequence's blocks 0.
 enum vllmc_status batch_builder_finish(struct batch_builder *bb, struct model_batch *out,
                                        struct err *err);
 

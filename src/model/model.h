@@ -158,13 +158,13 @@ struct model_batch {
     int n_tokens;
     int n_seqs;
     int n_logits; // rows that get logits
-    int max_blocks_per_seq;
-    int max_seq_len;               // max of seq_lens; 0 lets kernels compute it
+    int max_blocks_per_seq;        // block_tables' width: what the longest context needs
+    int max_seq_len;               // >= max of seq_lens (a graph's bucket); 0 = compute
     int max_q_len;                 // max query tokens of one sequence; 0 = compute
     struct tensor input_ids;       // [n_tokens]
     struct tensor positions;       // [n_tokens]
     struct tensor slot_mapping;    // [n_tokens]: block_id * block_size + offset, < 0 = skip
-    struct tensor block_tables;    // [n_seqs, max_blocks_per_seq]
+    struct tensor block_tables;    // [n_seqs, max_blocks_per_seq], unused entries 0
     struct tensor seq_lens;        // [n_seqs]: context length after this step
     struct tensor query_start_loc; // [n_seqs + 1]
     struct tensor logits_indices;  // [n_logits]: token rows whose logits are wanted

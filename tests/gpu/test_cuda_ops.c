@@ -447,8 +447,9 @@ static void test_matmul_silu_mul(void)
 
 // A bf16 GEMM right after the RMSNorm (fused add or not) or SiLU-mul that
 // wrote its activations takes them already split into bf16 terms from that
-// op: its output must equal, bit for bit, the same GEMM over a copy of the
-// activations that it splits itself, and the handoff must have happened.
+// op, once a GEMM has split that buffer itself: its output must equal, bit
+// for bit, the same GEMM over a copy of the activations (which it splits
+// itself: an upload drops any handoff), and the handoff must have happened.
 // m = 100 takes the stacked [hi; lo] GEMM, m = 300 two accumulating ones.
 static void test_split_handoff_m(int64_t m)
 {
@@ -469,6 +470,13 @@ static void test_split_handoff_m(int64_t m)
     pair_random(&res, 2.0f);
     pair_random(&wn, 1.0f);
     pair_random(&w, 0.5f);
+    // A first GEMM over x splits it itself, which tells the ops that write x
+    // to hand its terms over from then on.
+    struct op_call prime_norm = {
+        .op = OP_RMSNORM, .p = {.eps = 1e-6f}, .dst = &x.d, .src = {&a.d, &wn.d}};
+    struct op_call prime_mm = {.op = OP_MATMUL, .dst = &out.d, .src = {&x.d, &w.d}};
+    CHECK_EQ_INT(backend_run_op(gpu, &prime_norm), VLLMC_OK);
+    CHECK_EQ_INT(backend_run_op(gpu, &prime_mm), VLLMC_OK);
     for (int producer = 0; producer < 3; producer++) {
         struct op_call pc = {
             .op = OP_RMSNORM, .p = {.eps = 1e-6f}, .dst = &x.d, .src = {&a.d, &wn.d}};
@@ -480,9 +488,6 @@ static void test_split_handoff_m(int64_t m)
         }
         struct op_call mc = {.op = OP_MATMUL, .dst = &out.d, .src = {&x.d, &w.d}};
         struct op_call cc = {.op = OP_MATMUL, .dst = &outc.d, .src = {&xc.d, &w.d}};
-        // The copy's GEMM first: it also tells the producers that a bf16
-        // GEMM splits its activations.
-        CHECK_EQ_INT(backend_run_op(gpu, &cc), VLLMC_OK);
         uint64_t before = cuda_backend_split_handoffs(gpu);
         CHECK_EQ_INT(backend_run_op(gpu, &pc), VLLMC_OK);
         CHECK_EQ_INT(backend_run_op(gpu, &mc), VLLMC_OK);

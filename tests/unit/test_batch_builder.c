@@ -107,6 +107,15 @@ static void test_table_width(void)
     CHECK_EQ_INT(bt[3], 0);
     CHECK_EQ_INT(bt[5], 3);
     CHECK_EQ_INT(bt[9], 0);
+    // A lowered max_seq_len (0: the kernels compute it) still leaves every
+    // sequence its blocks.
+    bb.max_seq_len = 0;
+    CHECK_EQ_INT(batch_builder_finish(&bb, &b, &err), VLLMC_OK);
+    bt = b.block_tables.data;
+    CHECK_EQ_INT(b.block_tables.ne[0], 3);
+    CHECK_EQ_INT(bt[2], 6);
+    CHECK_EQ_INT(bt[3], 3);
+    CHECK_EQ_INT(bt[5], 0);
     batch_builder_deinit(&bb);
     backend_free(be);
 }

@@ -34,7 +34,7 @@ static void test_create_or_explain(void)
     printf("  memory: %zu MiB free of %zu MiB\n", free_b >> 20, total_b >> 20);
 
     // Round trips through the 4 MiB pinned staging area: smaller, exactly its
-    // size, one byte over (two chunks of its halves), and a ragged 9 MiB.
+    // size, one byte over (three chunks of its 2 MiB halves), and a ragged 9 MiB.
     const size_t sizes[] = {1000, (size_t)4 << 20, ((size_t)4 << 20) + 1,
                             ((size_t)9 << 20) + 12345};
     for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {

@@ -155,25 +155,31 @@ void *cuda_split_begin(const struct op_call *c, const struct tensor *dst)
     struct cuda_split *s = &dev->split;
     s->x = NULL;
     const int64_t m = tensor_n_rows(dst), k = dst->ne[0];
-    if (!s->wanted || s->disabled || m <= cuda_gemv_max_m())
+    bool wanted = false;
+    for (int i = 0; i < CUDA_SPLIT_WANTS && !wanted; i++)
+        wanted = s->wants[i].x == dst->data && s->wants[i].k == k;
+    if (!wanted || s->disabled || m <= cuda_gemv_max_m())
         return NULL;
     const size_t need = (size_t)m * (size_t)k * 2 * sizeof(uint16_t);
     if (need > s->bytes) {
         enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
-        if (cudaStreamIsCapturing(dev->stream, &cs) != cudaSuccess ||
+        if ((s->failed_bytes && need >= s->failed_bytes) ||
+            cudaStreamIsCapturing(dev->stream, &cs) != cudaSuccess ||
             cs != cudaStreamCaptureStatusNone)
             return NULL;
-        if (s->buf)
-            cudaFree(s->buf); // waits for the work in flight that may still read it
-        s->buf = NULL;
-        s->bytes = 0;
-        dev->scratch_gen++; // graphs that captured the old buffer are stale
-        size_t want = (need + 0xffff) & ~(size_t)0xffff;
-        if (cudaMalloc(&s->buf, want) != cudaSuccess) {
+        // The new buffer first: when it does not fit, the old one stays.
+        const size_t want = (need + 0xffff) & ~(size_t)0xffff;
+        void *buf = NULL;
+        if (cudaMalloc(&buf, want) != cudaSuccess) {
             cudaGetLastError();
-            s->buf = NULL;
+            s->failed_bytes = need;
             return NULL;
         }
+        if (s->buf) {
+            cudaFree(s->buf);   // waits for the work in flight that may still read it
+            dev->scratch_gen++; // graphs that captured the old buffer are stale
+        }
+        s->buf = buf;
         s->bytes = want;
     }
     s->x = dst->data;
@@ -189,10 +195,19 @@ const void *cuda_split_find(const struct op_call *c, const void *x, int64_t m, i
 {
     struct cuda_device *dev = cuda_device_of(c);
     struct cuda_split *s = &dev->split;
-    s->wanted = true;
     if (!s->x || s->x != x || s->m != m || s->k != k || s->x_pitch != x_pitch ||
-        c->backend->n_ops_run != s->op + 1)
+        c->backend->n_ops_run != s->op + 1) {
+        // This GEMM splits x itself: the op that writes x next time may do it.
+        bool known = false;
+        for (int i = 0; i < CUDA_SPLIT_WANTS && !known; i++)
+            known = s->wants[i].x == x && s->wants[i].k == k;
+        if (!known) {
+            s->wants[s->next_want].x = x;
+            s->wants[s->next_want].k = k;
+            s->next_want = (s->next_want + 1) % CUDA_SPLIT_WANTS;
+        }
         return NULL;
+    }
     s->op = c->backend->n_ops_run; // the next GEMM over the same x may read it too
     s->n_handoffs++;
     return s->buf;
@@ -343,9 +358,16 @@ static enum vllmc_status cuda_buffer_alloc(struct backend *be, size_t n_bytes, v
     return VLLMC_OK;
 }
 
+// A write to device memory other than by an op drops a split handoff in
+// progress (cuda_split_find would hand over terms of the old contents).
+static void split_drop(struct backend *be)
+{
+    dev_of(be)->split.x = NULL;
+}
+
 static void cuda_buffer_free(struct backend *be, void *p)
 {
-    (void)be;
+    split_drop(be);
     // Frees wait for work in flight; a failure here has nobody to report to.
     (void)cudaFree(p);
 }
@@ -353,6 +375,7 @@ static void cuda_buffer_free(struct backend *be, void *p)
 static enum vllmc_status cuda_fill(struct backend *be, void *dst, int value, size_t n_bytes)
 {
     struct err *err = &be->err;
+    split_drop(be);
     CUDA_TRY(cudaMemsetAsync(dst, value, n_bytes, dev_of(be)->stream));
     return VLLMC_OK;
 }
@@ -361,6 +384,7 @@ static enum vllmc_status cuda_fill(struct backend *be, void *dst, int value, siz
 static enum vllmc_status cuda_upload(struct backend *be, void *dst, const void *host_src, size_t n)
 {
     struct err *err = &be->err;
+    split_drop(be);
     if (!n)
         return VLLMC_OK;
     CUDA_TRY(cudaMemcpyAsync(dst, host_src, n, cudaMemcpyHostToDevice, dev_of(be)->stream));
@@ -512,6 +536,7 @@ struct backend_graph {
 static enum vllmc_status cuda_graph_begin(struct backend *be)
 {
     struct err *err = &be->err;
+    split_drop(be);
     // Thread-local: only this thread's unsafe calls (e.g. a cudaFree) break it.
     CUDA_TRY(cudaStreamBeginCapture(dev_of(be)->stream, cudaStreamCaptureModeThreadLocal));
     return VLLMC_OK;
@@ -521,6 +546,7 @@ static enum vllmc_status cuda_graph_end(struct backend *be, bool keep, struct ba
 {
     struct cuda_device *dev = dev_of(be);
     struct err *err = &be->err;
+    split_drop(be);
     cudaGraph_t graph = NULL;
     cudaError_t rc = cudaStreamEndCapture(dev->stream, &graph);
     if (rc != cudaSuccess || !keep) {
@@ -552,6 +578,7 @@ static bool cuda_graph_valid(struct backend *be, const struct backend_graph *g)
 static enum vllmc_status cuda_graph_launch(struct backend *be, struct backend_graph *g)
 {
     struct err *err = &be->err;
+    split_drop(be);
     CUDA_TRY(cudaGraphLaunch(g->exec, dev_of(be)->stream));
     return VLLMC_OK;
 }

@@ -28,16 +28,25 @@ struct cuda_lt_algo {
 #define CUDA_LT_ALGO_SLOTS 64
 
 // A bf16 GEMM takes f32 activations as two bf16 terms, hi + lo (matmul.cu).
-// An op whose output such a GEMM reads next (RMSNorm, SiLU-mul) writes the
-// terms beside its f32 output, so that the GEMM need not launch a kernel to
-// split them: one pass less over the activations, one kernel less.
+// An op (RMSNorm, SiLU-mul) whose output buffer a bf16 GEMM had to split
+// before writes the terms beside its f32 output, so that the GEMM reading it
+// next need not launch a kernel to split them: one pass less over the
+// activations, one kernel less. Nothing is written for outputs no bf16 GEMM
+// reads (quantized layers' inputs), and any upload, fill, free or graph
+// launch between the two ops drops the record.
+#define CUDA_SPLIT_WANTS 8
 struct cuda_split {
     void *buf; // owned device [2, m, k] bf16: hi rows, then lo rows
     size_t bytes;
-    const void *x; // the f32 activations [m, k] (row pitch x_pitch) they split
+    size_t failed_bytes; // smallest size cudaMalloc refused (0: none), not retried
+    const void *x;       // the f32 activations [m, k] (row pitch x_pitch) they split
     int64_t m, k, x_pitch;
-    uint64_t op;         // the backend's n_ops_run when they were written or last read
-    bool wanted;         // a bf16 GEMM split its activations (producers start then)
+    uint64_t op; // the backend's n_ops_run when they were written or last read
+    struct {
+        const void *x; // activations a bf16 GEMM split itself, k wide
+        int64_t k;
+    } wants[CUDA_SPLIT_WANTS]; // the last few, replaced in turn
+    int next_want;
     uint64_t n_handoffs; // GEMMs that found their terms written
     bool disabled;       // VLLMC_CUDA_SPLIT_HANDOFF=0
 };
@@ -106,9 +115,10 @@ void cuda_device_free(struct cuda_device *dev); // NULL is a no-op
 struct cuda_device *cuda_device_of(const struct op_call *c);
 
 // Where a producer op c writes the split copy (hi rows, then lo rows, dense)
-// of its output dst [m, k] f32, or NULL when no GEMM may want it (none has
-// split activations yet, m goes to the GEMV, or the buffer cannot grow during
-// a graph capture). Growing it bumps scratch_gen like the scratch.
+// of its output dst [m, k] f32, or NULL: no bf16 GEMM split this buffer
+// itself before, m goes to the GEMV, the handoff is off, or the buffer cannot
+// grow (during a graph capture, or cudaMalloc refused that size before).
+// Replacing the buffer bumps scratch_gen like the scratch.
 void *cuda_split_begin(const struct op_call *c, const struct tensor *dst);
 // The split copy of x [m, k] (row pitch x_pitch) when the op just before c
 // (or the GEMMs that read it since) wrote it, else NULL.
