@@ -432,10 +432,12 @@ static struct backend *cpu_backend(int n_threads, const char *disable)
 // 64 spreads the rows over several row blocks (tasks) of the tiled driver.
 // A one-row call reads each task's block of rows as 8 streams: N = 67 and 77
 // end it with blocks of 3 and 13 rows (no stream, and streams plus a tile),
-// N = 1030 gives blocks of 128 rows (streams of 16).
+// N = 1030 gives blocks of 128 rows (streams of 16). K past 2048 runs the
+// bf16 tiles of a many-row call in parts of k (their partial sums kept
+// between parts), a lone row in one pass.
 static void check_matmul_batch_invariance(int64_t K, int M, int N, const char *disable)
 {
-    enum { M_MAX = 150, N_MAX = 1030, K_MAX = 1100 };
+    enum { M_MAX = 150, N_MAX = 1030, K_MAX = 3100 };
     static float x[M_MAX * K_MAX], w[N_MAX * K_MAX], y1[N_MAX], y7[M_MAX * N_MAX];
     static uint16_t wh[N_MAX * K_MAX], wf16[N_MAX * K_MAX];
     unsigned seed = 11;
@@ -482,6 +484,8 @@ static void test_matmul_batch_invariance(void)
     check_matmul_batch_invariance(1100, 7, 77, "");
     check_matmul_batch_invariance(1028, 9, 67, "");
     check_matmul_batch_invariance(256, 3, 1030, "");
+    check_matmul_batch_invariance(3100, 70, 67, ""); // k in 3 parts, the last with a tail
+    check_matmul_batch_invariance(3072, 9, 67, "");
     // The next providers in line (AVX2 where the CPU has AVX-512 and AVX512_BF16).
     check_matmul_batch_invariance(256, 7, 67, "cpu-avx512,cpu-avx512bf16");
     check_matmul_batch_invariance(256, 150, 67, "cpu-avx512,cpu-avx512bf16");

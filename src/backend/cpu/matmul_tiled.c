@@ -14,6 +14,11 @@
 #define MM_ROW_BLOCK_MAX 128
 // Columns per task at most: a bf16 weight block [64, k] is 128 KiB at k = 1024.
 #define MM_COL_BLOCK 64
+// Rows and columns of a task whose tiles run k in parts (kernel->tile_part):
+// the partial accumulators of one column tile for the row block live on the
+// stack, [64, 8, 16] f32 = 32 KiB.
+#define MM_PART_ROWS MM_ROW_BLOCK
+#define MM_PART_COLS 8
 // The same for a kernel's decode: 128 rows read as 8 streams of 16 rows.
 #define MM_DECODE_BLOCK 128
 
@@ -26,6 +31,7 @@ struct mm_ctx {
     int64_t n_row_blocks; // row blocks per column block; a task owns one of each
     int c_step;           // columns per tile
     bool decode;          // one x row, through kernel->decode
+    bool k_parts;         // tiles run k in parts of kernel->k_block, through tile_part
     const char *x_base;   // NULL: rows of c->src[0]
     size_t x_row_bytes;
     float *panels;       // NULL, or one converted column tile per thread
@@ -62,6 +68,7 @@ static void mm_task(void *p, int task, int thread)
     float *y_rows[MM_ROW_BLOCK_MAX], *y_cols[MM_ROW_BLOCK_MAX];
     const void *wr[MM_MAX_TILE];
     float out[MM_MAX_TILE * MM_MAX_TILE];
+    _Alignas(64) float acc[MM_PART_ROWS * MM_PART_COLS * CPU_MM_ACC_FLOATS];
     const struct cpu_mm_kernel *kernel = ctx->panels ? ctx->kernel->panel_kernel : ctx->kernel;
     float *panel =
         ctx->panels ? ctx->panels + (size_t)thread * (size_t)c_max * ctx->panel_stride : NULL;
@@ -112,6 +119,19 @@ static void mm_task(void *p, int task, int thread)
             // in: 16 sequences decoding the stories15M shape waited on the
             // output matrix's rows in every column tile's first row tile.
             const void *next = !panel && j + c_max < j1 ? tensor_row(w, j + c_max) : NULL;
+            if (ctx->k_parts) {
+                for (int64_t k0 = 0; k0 < ctx->k; k0 += kernel->k_block) {
+                    int64_t k1 = k0 + kernel->k_block < ctx->k ? k0 + kernel->k_block : ctx->k;
+                    for (int64_t i = i0; i < i1; i += r_max) {
+                        int R = i1 - i < r_max ? (int)(i1 - i) : r_max;
+                        kernel->tile_part(R, C, x_rows + (i - i0), wr, k0, k1, ctx->k,
+                                          acc + (size_t)(i - i0) * (size_t)C * CPU_MM_ACC_FLOATS,
+                                          y_cols + (i - i0), bias_v + (j - j0),
+                                          i == i0 ? next : NULL);
+                    }
+                }
+                continue;
+            }
             for (int64_t i = i0; i < i1; i += r_max) {
                 int R = i1 - i < r_max ? (int)(i1 - i) : r_max;
                 kernel->tile_store(R, C, x_rows + (i - i0), wr, ctx->k, y_cols + (i - i0),
@@ -191,6 +211,9 @@ enum vllmc_status cpu_matmul_tiled_run_x(const struct op_call *c,
         ctx.panels = op_scratch(c, (size_t)n_threads * (size_t)ctx.c_step * ctx.panel_stride *
                                        sizeof(float));
     }
+    ctx.k_parts = kernel->tile_part && !ctx.panels && ctx.m > kernel->r_max &&
+                  ctx.k > kernel->k_whole_max && ctx.row_block <= MM_PART_ROWS &&
+                  ctx.c_step <= MM_PART_COLS;
     threadpool_run(pool, mm_task, &ctx, n_tasks);
     return VLLMC_OK;
 }

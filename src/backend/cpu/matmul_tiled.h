@@ -29,6 +29,17 @@ typedef void (*cpu_mm_tile_store_fn)(int R, int C, const float *const *x, const 
                                      int64_t k, float *const *y, const float *bias,
                                      const void *next);
 
+// The tile over k elements [k0, k1) of k (k0 a multiple of the kernel's
+// k_block): from the unsummed partial accumulators in acc unless k0 = 0, back
+// into acc unless k1 = k, else summed into y as tile_store does. acc [R, C,
+// CPU_MM_ACC_FLOATS] f32, 64-byte aligned. Each accumulator lane adds the
+// same products in the same order as one tile_store over all of k, so the
+// results are the same bits.
+typedef void (*cpu_mm_tile_part_fn)(int R, int C, const float *const *x, const void *const *w,
+                                    int64_t k0, int64_t k1, int64_t k, float *acc, float *const *y,
+                                    const float *bias, const void *next);
+#define CPU_MM_ACC_FLOATS 16
+
 // Decode (x is one row): y[j] = dot(x, w row j) + bias[j] for j < n, the
 // weight rows row_bytes apart from w (bias [n]). Each element gets the bits
 // the kernel's tiles give it.
@@ -45,6 +56,12 @@ struct cpu_mm_kernel {
     cpu_mm_tile_store_fn tile_store;
     int r_max, c_max; // largest tile the kernel handles
     int c_max_r1;     // largest C when R = 1 (decode: more columns in flight)
+    // Optional, with tile_store: calls of more than r_max rows and k above
+    // k_whole_max run each column tile in parts of k_block elements, every
+    // row tile of a part before the next part, so that the part's weight
+    // rows stay in L1 across the row tiles.
+    cpu_mm_tile_part_fn tile_part;
+    int64_t k_block, k_whole_max;
     // Optional: one-row calls go to decode, a task's whole column block (of
     // up to 128 rows, 8 of them in flight) at once, instead of to tiles.
     cpu_mm_decode_fn decode;

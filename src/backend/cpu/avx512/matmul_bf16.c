@@ -15,6 +15,15 @@
 #define R_MAX 4
 #define C_MAX 6
 #define C_MAX_R1 8
+// Prefill tiles run k in parts of K_BLOCK elements when k > K_WHOLE_MAX: a
+// 4 x 6 tile reads (4 + 6) x k bf16, 60 KiB at k = 3072, more than the 48
+// KiB L1, so its weight rows left L1 before the next row tile used them. A
+// part of 1024 keeps them there (12 KiB). At k = 2048 (40 KiB) the whole k
+// is faster: `bench_ops` 2 threads, cold weights, 512 x 1024 x 2048 630
+// GFLOP/s whole against 566 in parts of 1024; 512 x 1024 x 3072 581 in
+// parts of 1024 against 530 whole, 569 in parts of 1536, 534 of 768.
+#define K_BLOCK 1024
+#define K_WHOLE_MAX 2048
 
 // Pairs of bf16 travel as 32-bit lanes, so masks count pairs. Full blocks
 // load without a mask: a masked load costs about a fifth of the kernel's
@@ -45,36 +54,58 @@ tile_step(const int R, const int C, const float *const *x, const void *const *w,
     }
 }
 
-// acc[r][c] = the dot products of the R x C tile before their horizontal
-// sums; x and w rows are bf16 (x passed as const float * by the tiled
-// driver). ahead: when pf, byte b of weight row c is fetched into L2 from
+// acc[r][c] = the dot products of the R x C tile over the pairs [p0, p1)
+// before their horizontal sums, continuing from the partial lanes in (acc
+// element r * C + c at in + 16 * (r * C + c)) or from zero when in is NULL;
+// x and w rows are bf16 (x passed as const float * by the tiled driver). A
+// lane adds its products in the same order whether k runs in one call or in
+// several (p0 a multiple of 16 pairs), so a split k gives the same bits.
+// ahead: when pf, byte b of weight row c is fetched into L2 from
 // w[c] + ahead + b while the tile reads w[c] + b.
 static inline __attribute__((always_inline)) void
-tile_dots(const int R, const int C, const float *const *x, const void *const *w, int64_t k,
-          const bool pf, ptrdiff_t ahead, __m512 acc[R_MAX][C_MAX_R1])
+tile_dots(const int R, const int C, const float *const *x, const void *const *w, int64_t p0,
+          int64_t p1, const float *in, const bool pf, ptrdiff_t ahead, __m512 acc[R_MAX][C_MAX_R1])
 {
 #pragma GCC unroll 8
     for (int r = 0; r < R; r++)
 #pragma GCC unroll 8
         for (int c = 0; c < C; c++)
-            acc[r][c] = _mm512_setzero_ps();
-    int64_t n_pairs = k / 2, p = 0;
-    for (; p + 16 <= n_pairs; p += 16) {
+            acc[r][c] = in ? _mm512_load_ps(in + 16 * (r * C + c)) : _mm512_setzero_ps();
+    int64_t p = p0;
+    for (; p + 16 <= p1; p += 16) {
         if (pf)
             avx512_prefetch_next_tile(C, w, ahead, (size_t)p * 4);
         tile_step(R, C, x, w, p, 0xffff, true, acc);
     }
-    if (p < n_pairs)
-        tile_step(R, C, x, w, p, (__mmask16)((1u << (n_pairs - p)) - 1u), false, acc);
+    if (p < p1)
+        tile_step(R, C, x, w, p, (__mmask16)((1u << (p1 - p)) - 1u), false, acc);
 }
 
-static inline __attribute__((always_inline)) void tile(const int R, const int C,
+// The tile over k elements [k0, k1) of k: from the partial lanes in acc_io
+// unless k0 = 0, back into acc_io unless k1 = k, else summed into y (+
+// bias). part false: all of k in one call (k0 = 0, k1 = k), the compiler
+// dropping the tests.
+static inline __attribute__((always_inline)) void tile(const int R, const int C, const bool part,
                                                        const float *const *x, const void *const *w,
-                                                       int64_t k, float *const *y,
+                                                       int64_t k0, int64_t k1, int64_t k,
+                                                       float *acc_io, float *const *y,
                                                        const float *bias, const void *next)
 {
     __m512 acc[R_MAX][C_MAX_R1];
-    tile_dots(R, C, x, w, k, next != NULL, next ? (const char *)next - (const char *)w[0] : 0, acc);
+    if (!part) {
+        k0 = 0;
+        k1 = k;
+    }
+    tile_dots(R, C, x, w, k0 / 2, k1 / 2, part && k0 ? acc_io : NULL, next != NULL,
+              next ? (const char *)next - (const char *)w[0] : 0, acc);
+    if (part && k1 < k) {
+#pragma GCC unroll 8
+        for (int r = 0; r < R; r++)
+#pragma GCC unroll 8
+            for (int c = 0; c < C; c++)
+                _mm512_store_ps(acc_io + 16 * (r * C + c), acc[r][c]);
+        return;
+    }
     __m512 flat[R_MAX * C_MAX_R1], sums[2];
 #pragma GCC unroll 8
     for (int r = 0; r < R; r++)
@@ -89,92 +120,104 @@ static inline __attribute__((always_inline)) void tile(const int R, const int C,
     avx512_store_rows(R, C, sums, y, bias);
 }
 
-#define T(r, c) tile(r, c, x, w, k, y, bias, next)
+// One case per tile shape: R <= 4; C <= 8 only when R = 1, else C <= 6.
+#define TILE_SWITCH(T)                                                                             \
+    switch (R * 16 + C) {                                                                          \
+    case 16 + 1:                                                                                   \
+        T(1, 1);                                                                                   \
+        break;                                                                                     \
+    case 16 + 2:                                                                                   \
+        T(1, 2);                                                                                   \
+        break;                                                                                     \
+    case 16 + 3:                                                                                   \
+        T(1, 3);                                                                                   \
+        break;                                                                                     \
+    case 16 + 4:                                                                                   \
+        T(1, 4);                                                                                   \
+        break;                                                                                     \
+    case 16 + 5:                                                                                   \
+        T(1, 5);                                                                                   \
+        break;                                                                                     \
+    case 16 + 6:                                                                                   \
+        T(1, 6);                                                                                   \
+        break;                                                                                     \
+    case 16 + 7:                                                                                   \
+        T(1, 7);                                                                                   \
+        break;                                                                                     \
+    case 16 + 8:                                                                                   \
+        T(1, 8);                                                                                   \
+        break;                                                                                     \
+    case 32 + 1:                                                                                   \
+        T(2, 1);                                                                                   \
+        break;                                                                                     \
+    case 32 + 2:                                                                                   \
+        T(2, 2);                                                                                   \
+        break;                                                                                     \
+    case 32 + 3:                                                                                   \
+        T(2, 3);                                                                                   \
+        break;                                                                                     \
+    case 32 + 4:                                                                                   \
+        T(2, 4);                                                                                   \
+        break;                                                                                     \
+    case 32 + 5:                                                                                   \
+        T(2, 5);                                                                                   \
+        break;                                                                                     \
+    case 32 + 6:                                                                                   \
+        T(2, 6);                                                                                   \
+        break;                                                                                     \
+    case 48 + 1:                                                                                   \
+        T(3, 1);                                                                                   \
+        break;                                                                                     \
+    case 48 + 2:                                                                                   \
+        T(3, 2);                                                                                   \
+        break;                                                                                     \
+    case 48 + 3:                                                                                   \
+        T(3, 3);                                                                                   \
+        break;                                                                                     \
+    case 48 + 4:                                                                                   \
+        T(3, 4);                                                                                   \
+        break;                                                                                     \
+    case 48 + 5:                                                                                   \
+        T(3, 5);                                                                                   \
+        break;                                                                                     \
+    case 48 + 6:                                                                                   \
+        T(3, 6);                                                                                   \
+        break;                                                                                     \
+    case 64 + 1:                                                                                   \
+        T(4, 1);                                                                                   \
+        break;                                                                                     \
+    case 64 + 2:                                                                                   \
+        T(4, 2);                                                                                   \
+        break;                                                                                     \
+    case 64 + 3:                                                                                   \
+        T(4, 3);                                                                                   \
+        break;                                                                                     \
+    case 64 + 4:                                                                                   \
+        T(4, 4);                                                                                   \
+        break;                                                                                     \
+    case 64 + 5:                                                                                   \
+        T(4, 5);                                                                                   \
+        break;                                                                                     \
+    default:                                                                                       \
+        T(4, 6);                                                                                   \
+        break;                                                                                     \
+    }
 
 static void tile_bf16(int R, int C, const float *const *x, const void *const *w, int64_t k,
                       float *const *y, const float *bias, const void *next)
 {
-    // R <= 4; C <= 8 only when R = 1, else C <= 6.
-    switch (R * 16 + C) {
-    case 16 + 1:
-        T(1, 1);
-        break;
-    case 16 + 2:
-        T(1, 2);
-        break;
-    case 16 + 3:
-        T(1, 3);
-        break;
-    case 16 + 4:
-        T(1, 4);
-        break;
-    case 16 + 5:
-        T(1, 5);
-        break;
-    case 16 + 6:
-        T(1, 6);
-        break;
-    case 16 + 7:
-        T(1, 7);
-        break;
-    case 16 + 8:
-        T(1, 8);
-        break;
-    case 32 + 1:
-        T(2, 1);
-        break;
-    case 32 + 2:
-        T(2, 2);
-        break;
-    case 32 + 3:
-        T(2, 3);
-        break;
-    case 32 + 4:
-        T(2, 4);
-        break;
-    case 32 + 5:
-        T(2, 5);
-        break;
-    case 32 + 6:
-        T(2, 6);
-        break;
-    case 48 + 1:
-        T(3, 1);
-        break;
-    case 48 + 2:
-        T(3, 2);
-        break;
-    case 48 + 3:
-        T(3, 3);
-        break;
-    case 48 + 4:
-        T(3, 4);
-        break;
-    case 48 + 5:
-        T(3, 5);
-        break;
-    case 48 + 6:
-        T(3, 6);
-        break;
-    case 64 + 1:
-        T(4, 1);
-        break;
-    case 64 + 2:
-        T(4, 2);
-        break;
-    case 64 + 3:
-        T(4, 3);
-        break;
-    case 64 + 4:
-        T(4, 4);
-        break;
-    case 64 + 5:
-        T(4, 5);
-        break;
-    default:
-        T(4, 6);
-        break;
-    }
+#define T(r, c) tile(r, c, false, x, w, 0, k, k, NULL, y, bias, next)
+    TILE_SWITCH(T)
+#undef T
+}
+
+static void tile_part_bf16(int R, int C, const float *const *x, const void *const *w, int64_t k0,
+                           int64_t k1, int64_t k, float *acc, float *const *y, const float *bias,
+                           const void *next)
+{
+#define T(r, c) tile(r, c, true, x, w, k0, k1, k, acc, y, bias, next)
+    TILE_SWITCH(T)
+#undef T
 }
 
 // Decode: y[j] = dot(x, weight row j) + bias[j] for the n rows from w,
@@ -190,7 +233,7 @@ static void decode_bf16(const float *x, const void *w, size_t row_bytes, int n, 
 #pragma GCC unroll 8
         for (int c = 0; c < 8; c++)
             wp[c] = (const char *)w + (size_t)(c * G + g) * row_bytes;
-        tile_dots(1, 8, &x, wp, k, g + 1 < G, (ptrdiff_t)row_bytes, acc);
+        tile_dots(1, 8, &x, wp, 0, k / 2, NULL, g + 1 < G, (ptrdiff_t)row_bytes, acc);
         avx512_store_pass(acc[0], G, g, y, bias);
     }
     int rest = n - 8 * G;
@@ -203,8 +246,14 @@ static void decode_bf16(const float *x, const void *w, size_t row_bytes, int n, 
     }
 }
 
-static const struct cpu_mm_kernel kernel_bf16 = {
-    .tile_store = tile_bf16, .decode = decode_bf16, .r_max = R_MAX, .c_max = C_MAX, .c_max_r1 = C_MAX_R1};
+static const struct cpu_mm_kernel kernel_bf16 = {.tile_store = tile_bf16,
+                                                 .tile_part = tile_part_bf16,
+                                                 .k_block = K_BLOCK,
+                                                 .k_whole_max = K_WHOLE_MAX,
+                                                 .decode = decode_bf16,
+                                                 .r_max = R_MAX,
+                                                 .c_max = C_MAX,
+                                                 .c_max_r1 = C_MAX_R1};
 
 static bool matmul_supports(const struct op_call *c)
 {
