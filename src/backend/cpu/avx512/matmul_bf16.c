@@ -284,7 +284,13 @@ static void round_task(void *p, int task, int thread)
     for (int64_t i = (int64_t)task * ROUND_ROWS; i < i1; i++) {
         const float *xr = cpu_row(ctx->x, i);
         uint16_t *dst = (uint16_t *)(void *)((char *)ctx->xb + (size_t)i * ctx->row_bytes);
-        for (int64_t l = 0; l < k; l += 16) {
+        // 32 values a step without masks (the same rounding as the masked
+        // tail's): the masked loads and stores of 16 at a time were slower.
+        int64_t l = 0;
+        for (; l + 32 <= k; l += 32)
+            _mm512_storeu_si512(dst + l, (__m512i)_mm512_cvtne2ps_pbh(_mm512_loadu_ps(xr + l + 16),
+                                                                      _mm512_loadu_ps(xr + l)));
+        for (; l < k; l += 16) {
             __mmask16 mk = (__mmask16)(k - l >= 16 ? 0xffffu : (1u << (k - l)) - 1u);
             __m256bh v = _mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(mk, xr + l));
             _mm256_mask_storeu_epi16(dst + l, mk, (__m256i)v);
