@@ -506,9 +506,11 @@ static void grid_qkv_rope_store(struct parity *pr)
 static void grid_kv_store(struct parity *pr)
 {
     // n_tokens, n_kv_heads, head_dim, block_size, n_blocks
-    static const int64_t shapes[][5] = {{5, 2, 64, 16, 8}, {3, 1, 8, 4, 4}, {9, 4, 128, 16, 16}};
+    // (the last one large enough for a CPU provider to split it over threads)
+    static const int64_t shapes[][5] = {
+        {5, 2, 64, 16, 8}, {3, 1, 8, 4, 4}, {9, 4, 128, 16, 16}, {300, 8, 128, 16, 32}};
     static const enum dtype caches[] = {DTYPE_F32, DTYPE_F16, DTYPE_BF16};
-    for (size_t i = 0; i < 3; i++) {
+    for (size_t i = 0; i < 4; i++) {
         for (size_t ct = 0; ct < 3; ct++) {
             int64_t T = shapes[i][0], KVH = shapes[i][1], D = shapes[i][2];
             int64_t BS = shapes[i][3], NB = shapes[i][4];

@@ -249,6 +249,8 @@ static void test_silu_mul_and_add(void)
     CHECK_NEAR(g[2], 1, 0, 0);
 }
 
+static struct backend *cpu_backend(int n_threads, const char *disable);
+
 static void test_kv_store(void)
 {
     enum { NB = 3, BS = 4, KVH = 2, D = 4, T = 3 };
@@ -280,6 +282,10 @@ static void test_kv_store(void)
     }
     slots[1] = NB * BS;
     CHECK_EQ_INT(run_ref(&cpu_ref_kv_store, &c), VLLMC_ERR_INVALID_ARG);
+    // The backend's own choice (cpu-avx2 where the CPU has AVX2) refuses it too.
+    struct backend *be = cpu_backend(2, "");
+    CHECK_EQ_INT(backend_run_op(be, &c), VLLMC_ERR_INVALID_ARG);
+    backend_free(be);
 }
 
 // ---- attention against a dense causal softmax ----

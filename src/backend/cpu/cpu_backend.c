@@ -61,6 +61,7 @@ static const struct cpu_provider_entry cpu_provider_table[] = {
     {&cpu_avx2_rope, CPU_NEED_AVX2},
     {&cpu_avx2_qk_norm_rope, CPU_NEED_AVX2},
     {&cpu_avx2_qkv_rope_store, CPU_NEED_AVX2},
+    {&cpu_avx2_kv_store, CPU_NEED_AVX2},
     {&cpu_avx2_attention, CPU_NEED_AVX2},
     // AVX-512 F/BW/VL, priority 60, where 16 lanes and masked tails win.
     {&cpu_avx512_matmul, CPU_NEED_AVX512},

@@ -14,6 +14,7 @@ extern const struct op_provider cpu_avx2_silu_mul;
 extern const struct op_provider cpu_avx2_rope;
 extern const struct op_provider cpu_avx2_qk_norm_rope;
 extern const struct op_provider cpu_avx2_qkv_rope_store;
+extern const struct op_provider cpu_avx2_kv_store;
 extern const struct op_provider cpu_avx2_attention;
 
 #ifdef __AVX2__
