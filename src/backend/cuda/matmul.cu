@@ -249,36 +249,17 @@ static __global__ void split_bf16_kernel(__nv_bfloat16 *hi, __nv_bfloat16 *lo, c
                                          int64_t x_pitch, int k, int m, bool vec)
 {
     cuda_pdl_sync();
+    const int64_t lo_off = lo - hi;
     for (int r = (int)blockIdx.y; r < m; r += (int)gridDim.y) {
         const float *xr = x + (int64_t)r * x_pitch;
-        __nv_bfloat16 *hr = hi + (int64_t)r * k, *lr = lo + (int64_t)r * k;
+        __nv_bfloat16 *hr = hi + (int64_t)r * k;
         for (int c = 4 * ((int)blockIdx.x * (int)blockDim.x + (int)threadIdx.x); c < k;
              c += 4 * (int)gridDim.x * (int)blockDim.x) {
-            float v[4];
             if (vec) {
-                const float4 q = *(const float4 *)(xr + c);
-                v[0] = q.x, v[1] = q.y, v[2] = q.z, v[3] = q.w;
+                cuda_split_store4(hr + c, lo_off, *(const float4 *)(xr + c));
             } else {
-                for (int i = 0; i < 4; i++)
-                    v[i] = c + i < k ? xr[c + i] : 0.0f;
-            }
-            __nv_bfloat16 h[4], l[4];
-#pragma unroll
-            for (int i = 0; i < 4; i++) {
-                h[i] = __float2bfloat16_rn(v[i]);
-                l[i] = __float2bfloat16_rn(v[i] - __bfloat162float(h[i]));
-            }
-            if (vec) {
-                uint2 hw, lw;
-                memcpy(&hw, h, sizeof hw);
-                memcpy(&lw, l, sizeof lw);
-                *(uint2 *)(hr + c) = hw;
-                *(uint2 *)(lr + c) = lw;
-            } else {
-                for (int i = 0; i < 4 && c + i < k; i++) {
-                    hr[c + i] = h[i];
-                    lr[c + i] = l[i];
-                }
+                for (int i = 0; i < 4 && c + i < k; i++)
+                    cuda_split_store(hr + c + i, lo_off, xr[c + i]);
             }
         }
     }
