@@ -142,6 +142,12 @@ static void bb_tensor(struct batch_builder *bb, struct tensor *t, enum bb_array 
     t->location = bb->dev ? TENSOR_DEVICE : TENSOR_HOST;
 }
 
+// Block-table entries sequence s's keys need.
+static int bb_blocks_used(const struct batch_builder *bb, int s)
+{
+    return (bb->seq_lens[s] + bb->block_size - 1) / bb->block_size;
+}
+
 enum vllmc_status batch_builder_finish(struct batch_builder *bb, struct model_batch *out,
                                        struct err *err)
 {
@@ -154,16 +160,14 @@ enum vllmc_status batch_builder_finish(struct batch_builder *bb, struct model_ba
     // A caller may have lowered max_seq_len (0: "let the kernels compute it"),
     // so every sequence's own blocks count too.
     int width = (bb->max_seq_len + bb->block_size - 1) / bb->block_size;
-    for (int s = 0; s < bb->n_seqs; s++) {
-        int n_used = (bb->seq_lens[s] + bb->block_size - 1) / bb->block_size;
-        width = n_used > width ? n_used : width;
-    }
+    for (int s = 0; s < bb->n_seqs; s++)
+        width = bb_blocks_used(bb, s) > width ? bb_blocks_used(bb, s) : width;
     if (width > bb->max_blocks_per_seq)
         width = bb->max_blocks_per_seq;
     int32_t *tables = (int32_t *)((uint8_t *)bb->host + bb_offset(bb, BB_TABLES));
     for (int s = 0; s < bb->n_seqs; s++) {
         int32_t *row = tables + (size_t)s * (size_t)width;
-        int n_used = (bb->seq_lens[s] + bb->block_size - 1) / bb->block_size;
+        int n_used = bb_blocks_used(bb, s);
         memcpy(row, bb->block_tables + (size_t)s * (size_t)bb->max_blocks_per_seq,
                (size_t)n_used * sizeof *row);
         memset(row + n_used, 0, (size_t)(width - n_used) * sizeof *row);

@@ -149,16 +149,22 @@ struct cuda_device *cuda_device_of(const struct op_call *c)
     return (struct cuda_device *)c->backend->impl;
 }
 
+// Whether a bf16 GEMM split x [.., k] itself lately (struct cuda_split's wants).
+static bool split_wanted(const struct cuda_split *s, const void *x, int64_t k)
+{
+    for (int i = 0; i < CUDA_SPLIT_WANTS; i++)
+        if (s->wants[i].x == x && s->wants[i].k == k)
+            return true;
+    return false;
+}
+
 void *cuda_split_begin(const struct op_call *c, const struct tensor *dst)
 {
     struct cuda_device *dev = cuda_device_of(c);
     struct cuda_split *s = &dev->split;
     s->x = NULL;
     const int64_t m = tensor_n_rows(dst), k = dst->ne[0];
-    bool wanted = false;
-    for (int i = 0; i < CUDA_SPLIT_WANTS && !wanted; i++)
-        wanted = s->wants[i].x == dst->data && s->wants[i].k == k;
-    if (!wanted || s->disabled || m <= cuda_gemv_max_m())
+    if (!split_wanted(s, dst->data, k) || s->disabled || m <= cuda_gemv_max_m())
         return NULL;
     const size_t need = (size_t)m * (size_t)k * 2 * sizeof(uint16_t);
     if (need > s->bytes) {
@@ -198,10 +204,7 @@ const void *cuda_split_find(const struct op_call *c, const void *x, int64_t m, i
     if (!s->x || s->x != x || s->m != m || s->k != k || s->x_pitch != x_pitch ||
         c->backend->n_ops_run != s->op + 1) {
         // This GEMM splits x itself: the op that writes x next time may do it.
-        bool known = false;
-        for (int i = 0; i < CUDA_SPLIT_WANTS && !known; i++)
-            known = s->wants[i].x == x && s->wants[i].k == k;
-        if (!known) {
+        if (!split_wanted(s, x, k)) {
             s->wants[s->next_want].x = x;
             s->wants[s->next_want].k = k;
             s->next_want = (s->next_want + 1) % CUDA_SPLIT_WANTS;
