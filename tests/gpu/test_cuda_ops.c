@@ -640,8 +640,15 @@ static void test_kv_store(void)
 }
 
 // One attention batch: n_seqs sequences with context ctx[s] of which the last
-// q_len[s] tokens are queries (1 = decode, = ctx for a fresh prefill).
-static void attention_case(const char *label, int n_heads, int n_kv, int hd, enum dtype ct,
+// q_len[s] tokens are queries (1 = decode, = ctx for a fresh prefill); slots
+// in run_both's order (dst, q, k cache, v cache, tables, lengths, starts).
+struct att_batch {
+    struct pair q, kc, vc, bt, sl, qsl, dst;
+    struct op_params prm;
+    int n_tokens;
+};
+
+static void att_batch_init(struct att_batch *a, int n_heads, int n_kv, int hd, enum dtype ct,
                            int n_seqs, const int *ctx, const int *q_len, bool pass_bounds)
 {
     const int bs = 16;
@@ -655,53 +662,139 @@ static void attention_case(const char *label, int n_heads, int n_kv, int hd, enu
     }
     const int max_blocks = (max_ctx + bs - 1) / bs + 1;
     const int nb = n_seqs * max_blocks + 3;
-    struct pair q, kc, vc, bt, sl, qsl, dst;
     int64_t ne_q[3] = {hd, n_heads, n_tokens}, ne_c[4] = {hd, n_kv, bs, nb};
     int64_t ne_bt[2] = {max_blocks, n_seqs}, ne_sl[1] = {n_seqs}, ne_qsl[1] = {n_seqs + 1};
-    pair_init(&q, DTYPE_F32, 3, ne_q);
-    pair_init(&dst, DTYPE_F32, 3, ne_q);
-    pair_init(&kc, ct, 4, ne_c);
-    pair_init(&vc, ct, 4, ne_c);
-    pair_init(&bt, DTYPE_I32, 2, ne_bt);
-    pair_init(&sl, DTYPE_I32, 1, ne_sl);
-    pair_init(&qsl, DTYPE_I32, 1, ne_qsl);
-    pair_random(&q, 1.0f);
-    pair_random(&kc, 1.0f);
-    pair_random(&vc, 1.0f);
-    pair_poison(&dst);
+    pair_init(&a->q, DTYPE_F32, 3, ne_q);
+    pair_init(&a->dst, DTYPE_F32, 3, ne_q);
+    pair_init(&a->kc, ct, 4, ne_c);
+    pair_init(&a->vc, ct, 4, ne_c);
+    pair_init(&a->bt, DTYPE_I32, 2, ne_bt);
+    pair_init(&a->sl, DTYPE_I32, 1, ne_sl);
+    pair_init(&a->qsl, DTYPE_I32, 1, ne_qsl);
+    pair_random(&a->q, 1.0f);
+    pair_random(&a->kc, 1.0f);
+    pair_random(&a->vc, 1.0f);
+    pair_poison(&a->dst);
     // Blocks handed out in a scrambled order, as a block pool would.
-    int32_t *tables = bt.h.data;
+    int32_t *tables = a->bt.h.data;
     for (int i = 0; i < n_seqs * max_blocks; i++)
         tables[i] = (int32_t)((i * 5 + 2) % nb);
-    int32_t *lens = sl.h.data, *starts = qsl.h.data;
+    int32_t *lens = a->sl.h.data, *starts = a->qsl.h.data;
     starts[0] = 0;
     for (int s = 0; s < n_seqs; s++) {
         lens[s] = ctx[s];
         starts[s + 1] = starts[s] + q_len[s];
     }
-    pair_upload(&bt);
-    pair_upload(&sl);
-    pair_upload(&qsl);
-    struct pair *slots[] = {&dst, &q, &kc, &vc, &bt, &sl, &qsl};
-    struct op_params prm = {.scale = 1.0f / sqrtf((float)hd)};
+    pair_upload(&a->bt);
+    pair_upload(&a->sl);
+    pair_upload(&a->qsl);
+    a->prm = (struct op_params){.scale = 1.0f / sqrtf((float)hd)};
     if (pass_bounds) {
-        prm.max_seq_len = max_ctx;
-        prm.max_q_len = max_q;
+        a->prm.max_seq_len = max_ctx;
+        a->prm.max_q_len = max_q;
     }
-    const struct op_provider *sel = run_both(OP_ATTENTION, prm, slots, 7);
+    a->n_tokens = n_tokens;
+}
+
+static void att_batch_free(struct att_batch *a)
+{
+    struct pair *all[] = {&a->q, &a->kc, &a->vc, &a->bt, &a->sl, &a->qsl, &a->dst};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        pair_free(all[i]);
+}
+
+static void attention_case(const char *label, int n_heads, int n_kv, int hd, enum dtype ct,
+                           int n_seqs, const int *ctx, const int *q_len, bool pass_bounds)
+{
+    struct att_batch a;
+    att_batch_init(&a, n_heads, n_kv, hd, ct, n_seqs, ctx, q_len, pass_bounds);
+    struct pair *slots[] = {&a.dst, &a.q, &a.kc, &a.vc, &a.bt, &a.sl, &a.qsl};
+    const struct op_provider *sel = run_both(OP_ATTENTION, a.prm, slots, 7);
     char what[160];
     snprintf(what, sizeof what, "attention %s heads=%d/%d head_dim=%d cache=%s%s %s", label,
              n_heads, n_kv, hd, dtype_name(ct), pass_bounds ? "" : " (no bounds)",
              sel ? sel->name : "");
     // fp32 arithmetic unless the provider rounds operands for tensor cores.
-    report(what, pair_nmse(&dst), sel && sel->parity_bar > 0 ? sel->parity_bar : 1e-6);
-    pair_free(&q);
-    pair_free(&kc);
-    pair_free(&vc);
-    pair_free(&bt);
-    pair_free(&sl);
-    pair_free(&qsl);
-    pair_free(&dst);
+    report(what, pair_nmse(&a.dst), sel && sel->parity_bar > 0 ? sel->parity_bar : 1e-6);
+    att_batch_free(&a);
+}
+
+// Attention as the producer of the split handoff: the prefill tensor-core
+// kernel and the decode split merge write their output's bf16 terms for the
+// o projection's GEMM, which reads the output as x [n_tokens, heads x D].
+// As in test_split_handoff_m: bit-identical to the GEMM over a copy.
+static void split_handoff_attention_case(const char *label, int n_seqs, const int *ctx,
+                                         const int *q_len, enum dtype ct)
+{
+    const int nh = 16, nkv = 8, hd = 128;
+    const int64_t k = (int64_t)nh * hd, n = 520;
+    struct att_batch a;
+    att_batch_init(&a, nh, nkv, hd, ct, n_seqs, ctx, q_len, true);
+    struct pair w, out, xc, outc;
+    int64_t ne_w[2] = {k, n}, ne_o[2] = {n, a.n_tokens}, ne_x[2] = {k, a.n_tokens};
+    pair_init(&w, DTYPE_BF16, 2, ne_w);
+    pair_init(&out, DTYPE_F32, 2, ne_o);
+    pair_init(&xc, DTYPE_F32, 2, ne_x);
+    pair_init(&outc, DTYPE_F32, 2, ne_o);
+    pair_random(&w, 0.5f);
+    struct tensor x; // the attention output seen as the GEMM's [n_tokens, k]
+    CHECK(tensor_init(&x, DTYPE_F32, a.dst.d.data, 2, ne_x));
+    x.location = TENSOR_DEVICE;
+    struct op_call ac = {.op = OP_ATTENTION,
+                         .p = a.prm,
+                         .dst = &a.dst.d,
+                         .src = {&a.q.d, &a.kc.d, &a.vc.d, &a.bt.d, &a.sl.d, &a.qsl.d}};
+    struct op_call mc = {.op = OP_MATMUL, .dst = &out.d, .src = {&x, &w.d}};
+    struct op_call cc = {.op = OP_MATMUL, .dst = &outc.d, .src = {&xc.d, &w.d}};
+    // The first pair primes: the GEMM splits x itself and asks for its terms.
+    for (int round = 0; round < 2; round++) {
+        uint64_t before = cuda_backend_split_handoffs(gpu);
+        CHECK_EQ_INT(backend_run_op(gpu, &ac), VLLMC_OK);
+        CHECK_EQ_INT(backend_run_op(gpu, &mc), VLLMC_OK);
+        CHECK_EQ_INT(backend_sync(gpu), VLLMC_OK);
+        if (round == 0)
+            continue;
+        CHECK(cuda_backend_split_handoffs(gpu) == before + 1);
+        CHECK_EQ_INT(backend_download(gpu, xc.h.data, x.data, xc.n_bytes), VLLMC_OK);
+        pair_upload(&xc);
+        CHECK_EQ_INT(backend_run_op(gpu, &cc), VLLMC_OK);
+        CHECK_EQ_INT(backend_sync(gpu), VLLMC_OK);
+        void *got = mem_alloc(out.n_bytes), *want = mem_alloc(out.n_bytes);
+        VLLMC_ASSERT(got && want);
+        CHECK_EQ_INT(backend_download(gpu, got, out.d.data, out.n_bytes), VLLMC_OK);
+        CHECK_EQ_INT(backend_download(gpu, want, outc.d.data, out.n_bytes), VLLMC_OK);
+        int same = !memcmp(got, want, out.n_bytes);
+        printf("split handoff from attention %s: tokens=%d cache=%s handoffs +%llu %s\n", label,
+               a.n_tokens, dtype_name(ct),
+               (unsigned long long)(cuda_backend_split_handoffs(gpu) - before),
+               same ? "identical" : "DIFFERENT");
+        CHECK(same);
+        mem_free(got);
+        mem_free(want);
+    }
+    struct pair *all[] = {&w, &out, &xc, &outc};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        pair_free(all[i]);
+    att_batch_free(&a);
+}
+
+static void test_split_handoff_attention(void)
+{
+    // Prefill: one tensor-core pass (300 + 400 queries) and, with a single
+    // short sequence, keys split across blocks (the combine kernel writes).
+    const int pre_ctx[] = {300, 400}, pre_q[] = {300, 400};
+    const int one_ctx[] = {2000}, one_q[] = {40};
+    // Decode of 64 sequences of a few hundred keys: split-K and the merge.
+    int dec_ctx[64], dec_q[64];
+    for (int s = 0; s < 64; s++) {
+        dec_ctx[s] = 300 + 37 * s % 500;
+        dec_q[s] = 1;
+    }
+    for (size_t t = 1; t < 3; t++) {
+        split_handoff_attention_case("prefill", 2, pre_ctx, pre_q, float_types[t]);
+        split_handoff_attention_case("prefill split keys", 1, one_ctx, one_q, float_types[t]);
+        split_handoff_attention_case("decode merge", 64, dec_ctx, dec_q, float_types[t]);
+    }
 }
 
 static void test_attention(void)
@@ -740,6 +833,7 @@ int main(int argc, char **argv)
         {"matmul_silu_mul", test_matmul_silu_mul},
         {"qkv_rope_store", test_qkv_rope_store},
         {"split_handoff", test_split_handoff},
+        {"split_handoff_attention", test_split_handoff_attention},
         {"int4g", test_int4g},
         {NULL, NULL},
     };

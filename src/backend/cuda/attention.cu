@@ -38,6 +38,9 @@ struct att_params {
     int n_splits, split_len; // keys per split (multiple of ATT_KT)
     float scale;
     int bs_shift;            // log2(block_size) when a power of two, else -1
+    __nv_bfloat16 *split_hi; // when set, the merge also writes dst's bf16 terms here
+    int64_t split_k;         // (cuda_split_begin_rows): [n_tokens, split_k], lo at
+    int64_t split_lo_off;    // split_hi + split_lo_off
 };
 
 // ---- kernels ----
@@ -1021,7 +1024,11 @@ static __global__ void att_combine_kernel(const struct att_params p)
     __syncthreads();
     for (int d = threadIdx.x; d < p.head_dim; d += blockDim.x) {
         const float o = att_merge_elem(p, tok, h, d, m_l[0]);
-        p.dst[tok * p.dst_stride + (int64_t)h * p.head_dim + d] = m_l[1] > 0.0f ? o / m_l[1] : 0.0f;
+        const float v = m_l[1] > 0.0f ? o / m_l[1] : 0.0f;
+        p.dst[tok * p.dst_stride + (int64_t)h * p.head_dim + d] = v;
+        if (p.split_hi)
+            cuda_split_store(p.split_hi + tok * p.split_k + (int64_t)h * p.head_dim + d,
+                             p.split_lo_off, v);
     }
 }
 
@@ -1303,8 +1310,9 @@ static int att_decode_split_len(const struct cuda_device *dev, const struct att_
 }
 
 // Decode batches: keys split so that the grid covers the GPU about twice.
-static enum vllmc_status att_decode_run(struct cuda_device *dev, struct att_params *p, int n_seqs,
-                                        int max_seq, enum dtype cache_type)
+static enum vllmc_status att_decode_run(const struct op_call *c, struct cuda_device *dev,
+                                        struct att_params *p, int n_seqs, int max_seq,
+                                        enum dtype cache_type)
 {
     struct err *err = dev->err;
     // The floor: what the short-split kernel takes in one pass (never under
@@ -1338,6 +1346,13 @@ static enum vllmc_status att_decode_run(struct cuda_device *dev, struct att_para
             return rc;
         p->part_acc = (float *)scratch;
         p->part_ml = p->part_acc + rows * (size_t)p->head_dim;
+        // The merge writes the output: it also splits it for the o
+        // projection's bf16 GEMM when that follows (at many sequences).
+        const int64_t k = (int64_t)p->n_heads * p->head_dim;
+        p->split_hi =
+            (__nv_bfloat16 *)cuda_split_begin_rows(c, p->dst, p->n_tokens, k, p->dst_stride);
+        p->split_k = k;
+        p->split_lo_off = p->n_tokens * k;
     }
     if (mma && cache_type == DTYPE_F16) {
         CUDA_TRY(att_decode_mma_launch<__half>(p, n_seqs, dev->stream));
@@ -1400,7 +1415,7 @@ extern "C" enum vllmc_status cuda_attention_run(const struct op_call *c)
                         (D == 32 || D == 64 || D == 128 || D == 256) &&
                         (uintptr_t)kc->data % 16 == 0 && (uintptr_t)p.v_cache % 16 == 0;
     if (decode)
-        return att_decode_run(dev, &p, n_seqs, c->p.max_seq_len, kc->dtype);
+        return att_decode_run(c, dev, &p, n_seqs, c->p.max_seq_len, kc->dtype);
 
     // Bounds for the grid; callers that know them save idle blocks.
     const int max_q = c->p.max_q_len > 0 ? c->p.max_q_len : (int)p.n_tokens;

@@ -45,6 +45,8 @@ struct tc_params {
     int n_splits, split_len; // keys per split (multiple of TC_KT)
     float *part_o;           // [n_splits, n_tokens, n_heads, head_dim] when n_splits > 1
     float *part_ml;          // [n_splits, n_tokens, n_heads, 2]: max (base 2), sum
+    __nv_bfloat16 *split_hi; // when set, dst's bf16 terms too (cuda_split_begin_rows):
+    int64_t split_lo_off;    // [n_tokens, n_heads x D] at split_hi, lo at + split_lo_off
 };
 
 // Four 8x8 matrices of 16-bit elements from shared memory: lane l gives the
@@ -479,9 +481,16 @@ static __global__ void __launch_bounds__(TC_THREADS) att_tc_kernel(const struct 
         }
         const float inv = l[i] > 0.0f ? 1.0f / l[i] : 0.0f;
         float *out = p.dst + tok[i] * p.dst_stride + (int64_t)head[i] * D + 2 * t;
+        __nv_bfloat16 *hi =
+            p.split_hi ? p.split_hi + tok[i] * (int64_t)p.n_heads * D + (int64_t)head[i] * D + 2 * t
+                       : nullptr;
 #pragma unroll
-        for (int n = 0; n < D / 8; n++)
-            *(float2 *)(out + n * 8) = make_float2(o[n][2 * i] * inv, o[n][2 * i + 1] * inv);
+        for (int n = 0; n < D / 8; n++) {
+            const float2 v = make_float2(o[n][2 * i] * inv, o[n][2 * i + 1] * inv);
+            *(float2 *)(out + n * 8) = v;
+            if (hi)
+                cuda_split_store2(hi + n * 8, p.split_lo_off, v);
+        }
     }
 }
 
@@ -525,8 +534,12 @@ static __global__ void __launch_bounds__(TC_COMBINE_ROWS *CUDA_WARP)
     const int64_t tok = row / p.n_heads;
     const int h = (int)(row % p.n_heads);
     float *out = p.dst + tok * p.dst_stride + (int64_t)h * D + 4 * lane; // 8-byte aligned
-    *(float2 *)out = make_float2(o.x * inv, o.y * inv);
-    *(float2 *)(out + 2) = make_float2(o.z * inv, o.w * inv);
+    const float4 v = make_float4(o.x * inv, o.y * inv, o.z * inv, o.w * inv);
+    *(float2 *)out = make_float2(v.x, v.y);
+    *(float2 *)(out + 2) = make_float2(v.z, v.w);
+    if (p.split_hi)
+        cuda_split_store4(p.split_hi + tok * (int64_t)p.n_heads * D + (int64_t)h * D + 4 * lane,
+                          p.split_lo_off, v);
 }
 
 // ---- launcher ----
@@ -699,6 +712,11 @@ static enum vllmc_status att_tc_run(const struct op_call *c, bool ldsm)
         p.part_o = (float *)scratch;
         p.part_ml = p.part_o + rows * (size_t)D;
     }
+    // The output is the o projection's input: its bf16 terms too when a bf16
+    // GEMM will read it (cuda_split_begin_rows).
+    p.split_hi = (__nv_bfloat16 *)cuda_split_begin_rows(c, p.dst, n_tokens, (int64_t)p.n_heads * D,
+                                                        p.dst_stride);
+    p.split_lo_off = n_tokens * (int64_t)p.n_heads * D;
     // f16 and bf16 caches keep their type; an f32 cache is rounded to f16,
     // whose 10-bit mantissa keeps scores closer than bf16's 7 bits (values
     // past f16's range saturate, see tc_pack).

@@ -160,11 +160,18 @@ static bool split_wanted(const struct cuda_split *s, const void *x, int64_t k)
 
 void *cuda_split_begin(const struct op_call *c, const struct tensor *dst)
 {
+    // f32 rows (the producers' gate)
+    return cuda_split_begin_rows(c, dst->data, tensor_n_rows(dst), dst->ne[0],
+                                 (int64_t)(dst->nb[1] / sizeof(float)));
+}
+
+void *cuda_split_begin_rows(const struct op_call *c, const void *x, int64_t m, int64_t k,
+                            int64_t x_pitch)
+{
     struct cuda_device *dev = cuda_device_of(c);
     struct cuda_split *s = &dev->split;
     s->x = NULL;
-    const int64_t m = tensor_n_rows(dst), k = dst->ne[0];
-    if (!split_wanted(s, dst->data, k) || s->disabled || m <= cuda_gemv_max_m())
+    if (!split_wanted(s, x, k) || s->disabled || m <= cuda_gemv_max_m())
         return NULL;
     const size_t need = (size_t)m * (size_t)k * 2 * sizeof(uint16_t);
     if (need > s->bytes) {
@@ -188,10 +195,10 @@ void *cuda_split_begin(const struct op_call *c, const struct tensor *dst)
         s->buf = buf;
         s->bytes = want;
     }
-    s->x = dst->data;
+    s->x = x;
     s->m = m;
     s->k = k;
-    s->x_pitch = (int64_t)(dst->nb[1] / sizeof(float)); // f32 rows (the producers' gate)
+    s->x_pitch = x_pitch;
     s->op = c->backend->n_ops_run;
     return s->buf;
 }

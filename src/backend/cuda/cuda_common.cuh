@@ -248,6 +248,19 @@ __device__ __forceinline__ void cuda_split_store(__nv_bfloat16 *hi, int64_t lo_o
     hi[lo_off] = __float2bfloat16_rn(v - __bfloat162float(h));
 }
 
+// The same for two consecutive values (hi 4-byte aligned).
+__device__ __forceinline__ void cuda_split_store2(__nv_bfloat16 *hi, int64_t lo_off, float2 v)
+{
+    const __nv_bfloat16 h0 = __float2bfloat16_rn(v.x), h1 = __float2bfloat16_rn(v.y);
+    __nv_bfloat162 h, l;
+    h.x = h0;
+    h.y = h1;
+    l.x = __float2bfloat16_rn(v.x - __bfloat162float(h0));
+    l.y = __float2bfloat16_rn(v.y - __bfloat162float(h1));
+    *(__nv_bfloat162 *)hi = h;
+    *(__nv_bfloat162 *)(hi + lo_off) = l;
+}
+
 // The same for four consecutive values (hi 8-byte aligned).
 __device__ __forceinline__ void cuda_split_store4(__nv_bfloat16 *hi, int64_t lo_off, float4 v)
 {

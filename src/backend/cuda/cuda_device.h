@@ -120,6 +120,10 @@ struct cuda_device *cuda_device_of(const struct op_call *c);
 // grow (during a graph capture, or cudaMalloc refused that size before).
 // Replacing the buffer bumps scratch_gen like the scratch.
 void *cuda_split_begin(const struct op_call *c, const struct tensor *dst);
+// The same for an output the GEMM reads as x [m, k] with row pitch x_pitch
+// (attention's [tokens, heads, head_dim] as [tokens, heads x head_dim]).
+void *cuda_split_begin_rows(const struct op_call *c, const void *x, int64_t m, int64_t k,
+                            int64_t x_pitch);
 // The split copy of x [m, k] (row pitch x_pitch) when the op just before c
 // (or the GEMMs that read it since) wrote it, else NULL.
 const void *cuda_split_find(const struct op_call *c, const void *x, int64_t m, int64_t k,
