@@ -799,13 +799,65 @@ static __global__ void __launch_bounds__(ATT_THREADS)
 // 3 cap them at 168 with a few spills, for 12 warps with loads in flight;
 // H200, 64 sequences of 576 keys, f16: 72.5 -> 66.3 us at G = 2, 76.8 ->
 // 68.5 us at G = 4, so 3 is the default).
-template <typename TC, int D, int MINB>
+// With STAGES > 0 the K and V rows of a warp's next tiles come through
+// shared memory: each warp copies its own tiles with cp.async, STAGES - 1
+// tiles ahead of the one it multiplies, so that its loads stay in flight
+// while it computes (without, a warp waits for each tile's rows and then
+// computes with nothing in flight: H200, 64 sequences of ~600 keys, 50% of
+// the read bandwidth at 12 warps an SM). A stage is the tile's K [16 keys][D]
+// and V [16 keys][D], 16-byte chunks XOR-swizzled per row so that the
+// fragment loads below (the same lanes and chunks as the register path's
+// global loads) hit distinct banks: K chunk c of key row r at c ^ 4(r & 1)
+// (a quarter-warp reads rows g, g + 1 at chunks t + 4j), V at c ^ 2((r / 2) & 3)
+// (rows 2t + const at chunks g + 8i).
+template <int D> struct att_mma_stage {
+    static constexpr int CHUNKS = D / 8;     // 16-byte chunks of a key row
+    static constexpr int ELEMS = 2 * 16 * D; // 16-bit elements: K then V
+    static __device__ __forceinline__ int k_at(int r, int c)
+    {
+        return r * D + 8 * (c ^ ((r & 1) << 2));
+    }
+    static __device__ __forceinline__ int v_at(int r, int c)
+    {
+        return 16 * D + r * D + 8 * (c ^ (((r >> 1) & 3) << 1));
+    }
+};
+
+// Copies tile `tile` (16 keys from key 16 tile of the split) into stage st;
+// keys past n_keys are zero (their V must not be NaN: P is 0 there).
+template <typename TC, int D>
+static __device__ __forceinline__ void
+att_mma_copy_tile(const struct att_params &p, const TC *kc, const TC *vc, const int32_t *bts,
+                  int first, int tile, int n_keys, uint16_t *st, int lane, int64_t kv_row,
+                  int64_t head_off)
+{
+    using S = att_mma_stage<D>;
+    constexpr int ROWS_PER_PASS = CUDA_WARP / S::CHUNKS; // 2 at D = 128, 4 at 64
+#pragma unroll
+    for (int u = 0; u < 16 / ROWS_PER_PASS; u++) {
+        const int r = u * ROWS_PER_PASS + lane / S::CHUNKS, c = lane % S::CHUNKS;
+        const int kk = tile * 16 + r;
+        const bool valid = kk < n_keys;
+        const int64_t off =
+            valid ? (att_split_row(p, kc, bts, first + kk, kv_row, head_off) - kc) + 8 * c : 0;
+        tc_cp_async16(st + S::k_at(r, c), kc + off, valid);
+        tc_cp_async16(st + S::v_at(r, c), vc + off, valid);
+    }
+}
+
+template <typename TC, int D, int MINB, int STAGES>
 static __global__ void __launch_bounds__(ATT_MMA_WARPS *CUDA_WARP, MINB)
     att_decode_mma_kernel(const struct att_params p)
 {
     cuda_pdl_sync();
     constexpr int NJ = D / 32; // 16-byte K loads per lane per key row
     constexpr int NI = D / 64; // 16-byte V loads per lane per key row
+    using S = att_mma_stage<D>;
+    // Floats before s_m: each warp's O for the merge, or the stages they
+    // alias (the merge comes after a barrier that ends every warp's tiles).
+    constexpr int O_FLOATS = ATT_MMA_WARPS * 8 * D;
+    constexpr int STAGE_FLOATS = ATT_MMA_WARPS * STAGES * S::ELEMS / 2;
+    constexpr int AREA = O_FLOATS > STAGE_FLOATS ? O_FLOATS : STAGE_FLOATS;
     extern __shared__ float smem[];
     const int G = p.group;
     const int split = blockIdx.x, kvh = blockIdx.y, seq = blockIdx.z;
@@ -817,9 +869,10 @@ static __global__ void __launch_bounds__(ATT_MMA_WARPS *CUDA_WARP, MINB)
     const int lane = threadIdx.x % CUDA_WARP, warp = threadIdx.x / CUDA_WARP;
     const int g = lane >> 2, t = lane & 3;
     float *s_o = smem;                                   // [warps][8][D] each warp's O
-    float *s_m = s_o + ATT_MMA_WARPS * 8 * D;            // [warps][8] its running max
+    float *s_m = smem + AREA;                            // [warps][8] its running max
     float *s_l = s_m + ATT_MMA_WARPS * 8;                // [warps][8] its sum
     int32_t *bts = (int32_t *)(s_l + ATT_MMA_WARPS * 8); // [split blocks]
+    uint16_t *stages = (uint16_t *)smem + (size_t)warp * STAGES * S::ELEMS; // this warp's
     const int first = att_split_table_load(p, seq, k_begin, n_keys, bts);
 
     // Q fragments of head g (zero past the group): qh/ql [j][0..1] feed the
@@ -854,9 +907,36 @@ static __global__ void __launch_bounds__(ATT_MMA_WARPS *CUDA_WARP, MINB)
                 o[i][q][c] = 0.0f;
 
     const int n_tiles = (n_keys + 15) / 16;
-    for (int tile = warp; tile < n_tiles; tile += ATT_MMA_WARPS) {
+    if constexpr (STAGES > 0) {
+#pragma unroll
+        for (int s = 0; s + 1 < STAGES; s++) {
+            const int tile = warp + s * ATT_MMA_WARPS;
+            if (tile < n_tiles)
+                att_mma_copy_tile<TC, D>(p, kc, vc, bts, first, tile, n_keys, stages + s * S::ELEMS,
+                                         lane, kv_row, head_off);
+            tc_cp_async_commit();
+        }
+    }
+    for (int tile = warp, it = 0; tile < n_tiles; tile += ATT_MMA_WARPS, it++) {
         const int kt = tile * 16;
         uint4 kr[2][NJ], vr[4][NI];
+        if constexpr (STAGES > 0) {
+            const int ahead = tile + (STAGES - 1) * ATT_MMA_WARPS;
+            if (ahead < n_tiles)
+                att_mma_copy_tile<TC, D>(p, kc, vc, bts, first, ahead, n_keys,
+                                         stages + ((it + STAGES - 1) % STAGES) * S::ELEMS, lane,
+                                         kv_row, head_off);
+            tc_cp_async_commit();
+            tc_cp_async_wait<STAGES - 1>(); // this tile's copies, by this lane
+            __syncwarp();                   // and by the warp's other lanes
+            const uint16_t *st = stages + (it % STAGES) * S::ELEMS;
+#pragma unroll
+            for (int h = 0; h < 2; h++)
+#pragma unroll
+                for (int j = 0; j < NJ; j++)
+                    kr[h][j] = *(const uint4 *)(st + S::k_at(g + 8 * h, t + 4 * j));
+            // V's fragments are read after the scores (fewer live registers).
+        } else {
 #pragma unroll
         for (int h = 0; h < 2; h++) {
             const int kk = kt + g + 8 * h;
@@ -876,6 +956,7 @@ static __global__ void __launch_bounds__(ATT_MMA_WARPS *CUDA_WARP, MINB)
 #pragma unroll
             for (int i = 0; i < NI; i++)
                 vr[v][i] = row ? *(const uint4 *)(row + 64 * i) : make_uint4(0, 0, 0, 0);
+        }
         }
 
         // Scores of head g: s[h][0..1] for keys kt + 8h + 2t + 0..1.
@@ -934,6 +1015,16 @@ static __global__ void __launch_bounds__(ATT_MMA_WARPS *CUDA_WARP, MINB)
         tc_split<TC>(pv[0], pv[1], &ph0, &pl0);
         tc_split<TC>(pv[2], pv[3], &ph1, &pl1);
 
+        if constexpr (STAGES > 0) {
+            const uint16_t *st = stages + (it % STAGES) * S::ELEMS;
+#pragma unroll
+            for (int v = 0; v < 4; v++)
+#pragma unroll
+                for (int i = 0; i < NI; i++)
+                    vr[v][i] =
+                        *(const uint4 *)(st + S::v_at(2 * t + (v & 1) + 8 * (v >> 1), g + 8 * i));
+            __syncwarp(); // the stage is free for the copy the next tile issues
+        }
         // O^T [16 dims x 8 heads] += V^T [16 dims x 16 keys] . P^T: the A rows
         // g and g + 8 are elements q and q + 4 of this lane's V chunk i.
 #pragma unroll
@@ -956,6 +1047,8 @@ static __global__ void __launch_bounds__(ATT_MMA_WARPS *CUDA_WARP, MINB)
     // Merge the warps: each writes its O (heads 2t, 2t + 1 at dims
     // 8(g + 8i) + q and + 4), its maxima and sums; then the block writes the
     // split's result.
+    if constexpr (STAGES > 0)
+        __syncthreads(); // s_o aliases the other warps' stages
     l_run += __shfl_xor_sync(0xffffffffu, l_run, 1);
     l_run += __shfl_xor_sync(0xffffffffu, l_run, 2);
 #pragma unroll
@@ -1139,34 +1232,45 @@ static cudaError_t att_decode_short_launch(const struct att_params *p, int n_seq
                                   &smem_done, p, n_seqs, stream);
 }
 
-static size_t att_decode_mma_smem_bytes(const struct att_params *p)
+static size_t att_decode_mma_smem_bytes(const struct att_params *p, int stages)
 {
     const size_t n_blk = (size_t)p->split_len / (size_t)p->block_size + 2;
-    return sizeof(float) * ((size_t)ATT_MMA_WARPS * 8 * (size_t)(p->head_dim + 2)) +
+    const size_t o_bytes = sizeof(float) * ATT_MMA_WARPS * 8 * (size_t)p->head_dim;
+    const size_t stage_bytes = (size_t)ATT_MMA_WARPS * stages * 2 * 16 * p->head_dim * 2;
+    return (o_bytes > stage_bytes ? o_bytes : stage_bytes) + sizeof(float) * ATT_MMA_WARPS * 8 * 2 +
            sizeof(int32_t) * n_blk;
 }
 
-template <typename TC, int D, int MINB>
+template <typename TC, int D, int MINB, int STAGES>
 static cudaError_t att_decode_mma_launch_d(const struct att_params *p, int n_seqs,
                                            cudaStream_t stream)
 {
     static_assert(ATT_MMA_WARPS * CUDA_WARP == ATT_THREADS, "att_decode_grid_launch's block");
     static size_t smem_done;
-    return att_decode_grid_launch(att_decode_mma_kernel<TC, D, MINB>, att_decode_mma_smem_bytes(p),
-                                  &smem_done, p, n_seqs, stream);
+    return att_decode_grid_launch(att_decode_mma_kernel<TC, D, MINB, STAGES>,
+                                  att_decode_mma_smem_bytes(p, STAGES), &smem_done, p, n_seqs,
+                                  stream);
 }
 
-static int att_decode_mma_min_blocks = 3;
+static int att_decode_mma_min_blocks = 3, att_decode_mma_stages = 0;
 
 template <typename TC>
 static cudaError_t att_decode_mma_launch(const struct att_params *p, int n_seqs,
                                          cudaStream_t stream)
 {
     if (p->head_dim == 64)
-        return att_decode_mma_launch_d<TC, 64, 3>(p, n_seqs, stream);
+        return att_decode_mma_stages >= 2
+                   ? att_decode_mma_launch_d<TC, 64, 3, 2>(p, n_seqs, stream)
+                   : att_decode_mma_launch_d<TC, 64, 3, 0>(p, n_seqs, stream);
+    if (att_decode_mma_stages >= 3)
+        return att_decode_mma_launch_d<TC, 128, 2, 3>(p, n_seqs, stream);
+    if (att_decode_mma_stages == 2)
+        return att_decode_mma_min_blocks >= 3
+                   ? att_decode_mma_launch_d<TC, 128, 3, 2>(p, n_seqs, stream)
+                   : att_decode_mma_launch_d<TC, 128, 2, 2>(p, n_seqs, stream);
     if (att_decode_mma_min_blocks >= 3)
-        return att_decode_mma_launch_d<TC, 128, 3>(p, n_seqs, stream);
-    return att_decode_mma_launch_d<TC, 128, 2>(p, n_seqs, stream);
+        return att_decode_mma_launch_d<TC, 128, 3, 0>(p, n_seqs, stream);
+    return att_decode_mma_launch_d<TC, 128, 2, 0>(p, n_seqs, stream);
 }
 
 // The longest split att_decode_short_kernel takes: the keys one pass of its
@@ -1265,8 +1369,12 @@ static int att_decode_split_max = 128, att_decode_waves = 2, att_decode_split_mi
 // splits are at most att_decode_mma_split_max keys.
 static int att_decode_mma_mode = 1, att_decode_mma_split_max = 256;
 
-extern "C" void cuda_attention_set_decode_mma(int mode, int max_keys, int min_blocks)
+extern "C" void cuda_attention_set_decode_mma(int mode, int max_keys, int min_blocks, int stages)
 {
+    if (stages == 1) // tiles straight into registers
+        att_decode_mma_stages = 0;
+    else if (stages >= 2 && stages <= 3)
+        att_decode_mma_stages = stages;
     if (min_blocks >= 2 && min_blocks <= 3)
         att_decode_mma_min_blocks = min_blocks;
     if (mode >= 0 && mode <= 2)

@@ -17,8 +17,11 @@ void cuda_attention_set_decode(int mode);
 // Tensor-core decode (VLLMC_CUDA_DECODE_MMA=MODE[,MAX_KEYS[,MINB]]): 0 off,
 // 1 for batches that keep splits long (default), 2 wherever it applies;
 // MAX_KEYS bounds its splits (a power of two from 64, default 256); MINB the
-// blocks an SM holds at head_dim 128 (2 or 3 (default), by register budget).
-void cuda_attention_set_decode_mma(int mode, int max_keys, int min_blocks);
+// blocks an SM holds at head_dim 128 (2 or 3 (default), by register budget);
+// STAGES 1 loads each tile into registers as it is needed, 2 or 3 copy a
+// warp's tiles through shared memory 1 or 2 tiles ahead (3: MINB 2); 0 or
+// left out keeps the default.
+void cuda_attention_set_decode_mma(int mode, int max_keys, int min_blocks, int stages);
 // Decode split-K: at most max_keys keys per split (a power of two >= 32),
 // splitting further until the grid has blocks_per_sm blocks per SM, but not
 // below min_keys keys (defaults 128, 2 and 32;

@@ -97,27 +97,6 @@ template <typename TC, bool LDSM> __host__ __device__ constexpr bool tc_pipeline
     return LDSM && sizeof(TC) == 2;
 }
 
-// 16 bytes global -> shared without staging in registers; a zero fill
-// (nothing read) when !valid.
-__device__ __forceinline__ void tc_cp_async16(uint16_t *dst, const void *src, bool valid)
-{
-    const uint32_t addr = (uint32_t)__cvta_generic_to_shared(dst);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(addr), "l"(src),
-                 "r"(valid ? 16 : 0)
-                 : "memory");
-}
-
-__device__ __forceinline__ void tc_cp_async_commit()
-{
-    asm volatile("cp.async.commit_group;" ::: "memory");
-}
-
-// Waits for every committed group of this thread but the most recent one.
-__device__ __forceinline__ void tc_cp_async_wait_all_but_last()
-{
-    asm volatile("cp.async.wait_group 1;" ::: "memory");
-}
-
 // Element offset in a paged cache [n_blocks, block_size, n_kv_heads, D] of
 // dims 8c..8c+7 of key kp of KV head kvh (bt: the sequence's block table).
 template <int D>

@@ -696,7 +696,7 @@ enum vllmc_status cuda_backend_create(const struct backend_options *o, struct ba
     if (decode_att && *decode_att)
         cuda_attention_set_decode(atoi(decode_att));
     if (env_ints("VLLMC_CUDA_DECODE_MMA", v))
-        cuda_attention_set_decode_mma(v[0], v[1], v[2]);
+        cuda_attention_set_decode_mma(v[0], v[1], v[2], v[3]);
     if (env_ints("VLLMC_CUDA_PREFILL_ATTENTION", v))
         cuda_attention_set_prefill(v[0], v[1], v[2], v[3]);
     // Producers writing the split terms of their output (cuda_split_begin);

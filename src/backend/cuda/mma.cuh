@@ -81,4 +81,32 @@ __device__ __forceinline__ void tc_mma<__nv_bfloat16>(float c[4], const uint32_t
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
+// ---- asynchronous copies (cp.async, sm_80+) ----
+
+// 16 bytes global -> shared without staging in registers; a zero fill
+// (nothing read) when !valid.
+__device__ __forceinline__ void tc_cp_async16(uint16_t *dst, const void *src, bool valid)
+{
+    const uint32_t addr = (uint32_t)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(addr), "l"(src),
+                 "r"(valid ? 16 : 0)
+                 : "memory");
+}
+
+__device__ __forceinline__ void tc_cp_async_commit()
+{
+    asm volatile("cp.async.commit_group;" ::: "memory");
+}
+
+// Waits for every committed group of this thread but the most recent N.
+template <int N> __device__ __forceinline__ void tc_cp_async_wait()
+{
+    asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+}
+
+__device__ __forceinline__ void tc_cp_async_wait_all_but_last()
+{
+    tc_cp_async_wait<1>();
+}
+
 #endif
