@@ -9,6 +9,7 @@
 
 #include "backend/backend.h"
 #include "backend/cpu/quant/quantize.h"
+#include "backend/cuda/attention.cuh"
 #include "backend/cuda/cuda_backend.h"
 #include "check.h"
 #include "core/alloc.h"
@@ -812,6 +813,25 @@ static void test_attention(void)
         }
 }
 
+// The tensor-core decode kernel wherever it applies (f16/bf16 caches, head_dim
+// 64/128), with its tiles loaded straight into registers (stages 1) and
+// through shared memory (2, the default, and 3), then the defaults again.
+static void test_attention_decode_mma(void)
+{
+    const int heads[][3] = {{16, 8, 128}, {32, 8, 128}, {8, 1, 64}, {16, 2, 128}};
+    const int dec_ctx[] = {1, 17, 300, 1030, 64, 65}, dec_q[] = {1, 1, 1, 1, 1, 1};
+    for (int stages = 1; stages <= 3; stages++) {
+        cuda_attention_set_decode_mma(2, 256, 3, stages);
+        char label[32];
+        snprintf(label, sizeof label, "decode mma stages=%d", stages);
+        for (size_t h = 0; h < sizeof heads / sizeof heads[0]; h++)
+            for (size_t t = 1; t < 3; t++)
+                attention_case(label, heads[h][0], heads[h][1], heads[h][2], float_types[t], 6,
+                               dec_ctx, dec_q, true);
+    }
+    cuda_attention_set_decode_mma(1, 256, 3, 2);
+}
+
 int main(int argc, char **argv)
 {
     struct err err = {0};
@@ -829,6 +849,7 @@ int main(int argc, char **argv)
         {"elementwise", test_elementwise},
         {"kv_store", test_kv_store},
         {"attention", test_attention},
+        {"attention_decode_mma", test_attention_decode_mma},
         {"silu_mul_packed", test_silu_mul_packed},
         {"matmul_silu_mul", test_matmul_silu_mul},
         {"qkv_rope_store", test_qkv_rope_store},
