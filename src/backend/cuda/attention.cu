@@ -1253,7 +1253,7 @@ static cudaError_t att_decode_mma_launch_d(const struct att_params *p, int n_seq
 }
 
 // Stages 2: each warp's next tile in flight while it computes (H200, 0.6B
-// shape, 64 sequences: 15,775-16,023 -> 16,522-17,191 tok/s; 3 gained
+// shape, 64 sequences: 15,656-16,067 -> 16,557-16,861 tok/s; 3 gained
 // nothing at two blocks an SM).
 static int att_decode_mma_min_blocks = 3, att_decode_mma_stages = 2;
 
