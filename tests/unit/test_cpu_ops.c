@@ -288,6 +288,71 @@ static void test_kv_store(void)
     backend_free(be);
 }
 
+// The backend's kv_store (cpu-avx2's rows 8 values at a time, a tail of 4)
+// writes the bits cpu-ref writes into f16 and bf16 caches: ties, subnormals,
+// overflow, infinities and NaNs with payloads.
+static void test_kv_store_rounding(void)
+{
+    enum { NB = 2, BS = 4, KVH = 2, D = 20, T = 5, N = T * KVH * D };
+    static const uint32_t special[] = {
+        0x3f801000u, // 1 + 2^-11: an f16 tie, to even (1)
+        0x3f803000u, // 1 + 3 * 2^-11: an f16 tie, to even (up)
+        0x3f808000u, // 1 + 2^-8: a bf16 tie, to even (1)
+        0x3f818000u, // 1 + 3 * 2^-8: a bf16 tie, to even (up)
+        0x477fe000u, // 65504, the largest f16
+        0x477fefffu, // just below 65520: stays 65504
+        0x477ff000u, // 65520: to f16 inf
+        0x7f7fffffu, // the largest float: bf16 inf
+        0x33800000u, // 2^-24, the smallest f16 subnormal
+        0x33000000u, // 2^-25: a tie, to 0
+        0x33c00000u, // 1.5 * 2^-24: a tie, to 2^-23
+        0x387fc000u, // just below the smallest f16 normal
+        0x00000001u, // the smallest f32 subnormal
+        0x80000000u, // -0
+        0x7f800000u, // inf
+        0xff800000u, // -inf
+        0x7fc00000u, // quiet NaN
+        0x7fa00001u, // signalling NaN with a payload
+        0xffc12345u, // negative NaN with a payload
+        0x7f80e000u, // NaN whose payload lies below the top 10 / 7 bits
+    };
+    float k[N], v[N];
+    unsigned st = 7;
+    for (int i = 0; i < N; i++) {
+        k[i] = frand(&st) * (i % 3 == 0 ? 1e-5f : i % 3 == 1 ? 3.0f : 7e4f);
+        v[i] = frand(&st) * 100.0f;
+    }
+    for (size_t i = 0; i < sizeof special / sizeof special[0]; i++) {
+        memcpy(&k[i * 3], &special[i], sizeof(float));
+        memcpy(&v[N - 1 - i * 2], &special[i], sizeof(float));
+    }
+    int32_t slots[T] = {5, 0, 7, -1, 2};
+    static const enum dtype cache_types[] = {DTYPE_F16, DTYPE_BF16};
+    for (int ct = 0; ct < 2; ct++) {
+        uint16_t kc[2][NB * BS * KVH * D], vc[2][NB * BS * KVH * D];
+        memset(kc, 0, sizeof kc);
+        memset(vc, 0, sizeof vc);
+        for (int b = 0; b < 2; b++) { // 0: cpu-ref, 1: the backend's choice
+            struct tensor tk, tv, tkc, tvc, ts;
+            tensor_init_3d(&tk, DTYPE_F32, k, D, KVH, T);
+            tensor_init_3d(&tv, DTYPE_F32, v, D, KVH, T);
+            tensor_init(&tkc, cache_types[ct], kc[b], 4, (int64_t[]){D, KVH, BS, NB});
+            tensor_init(&tvc, cache_types[ct], vc[b], 4, (int64_t[]){D, KVH, BS, NB});
+            tensor_init_1d(&ts, DTYPE_I32, slots, T);
+            struct op_call c = {.op = OP_KV_STORE, .src = {&tk, &tv, &tkc, &tvc, &ts}};
+            if (b == 0) {
+                CHECK_EQ_INT(run_ref(&cpu_ref_kv_store, &c), VLLMC_OK);
+            } else {
+                struct backend *be = cpu_backend(2, "");
+                CHECK_EQ_INT(backend_run_op(be, &c), VLLMC_OK);
+                backend_free(be);
+            }
+        }
+        CHECK(memcmp(kc[0], kc[1], sizeof kc[0]) == 0);
+        CHECK(memcmp(vc[0], vc[1], sizeof vc[0]) == 0);
+    }
+}
+
 // ---- attention against a dense causal softmax ----
 
 enum { A_NB = 12, A_BS = 4, A_KVH = 2, A_H = 4, A_D = 64, A_SEQS = 3, A_MAXB = 4 };
@@ -766,6 +831,7 @@ int main(int argc, char **argv)
         {"qk_norm_rope", test_qk_norm_rope},
         {"silu_mul_and_add", test_silu_mul_and_add},
         {"kv_store", test_kv_store},
+        {"kv_store_rounding", test_kv_store_rounding},
         {"attention_f32", test_attention_f32},
         {"attention_f16_bf16", test_attention_f16_bf16},
         {"matmul_batch_invariance", test_matmul_batch_invariance},

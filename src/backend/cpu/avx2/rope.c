@@ -177,11 +177,8 @@ static void qkv_rope_store_rows(const struct op_call *c, int64_t t0, int64_t t1)
             if (wk)
                 head_rmsnorm(k, hd, wk, c->p.eps);
             rope_apply(k, c->p.rope_dim, c->p.rope_neox, &tab);
-            void *kd = cpu_at(kc, block, offset, h), *vd = cpu_at(vc, block, offset, h);
-            for (int64_t i = 0; i < hd; i++) {
-                cpu_store(kc->dtype, kd, i, k[i]);
-                cpu_store(vc->dtype, vd, i, v[i]);
-            }
+            avx2_store_row(kc->dtype, cpu_at(kc, block, offset, h), k, hd);
+            avx2_store_row(vc->dtype, cpu_at(vc, block, offset, h), v, hd);
         }
     }
 }
