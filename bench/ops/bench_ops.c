@@ -4,12 +4,13 @@
 //   cpu_share=97% cpu_gflops=42.6
 // (median of the repeats; gbps counts weight or cache bytes read once;
 // cpu_gflops is per CPU-second, which other tenants of the cores disturb less).
-// usage: bench_ops [--op NAME] [--dtype T] [--m ROWS] [--provider P] [--cold] [--threads N]
-// [--min-ms MS]
+// usage: bench_ops [--op NAME] [--dtype T] [--m ROWS] [--provider P] [--cold] [--case TEXT]
+// [--threads N] [--min-ms MS]
 // (--dtype and --m pick matmul cases: weight dtype, rows; --dtype also picks
 // the attention's cache dtype; --cold reads the matmul weights and the
 // attention's KV cache from memory on every call, as decode does, instead of
-// from cache)
+// from cache; --case TEXT runs the attention cases whose label holds TEXT,
+// e.g. "n_seqs=16 n_q=1 seq_len=256 n_heads=16")
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +27,7 @@ static const char *only_op;
 static const char *only_dtype; // matmul: weights of this dtype only; attention: cache
 static int64_t only_m;         // matmul: shapes of this many rows only
 static const char *only_provider;
+static const char *only_case; // attention: cases whose label holds this text
 // --cold: matmul weights (attention: key and value caches) rotate through
 // copies larger than the L3 cache, so every call reads them from memory as a
 // decode step does.
@@ -269,6 +271,14 @@ static void bench_attention(void)
         for (size_t ct = 0; ct < 3; ct++) {
             if (only_dtype && strcmp(only_dtype, dtype_name(caches[ct])))
                 continue;
+            char label[160];
+            snprintf(label, sizeof label,
+                     "cache=%s n_seqs=%lld n_q=%lld seq_len=%lld n_heads=%lld n_kv_heads=%lld "
+                     "head_dim=%lld",
+                     dtype_name(caches[ct]), (long long)S, (long long)NQ, (long long)L,
+                     (long long)H, (long long)KVH, (long long)D);
+            if (only_case && !strstr(label, only_case))
+                continue;
             struct tensor q, o, kc, vc, bt, sl, qsl;
             if (!make(&q, DTYPE_F32, 3, (int64_t[]){D, H, S * NQ}) ||
                 !make(&o, DTYPE_F32, 3, (int64_t[]){D, H, S * NQ}) ||
@@ -307,12 +317,6 @@ static void bench_attention(void)
                 memcpy(cold_copies[n_cold_copies], k_data, kv_bytes);
                 memcpy(cold_copies_v[n_cold_copies++], v_data, kv_bytes);
             }
-            char label[160];
-            snprintf(label, sizeof label,
-                     "cache=%s n_seqs=%lld n_q=%lld seq_len=%lld n_heads=%lld n_kv_heads=%lld "
-                     "head_dim=%lld",
-                     dtype_name(caches[ct]), (long long)S, (long long)NQ, (long long)L,
-                     (long long)H, (long long)KVH, (long long)D);
             double pairs = NQ == 1 ? (double)L : (double)L * (double)(L + 1) / 2;
             bench_call(&c, label, 4.0 * (double)S * pairs * (double)H * (double)D,
                        2.0 * (double)S * (double)L * (double)KVH * (double)D *
@@ -350,11 +354,13 @@ int main(int argc, char **argv)
             cold = true;
         } else if (!strcmp(argv[i], "--m") && i + 1 < argc) {
             only_m = atoll(argv[++i]);
+        } else if (!strcmp(argv[i], "--case") && i + 1 < argc) {
+            only_case = argv[++i];
         } else if (!strcmp(argv[i], "--min-ms") && i + 1 < argc) {
             min_ms = atof(argv[++i]);
         } else {
             fprintf(stderr, "usage: bench_ops [--op NAME] [--dtype T] [--m ROWS] [--provider P] "
-                            "[--threads N] [--min-ms MS]\n");
+                            "[--cold] [--case TEXT] [--threads N] [--min-ms MS]\n");
             return 2;
         }
     }

@@ -705,15 +705,17 @@ static void att_call_init(struct att_call *a, float *q, float *out, int D, int H
 // takes them all), on 1 or 2 threads, and matches cpu-ref (blocks of 24 keys
 // once lost the 8 keys after each block's first 16).
 static void check_attention_decode_batch(const char *disable, enum dtype cache_type, int D,
-                                         int n_kv, int G, int bs)
+                                         int n_kv, int G, int bs, const int32_t *lens)
 {
-    enum { S = 5, MAX_LEN = 45 };
-    static const int32_t lens[S] = {17, 1, 45, 16, 31};
-    int H = n_kv * G, max_blocks = (MAX_LEN + bs - 1) / bs, n_blocks = S * max_blocks;
+    enum { S = 5 };
+    int max_len = 0;
+    for (int s = 0; s < S; s++)
+        max_len = lens[s] > max_len ? lens[s] : max_len;
+    int H = n_kv * G, max_blocks = (max_len + bs - 1) / bs, n_blocks = S * max_blocks;
     size_t esz = cache_type == DTYPE_F32 ? 4 : 2, n_cache = (size_t)n_blocks * bs * n_kv * D;
     char *kc = calloc(n_cache, esz), *vc = calloc(n_cache, esz);
-    float *q = calloc((size_t)S * MAX_LEN * H * D, sizeof(float));
-    float *pre = calloc((size_t)MAX_LEN * H * D, sizeof(float));
+    float *q = calloc((size_t)S * max_len * H * D, sizeof(float));
+    float *pre = calloc((size_t)max_len * H * D, sizeof(float));
     float *want = calloc((size_t)S * H * D, sizeof(float)), *got = calloc((size_t)S * H * D, 4);
     float *ref = calloc((size_t)S * H * D, sizeof(float)), *qd = calloc((size_t)S * H * D, 4);
     int32_t *tables = calloc((size_t)n_blocks, sizeof(int32_t));
@@ -728,7 +730,7 @@ static void check_attention_decode_batch(const char *disable, enum dtype cache_t
             else
                 memcpy((j ? vc : kc) + i * 2, &h16, 2);
         }
-    for (int i = 0; i < S * MAX_LEN * H * D; i++)
+    for (int i = 0; i < S * max_len * H * D; i++)
         q[i] = frand(&seed) * 2.0f;
     for (int b = 0; b < n_blocks; b++) // scattered: block b of sequence s at (7 b + 3) mod n
         tables[b] = (int32_t)((7 * b + 3) % n_blocks);
@@ -744,13 +746,13 @@ static void check_attention_decode_batch(const char *disable, enum dtype cache_t
         for (int s = 0; s < S; s++) {
             int32_t len[1] = {lens[s]}, pre_qsl[2] = {0, lens[s]};
             struct att_call a;
-            att_call_init(&a, q + (size_t)s * MAX_LEN * H * D, pre, D, H, lens[s],
+            att_call_init(&a, q + (size_t)s * max_len * H * D, pre, D, H, lens[s],
                           tables + s * max_blocks, max_blocks, len, pre_qsl, 1, &tkc, &tvc, 0.2f);
             CHECK_EQ_INT(backend_run_op(be, &a.c), VLLMC_OK);
             memcpy(want + (size_t)s * H * D, pre + (size_t)(lens[s] - 1) * H * D,
                    (size_t)H * D * sizeof(float));
             memcpy(qd + (size_t)s * H * D,
-                   q + ((size_t)s * MAX_LEN + (size_t)(lens[s] - 1)) * H * D,
+                   q + ((size_t)s * max_len + (size_t)(lens[s] - 1)) * H * D,
                    (size_t)H * D * sizeof(float));
         }
         // The decode batch, then each decode alone.
@@ -794,16 +796,30 @@ static void check_attention_decode_batch(const char *disable, enum dtype cache_t
 
 static void test_attention_decode_batch(void)
 {
-    check_attention_decode_batch("", DTYPE_F32, 48, 6, 1, 16); // stories15M shape
-    check_attention_decode_batch("", DTYPE_F32, 64, 2, 4, 16);
-    check_attention_decode_batch("", DTYPE_F32, 64, 3, 3, 24); // odd group; chunks of 16 and 8
-    check_attention_decode_batch("", DTYPE_F32, 128, 4, 2, 32);
-    check_attention_decode_batch("", DTYPE_F32, 256, 2, 3, 8);
-    check_attention_decode_batch("", DTYPE_F16, 128, 8, 2, 16); // Qwen3-0.6B shape
-    check_attention_decode_batch("", DTYPE_BF16, 48, 6, 1, 16);
+    static const int32_t lens[5] = {17, 1, 45, 16, 31};
+    check_attention_decode_batch("", DTYPE_F32, 48, 6, 1, 16, lens); // stories15M shape
+    check_attention_decode_batch("", DTYPE_F32, 64, 2, 4, 16, lens);
+    check_attention_decode_batch("", DTYPE_F32, 64, 3, 3, 24, lens); // odd group; chunks of 16, 8
+    check_attention_decode_batch("", DTYPE_F32, 128, 4, 2, 32, lens);
+    check_attention_decode_batch("", DTYPE_F32, 256, 2, 3, 8, lens);
+    check_attention_decode_batch("", DTYPE_F16, 128, 8, 2, 16, lens); // Qwen3-0.6B shape
+    check_attention_decode_batch("", DTYPE_BF16, 48, 6, 1, 16, lens);
+    // Longer sequences: several full chunks in a row, each fetching the next
+    // (cpu-avx512's pairs of rows of an even group over an f16 or f32 cache
+    // take full_dots2 and full_values2; fetched into L2 where the next
+    // chunk's rows of a task pass 32 KiB, into L1 below), lengths odd, a
+    // multiple of 16, not a multiple of the block.
+    static const int32_t long_lens[5] = {97, 64, 1, 80, 33};
+    check_attention_decode_batch("", DTYPE_F16, 128, 8, 2, 16, long_lens); // 0.6B: L2 fetch
+    check_attention_decode_batch("", DTYPE_F16, 128, 8, 2, 24, long_lens);
+    check_attention_decode_batch("", DTYPE_F16, 64, 2, 4, 32, long_lens); // L1 fetch
+    check_attention_decode_batch("", DTYPE_BF16, 128, 4, 2, 16, long_lens);
+    check_attention_decode_batch("", DTYPE_F32, 48, 2, 2, 16, long_lens);
+    check_attention_decode_batch("", DTYPE_F16, 256, 2, 2, 16, long_lens); // no pairs: 16 slices
+    check_attention_decode_batch("", DTYPE_F16, 48, 6, 1, 16, long_lens);  // group 1: no pairs
     // The next in line: AVX2.
-    check_attention_decode_batch("cpu-avx512", DTYPE_F32, 64, 2, 4, 16);
-    check_attention_decode_batch("cpu-avx512", DTYPE_F16, 64, 3, 3, 24);
+    check_attention_decode_batch("cpu-avx512", DTYPE_F32, 64, 2, 4, 16, lens);
+    check_attention_decode_batch("cpu-avx512", DTYPE_F16, 64, 3, 3, 24, lens);
 }
 
 static void test_attention_batch_invariance(void)

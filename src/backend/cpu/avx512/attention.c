@@ -416,6 +416,106 @@ static inline __attribute__((always_inline)) void attend(const int dtype,
 
 // ---- decode batches: one query token per sequence ----
 
+// Where full_dots2 / full_values2 fetch the next chunk's rows.
+enum attn_fetch { ATTN_FETCH_NONE, ATTN_FETCH_L1, ATTN_FETCH_L2 };
+
+// One prefetch of p at level lvl (a constant: the hint must be one).
+static inline __attribute__((always_inline)) void fetch_line(const int lvl, const char *p)
+{
+    if (lvl == ATTN_FETCH_L1)
+        _mm_prefetch(p, _MM_HINT_T0);
+    else if (lvl == ATTN_FETCH_L2)
+        _mm_prefetch(p, _MM_HINT_T1);
+}
+
+// chunk_scores of two query rows of one head (chunk_dots2, then the scaled
+// sums into sc0 and sc1 [16]) over a full chunk of a decode task (16 keys
+// of one cache block): key j at k + j * ks (ks: the block's key stride in
+// bytes). The same operations in the same order (a key's sum runs over the
+// nd slices in order, its lanes add up in avx512_sums16's tree), so the
+// bits are chunk_scores'. What differs is the code: the rows come from one
+// pointer and a stride instead of a table, keys go 4 at a time (8
+// independent sums) with the slice loop inside, the next chunk's rows (pf +
+// j * ks) are fetched beside the loads, one line each, with no test left in
+// the loop, and each 4 keys' sums take the tree's first two levels at once
+// instead of going through memory. chunk_dots2's per-key tests of its fetch
+// table cost more than its loads and multiply-adds (0.6B shape, f16 cache
+// in L2: ~24 cycles a key and head for the dot products where a loop of
+// the same loads and multiply-adds takes ~10), and its 32 stored sums a
+// chunk made some stack placements ~1.7x slower (4 KiB aliasing with the
+// cache rows, by the look of it; seen as runs of a one-sequence decode
+// bimodal in the stack's offset).
+static inline __attribute__((always_inline)) void
+full_dots2(const int dtype, const int nd, const int fetch, const float *q0, const float *q1,
+           const char *k, const char *pf, size_t ks, float scale, float *sc0, float *sc1)
+{
+    const size_t esz = dtype == DTYPE_F32 ? 4 : 2;
+    __m512 quad0[4], quad1[4]; // avx512_sums16's first levels of each 4 keys' sums
+#pragma GCC unroll 1
+    for (int j0 = 0; j0 < ATTN_CHUNK; j0 += 4) {
+        const char *kj = k + (size_t)j0 * ks, *pj = fetch ? pf + (size_t)j0 * ks : NULL;
+        __m512 d0[4], d1[4];
+#pragma GCC unroll 4
+        for (int j = 0; j < 4; j++)
+            d0[j] = d1[j] = _mm512_setzero_ps();
+#pragma GCC unroll 8
+        for (int i = 0; i < nd; i++) {
+            __m512 qv0 = _mm512_loadu_ps(q0 + i * 16), qv1 = _mm512_loadu_ps(q1 + i * 16);
+#pragma GCC unroll 4
+            for (int j = 0; j < 4; j++) {
+                size_t at = (size_t)i * 16 * esz;
+                __m512 kv = avx512_load16(dtype, kj + (size_t)j * ks + at, 0xffff);
+                in_register(&kv);
+                d0[j] = _mm512_fmadd_ps(qv0, kv, d0[j]);
+                d1[j] = _mm512_fmadd_ps(qv1, kv, d1[j]);
+                if (at % 64 == 0)
+                    fetch_line(fetch, pj + (size_t)j * ks + at);
+            }
+        }
+        quad0[j0 / 4] = avx512_sums16_quad(d0);
+        quad1[j0 / 4] = avx512_sums16_quad(d1);
+    }
+    __m512 sv = _mm512_set1_ps(scale);
+    _mm512_store_ps(sc0, _mm512_mul_ps(avx512_sums16_finish(quad0), sv));
+    _mm512_store_ps(sc1, _mm512_mul_ps(avx512_sums16_finish(quad1), sv));
+}
+
+// chunk_values2 over a full chunk, values at v + j * vs, fetching the next
+// chunk's at pf + j * vs as full_dots2 does; the same bits.
+static inline __attribute__((always_inline)) void
+full_values2(const int dtype, const int nd, const int fetch, const char *v, const char *pf,
+             size_t vs, const float *p0, const float *p1, const float *corr, float *acc0,
+             float *acc1)
+{
+    const size_t esz = dtype == DTYPE_F32 ? 4 : 2;
+    __m512 c0 = _mm512_set1_ps(corr[0]), c1 = _mm512_set1_ps(corr[1]), a0[8], a1[8];
+#pragma GCC unroll 8
+    for (int i = 0; i < nd; i++) {
+        a0[i] = _mm512_mul_ps(_mm512_load_ps(acc0 + i * 16), c0);
+        a1[i] = _mm512_mul_ps(_mm512_load_ps(acc1 + i * 16), c1);
+    }
+#pragma GCC unroll 2
+    for (int j = 0; j < ATTN_CHUNK; j++) {
+        const char *vj = v + (size_t)j * vs, *pj = fetch ? pf + (size_t)j * vs : NULL;
+        __m512 pv0 = _mm512_set1_ps(p0[j]), pv1 = _mm512_set1_ps(p1[j]);
+#pragma GCC unroll 8
+        for (int i = 0; i < nd; i++) {
+            size_t at = (size_t)i * 16 * esz;
+            __m512 vv = avx512_load16(dtype, vj + at, 0xffff);
+            in_register(&vv);
+            a0[i] = _mm512_fmadd_ps(pv0, vv, a0[i]);
+            a1[i] = _mm512_fmadd_ps(pv1, vv, a1[i]);
+            if (at % 64 == 0)
+                fetch_line(fetch, pj + at);
+        }
+    }
+#pragma GCC unroll 8
+    for (int i = 0; i < nd; i++) {
+        _mm512_store_ps(acc0 + i * 16, a0[i]);
+        _mm512_store_ps(acc1 + i * 16, a1[i]);
+    }
+}
+
 // Sequence s's lone query token against the keys of kv heads kvh0 ..
 // kvh0 + n_h - 1, for all their query heads (rows = n_h * group, row r =
 // query head kvh0 * group + r). Each row runs attend_block's operations for
@@ -429,6 +529,7 @@ static inline __attribute__((always_inline)) void attend(const int dtype,
 // all at the chunk's start, or a head's rows at once, they stalled on the
 // core's outstanding misses.
 static inline __attribute__((always_inline)) void attend_decode(const int dtype, const int nd,
+                                                                const bool pairs,
                                                                 const struct attn_ctx *ctx,
                                                                 int64_t s, int64_t kvh0, int n_h)
 {
@@ -439,6 +540,15 @@ static inline __attribute__((always_inline)) void attend_decode(const int dtype,
     int G = (int)ctx->group, D = nd * 16, rows = n_h * G;
     int64_t bs = ctx->block_size, tok = qsl[s], pos_last = seq_lens[s] - 1;
     size_t head_bytes = kc->nb[1];
+    size_t ks = kc->nb[2], vs = vc->nb[2]; // key (value) j of a block: ks (vs) bytes apart
+    // Where the next chunk's rows of the task (keys and values, 2 x 16 x
+    // n_h x head_dim values) would not fit the 48 KiB L1 beside the chunk
+    // being read, full_dots2 / full_values2 fetch them into L2 only: fetched
+    // into L1 they evict the current chunk's rows (0.6B shape at 16
+    // sequences, 64 KiB of f16 rows a chunk, `bench_ops --cold`: 402-406 us
+    // a call against 420-430 fetching into L1, the same code otherwise).
+    size_t next_bytes = 2 * ATTN_CHUNK * (size_t)n_h * (size_t)D * (dtype == DTYPE_F32 ? 4 : 2);
+    int fetch_lvl = next_bytes > 32 * 1024 ? ATTN_FETCH_L2 : ATTN_FETCH_L1;
     _Alignas(64) float acc[ATTN_MAX_ROWS * ATTN_MAX_HEAD_DIM]; // [rows, D]
     _Alignas(64) float sc[ATTN_MAX_ROWS][ATTN_CHUNK];          // [rows, chunk]
     float m[ATTN_MAX_ROWS], l[ATTN_MAX_ROWS], corr[ATTN_MAX_ROWS];
@@ -471,6 +581,10 @@ static inline __attribute__((always_inline)) void attend_decode(const int dtype,
                 vn[j] = cpu_at(vc, nb, noff + j, kvh0);
             }
         }
+        // Pairs of rows over a full chunk whose next one is full or absent
+        // take full_dots2 and full_values2 (the same operations, no per-key
+        // tests).
+        bool full = pairs && n == ATTN_CHUNK && (n_next == ATTN_CHUNK || n_next == 0);
         // attend_block's three passes (scores, softmax, values) over the
         // rows of all n_h heads; pairs of rows share a head's loads.
         for (int r = 0; r < rows;) {
@@ -482,7 +596,20 @@ static inline __attribute__((always_inline)) void attend_decode(const int dtype,
                 pn[j] = kn[j] + h_off;
             const char *const *pf = r % G == 0 ? pn : NULL; // a head's first rows fetch
             const float *q1 = nr == 2 ? q[r + 1] : NULL;
-            if (n == ATTN_CHUNK && nr == 2)
+            if (full && nr == 2) {
+                int lvl = n_next && r % G == 0 ? fetch_lvl : ATTN_FETCH_NONE;
+                const char *kr = k0[0] + h_off, *pr = lvl ? kn[0] + h_off : NULL;
+                float scale = c->p.scale;
+                if (lvl == ATTN_FETCH_L2)
+                    full_dots2(dtype, nd, ATTN_FETCH_L2, q[r], q1, kr, pr, ks, scale, sc[r],
+                               sc[r + 1]);
+                else if (lvl == ATTN_FETCH_L1)
+                    full_dots2(dtype, nd, ATTN_FETCH_L1, q[r], q1, kr, pr, ks, scale, sc[r],
+                               sc[r + 1]);
+                else
+                    full_dots2(dtype, nd, ATTN_FETCH_NONE, q[r], q1, kr, pr, ks, scale, sc[r],
+                               sc[r + 1]);
+            } else if (n == ATTN_CHUNK && nr == 2)
                 chunk_scores(dtype, nd, false, 2, q[r], q1, NULL, kp, ATTN_CHUNK, c->p.scale,
                              sc + r, pf, n_next);
             else if (n == ATTN_CHUNK)
@@ -503,7 +630,20 @@ static inline __attribute__((always_inline)) void attend_decode(const int dtype,
             for (int j = 0; j < n_next; j++)
                 pn[j] = vn[j] + h_off;
             const char *const *pf = r % G == 0 ? pn : NULL;
-            if (n == ATTN_CHUNK && nr == 2)
+            if (full && nr == 2) {
+                int lvl = n_next && r % G == 0 ? fetch_lvl : ATTN_FETCH_NONE;
+                const char *vr = v0[0] + h_off, *pr = lvl ? vn[0] + h_off : NULL;
+                float *a0 = acc + r * D, *a1 = acc + (r + 1) * D;
+                if (lvl == ATTN_FETCH_L2)
+                    full_values2(dtype, nd, ATTN_FETCH_L2, vr, pr, vs, sc[r], sc[r + 1], corr + r,
+                                 a0, a1);
+                else if (lvl == ATTN_FETCH_L1)
+                    full_values2(dtype, nd, ATTN_FETCH_L1, vr, pr, vs, sc[r], sc[r + 1], corr + r,
+                                 a0, a1);
+                else
+                    full_values2(dtype, nd, ATTN_FETCH_NONE, vr, pr, vs, sc[r], sc[r + 1], corr + r,
+                                 a0, a1);
+            } else if (n == ATTN_CHUNK && nr == 2)
                 chunk_values2(dtype, nd, false, NULL, vp, ATTN_CHUNK, sc[r], sc[r + 1], corr + r,
                               acc + r * D, acc + (r + 1) * D, pf, n_next);
             else if (nr == 1)
@@ -537,23 +677,36 @@ static void attn_decode_task(void *p, int task, int thread)
         return;
     int n_h = (int)(n_kv - kvh0 < ctx->heads_per_task ? n_kv - kvh0 : ctx->heads_per_task);
     int nd = (int)(ctx->head_dim / 16);
-    switch (ctx->dtype * 32 + nd) {
-#define ATTN_DECODE_CASE(dt, nd_)                                                                  \
-    case dt * 32 + nd_:                                                                            \
-        attend_decode(dt, nd_, ctx, s, kvh0, n_h);                                                 \
+    // pairs: every row pairs with the next (an even group, nd <= 8), so the
+    // full-chunk code serves them all; the other instances keep their code
+    // free of it (a stories-shaped decode, group 1, ran ~5% slower with it
+    // compiled in but never taken). Not for bf16 caches: their widening
+    // (two shuffles a load) made the 0.6B shape's call 8% slower
+    // (`bench_ops --cold`, 16 x 256 keys: 427-435 us against 393-404).
+    bool pairs = ctx->group % 2 == 0 && nd <= 8 && ctx->dtype != DTYPE_BF16;
+    switch (ctx->dtype * 64 + nd * 2 + pairs) {
+#define ATTN_DECODE_CASE(dt, nd_, pairs_)                                                          \
+    case dt * 64 + nd_ * 2 + pairs_:                                                               \
+        attend_decode(dt, nd_, pairs_, ctx, s, kvh0, n_h);                                         \
         break;
-        ATTN_DECODE_CASE(DTYPE_F32, 3)
-        ATTN_DECODE_CASE(DTYPE_F32, 4)
-        ATTN_DECODE_CASE(DTYPE_F32, 8)
-        ATTN_DECODE_CASE(DTYPE_F32, 16)
-        ATTN_DECODE_CASE(DTYPE_F16, 3)
-        ATTN_DECODE_CASE(DTYPE_F16, 4)
-        ATTN_DECODE_CASE(DTYPE_F16, 8)
-        ATTN_DECODE_CASE(DTYPE_F16, 16)
-        ATTN_DECODE_CASE(DTYPE_BF16, 3)
-        ATTN_DECODE_CASE(DTYPE_BF16, 4)
-        ATTN_DECODE_CASE(DTYPE_BF16, 8)
-        ATTN_DECODE_CASE(DTYPE_BF16, 16)
+        ATTN_DECODE_CASE(DTYPE_F32, 3, 0)
+        ATTN_DECODE_CASE(DTYPE_F32, 3, 1)
+        ATTN_DECODE_CASE(DTYPE_F32, 4, 0)
+        ATTN_DECODE_CASE(DTYPE_F32, 4, 1)
+        ATTN_DECODE_CASE(DTYPE_F32, 8, 0)
+        ATTN_DECODE_CASE(DTYPE_F32, 8, 1)
+        ATTN_DECODE_CASE(DTYPE_F32, 16, 0)
+        ATTN_DECODE_CASE(DTYPE_F16, 3, 0)
+        ATTN_DECODE_CASE(DTYPE_F16, 3, 1)
+        ATTN_DECODE_CASE(DTYPE_F16, 4, 0)
+        ATTN_DECODE_CASE(DTYPE_F16, 4, 1)
+        ATTN_DECODE_CASE(DTYPE_F16, 8, 0)
+        ATTN_DECODE_CASE(DTYPE_F16, 8, 1)
+        ATTN_DECODE_CASE(DTYPE_F16, 16, 0)
+        ATTN_DECODE_CASE(DTYPE_BF16, 3, 0)
+        ATTN_DECODE_CASE(DTYPE_BF16, 4, 0)
+        ATTN_DECODE_CASE(DTYPE_BF16, 8, 0)
+        ATTN_DECODE_CASE(DTYPE_BF16, 16, 0)
 #undef ATTN_DECODE_CASE
     default: // attention_supports admits no other head size or cache type
         break;

@@ -29,27 +29,27 @@ static inline __attribute__((always_inline)) __m512 avx512_load16(int dtype, con
     return _mm512_maskz_loadu_ps(m, p);
 }
 
-// out[i] (and lane i of the result; lanes from n on are 0) = the sum of the
-// 16 lanes of v[i] for i < n (n <= 16), four vectors
-// at a time through shuffles: about 3 instructions per sum instead of 8. Every
-// sum adds its lanes in one fixed tree, ((e[i] + e[i+8]) + (e[i+4] + e[i+12]))
-// for i < 4 and so on, whatever n is and whichever vectors share the call, so
-// a dot product's result never depends on the tile it was computed in.
-static inline __attribute__((always_inline)) __m512 avx512_sums16(const __m512 *v, int n,
-                                                                  float *out)
+// avx512_sums16's first two levels for the four vectors v4 = v[4p .. 4p + 3]:
+// lanes i + i+8, then + i+4, with v[4p + j] in 128-bit lane j. A caller
+// that has a quad's vectors early reduces them at once (the same bits).
+static inline __attribute__((always_inline)) __m512 avx512_sums16_quad(const __m512 *v4)
 {
-    __m512 z = _mm512_setzero_ps(), s1[8], s2[4], s3[2];
-#pragma GCC unroll 8
-    for (int p = 0; p < 8; p++) { // lanes i + i+8: v[2p] in 0..7, v[2p+1] in 8..15
-        __m512 a = 2 * p < n ? v[2 * p] : z, b = 2 * p + 1 < n ? v[2 * p + 1] : z;
+    __m512 s1[2];
+#pragma GCC unroll 2
+    for (int p = 0; p < 2; p++) { // lanes i + i+8: v4[2p] in 0..7, v4[2p+1] in 8..15
+        __m512 a = v4[2 * p], b = v4[2 * p + 1];
         s1[p] = _mm512_add_ps(_mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(1, 0, 1, 0)),
                               _mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(3, 2, 3, 2)));
     }
-#pragma GCC unroll 4
-    for (int p = 0; p < 4; p++) // + lanes i+4: v[4p + j] in 128-bit lane j
-        s2[p] =
-            _mm512_add_ps(_mm512_shuffle_f32x4(s1[2 * p], s1[2 * p + 1], _MM_SHUFFLE(2, 0, 2, 0)),
-                          _mm512_shuffle_f32x4(s1[2 * p], s1[2 * p + 1], _MM_SHUFFLE(3, 1, 3, 1)));
+    return _mm512_add_ps(_mm512_shuffle_f32x4(s1[0], s1[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                         _mm512_shuffle_f32x4(s1[0], s1[1], _MM_SHUFFLE(3, 1, 3, 1)));
+}
+
+// The rest of avx512_sums16's tree from its four quads s2 [4]: lane i of the
+// result = the sum of the 16 lanes of v[i].
+static inline __attribute__((always_inline)) __m512 avx512_sums16_finish(const __m512 *s2)
+{
+    __m512 s3[2];
 #pragma GCC unroll 2
     for (int p = 0; p < 2; p++) { // + lanes i+2: per 128-bit lane j, v[8p + j] then v[8p + 4 + j]
         __m512d a = _mm512_castps_pd(s2[2 * p]), b = _mm512_castps_pd(s2[2 * p + 1]);
@@ -60,7 +60,26 @@ static inline __attribute__((always_inline)) __m512 avx512_sums16(const __m512 *
     __m512 s4 = _mm512_add_ps(_mm512_shuffle_ps(s3[0], s3[1], _MM_SHUFFLE(2, 0, 2, 0)),
                               _mm512_shuffle_ps(s3[0], s3[1], _MM_SHUFFLE(3, 1, 3, 1)));
     __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
-    __m512 sums = _mm512_permutexvar_ps(order, s4);
+    return _mm512_permutexvar_ps(order, s4);
+}
+
+// out[i] (and lane i of the result; lanes from n on are 0) = the sum of the
+// 16 lanes of v[i] for i < n (n <= 16), four vectors
+// at a time through shuffles: about 3 instructions per sum instead of 8. Every
+// sum adds its lanes in one fixed tree, ((e[i] + e[i+8]) + (e[i+4] + e[i+12]))
+// for i < 4 and so on, whatever n is and whichever vectors share the call, so
+// a dot product's result never depends on the tile it was computed in.
+static inline __attribute__((always_inline)) __m512 avx512_sums16(const __m512 *v, int n,
+                                                                  float *out)
+{
+    __m512 z = _mm512_setzero_ps(), w[16], s2[4];
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; i++)
+        w[i] = i < n ? v[i] : z;
+#pragma GCC unroll 4
+    for (int p = 0; p < 4; p++)
+        s2[p] = avx512_sums16_quad(w + 4 * p);
+    __m512 sums = avx512_sums16_finish(s2);
     if (out)
         _mm512_mask_storeu_ps(out, (__mmask16)((1u << n) - 1u), sums);
     return sums;
