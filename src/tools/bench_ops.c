@@ -1,9 +1,10 @@
 // vllmc bench-ops: times op providers of a backend on model-sized shapes and
 // prints one greppable line per case (op, shape, provider, us, GB/s). Sections:
 // gemv (decode matmuls, bandwidth), crossover (GEMV against cuBLASLt by token
-// count), attention (paged decode and prefill), and decode: the per-layer op sequence of a
-// Qwen3-shaped model (random weights, every layer its own buffers) run as one
-// decode step, giving step time and tokens per second of the kernels alone.
+// count), decode_gemm (the tensor-core decode GEMM against cuBLASLt), attention (paged decode and
+// prefill), and decode: the per-layer op sequence of a Qwen3-shaped model (random weights, every
+// layer its own buffers) run as one decode step, giving step time and tokens per second of the
+// kernels alone.
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -234,6 +235,29 @@ static int section_crossover(struct bench *b)
                        us_g <= us_l ? "cuda-gemv" : "cublaslt");
         }
     }
+    return fails;
+}
+
+// The tensor-core decode GEMM against cuBLASLt (its stacked hi + lo GEMM and
+// the sum of the halves) for batches of 16-128 tokens on both shapes' layer
+// matrices and lm_heads. Back to back, a 0.6B matrix stays in L2 between calls.
+static int section_decode_gemm(struct bench *b)
+{
+    static const int64_t ms[] = {16, 32, 64, 128};
+    int fails = 0;
+    for (int model = 0; model < 2; model++)
+        for (size_t s = 0; s < 5; s++) {
+            const struct mm_shape *sh = model ? &qwen3_8b_mm[s] : &qwen3_06b_mm[s];
+            for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++) {
+                double us_m = -1, us_l = -1;
+                fails += bench_matmul_case(b, sh, ms[i], DTYPE_BF16, "cuda-mma", &us_m);
+                fails += bench_matmul_case(b, sh, ms[i], DTYPE_BF16, "cublaslt", &us_l);
+                if (us_m > 0 && us_l > 0)
+                    printf("decode_gemm shape=%s m=%lld mma_us=%.1f cublaslt_us=%.1f "
+                           "ratio=%.2f\n",
+                           sh->name, (long long)ms[i], us_m, us_l, us_l / us_m);
+            }
+        }
     return fails;
 }
 
@@ -644,9 +668,10 @@ static int section_decode(struct bench *b, const char *only_model, int only_batc
         if (only_model ? strcmp(only_model, qwen3_shapes[i].name) != 0
                        : !strcmp(qwen3_shapes[i].name, "tiny"))
             continue;
-        for (size_t j = 0; j < 3; j++)
-            if (!only_batch || only_batch == batches[j])
-                fails += bench_decode(b, &qwen3_shapes[i], batches[j], 512, 1, false);
+        if (only_batch) // any batch size, e.g. 16 or 32 beside the three below
+            fails += bench_decode(b, &qwen3_shapes[i], only_batch, 512, 1, false);
+        for (size_t j = 0; j < 3 && !only_batch; j++)
+            fails += bench_decode(b, &qwen3_shapes[i], batches[j], 512, 1, false);
         // Batch-1 decode again with the split post-QKV ops, side by side
         // (not with --batch, whose runs profilers count kernels of).
         if (!only_batch)
@@ -659,8 +684,9 @@ static int section_decode(struct bench *b, const char *only_model, int only_batc
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: vllmc bench-ops [--device cpu|cuda] [--section gemv|crossover|attention|"
-               "decode|all] [--model qwen3-0.6b|qwen3-8b|tiny] [--batch 1|8|64] [--iters N]\n"
+    fprintf(f, "usage: vllmc bench-ops [--device cpu|cuda] [--section gemv|crossover|"
+               "decode_gemm|attention|decode|all] [--model qwen3-0.6b|qwen3-8b|tiny] [--batch "
+               "N (1, 8 and 64 when left out; up to 256)] [--iters N]\n"
                "       [--filter TEXT]   gemv and crossover: only cases whose SHAPE.WTYPE "
                "contains TEXT (e.g. gate_up.q8_0)\n");
 }
@@ -679,6 +705,10 @@ int bench_ops_main(int argc, char **argv)
             model = argv[++i];
         } else if (!strcmp(argv[i], "--batch") && i + 1 < argc) {
             batch = atoi(argv[++i]);
+            if (batch < 1 || batch > 256) {
+                fprintf(stderr, "bench-ops: --batch takes 1 to 256 sequences\n");
+                return 2;
+            }
         } else if (!strcmp(argv[i], "--iters") && i + 1 < argc) {
             b.iters = atoi(argv[++i]);
         } else if (!strcmp(argv[i], "--filter") && i + 1 < argc) {
@@ -710,6 +740,8 @@ int bench_ops_main(int argc, char **argv)
         fails += section_gemv(&b);
     if (all || !strcmp(section, "crossover"))
         fails += section_crossover(&b);
+    if (!strcmp(section, "decode_gemm")) // not in all: 80 shapes x providers
+        fails += section_decode_gemm(&b);
     if (all || !strcmp(section, "attention"))
         fails += section_attention(&b);
     if (all || !strcmp(section, "decode"))

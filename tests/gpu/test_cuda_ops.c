@@ -11,6 +11,7 @@
 #include "backend/cpu/quant/quantize.h"
 #include "backend/cuda/attention.cuh"
 #include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/matmul.cuh"
 #include "check.h"
 #include "core/alloc.h"
 #include "core/dtype.h"
@@ -239,8 +240,9 @@ static void test_norms(void)
             }
 }
 
+// want_provider, when not NULL, is the provider the shape must select.
 static void test_matmul_one(int64_t m, int64_t n, int64_t k, enum dtype wt, bool bias,
-                            const char *disable_note)
+                            const char *disable_note, const char *want_provider)
 {
     struct pair x, w, b, dst;
     int64_t ne_x[2] = {k, m}, ne_w[2] = {k, n}, ne_b[1] = {n}, ne_d[2] = {n, m};
@@ -255,6 +257,8 @@ static void test_matmul_one(int64_t m, int64_t n, int64_t k, enum dtype wt, bool
     struct pair *slots[] = {&dst, &x, &w, bias ? &b : NULL};
     struct op_call probe = {.op = OP_MATMUL, .dst = &dst.d, .src = {&x.d, &w.d, bias ? &b.d : NULL}};
     const struct op_provider *p = backend_select_provider(gpu, &probe);
+    if (want_provider)
+        CHECK(p && !strcmp(p->name, want_provider));
     run_both(OP_MATMUL, (struct op_params){0}, slots, 4);
     char what[160];
     snprintf(what, sizeof what, "matmul m=%lld n=%lld k=%lld w=%s%s %s%s", (long long)m,
@@ -271,12 +275,35 @@ static void test_matmul_one(int64_t m, int64_t n, int64_t k, enum dtype wt, bool
 
 static void test_matmul(void)
 {
-    const int64_t ms[] = {1, 2, 3, 5, 8, 9, 17, 64, 130};
+    const int64_t ms[] = {1, 2, 3, 5, 8, 9, 17, 33, 64, 100, 130};
     const int64_t nk[][2] = {{1024, 1024}, {67, 40}, {1000, 2048}, {33, 37}};
     for (size_t a = 0; a < sizeof ms / sizeof ms[0]; a++)
         for (size_t b = 0; b < 4; b++)
             for (size_t t = 0; t < 3; t++)
-                test_matmul_one(ms[a], nk[b][0], nk[b][1], float_types[t], (a + b + t) % 2, "");
+                test_matmul_one(ms[a], nk[b][0], nk[b][1], float_types[t], (a + b + t) % 2, "",
+                                NULL);
+}
+
+// The tensor-core decode GEMM (cuda-mma) at every token tile (m up to 16,
+// 32, 64, 128), both row tilings and pipeline depths, with k split across a
+// cluster (o and down projections of a 0.6B shape: 16 blocks of rows) and not
+// (many rows), odd n and k, bias or none; then the settings it found again.
+static void test_matmul_mma(void)
+{
+    const int64_t shapes[][3] = {{64, 1024, 3072}, {64, 4096, 1024}, {33, 1000, 2048},
+                                 {17, 6144, 1024}, {128, 520, 1024}, {100, 67, 40},
+                                 {9, 300, 4104},   {2, 4096, 4096}};
+    const int settings[][3] = {{128, 0, 0}, {128, 1, 3}, {128, 2, 4}};
+    const int saved_max_m = cuda_mma_gemm_max_m();
+    for (size_t c = 0; c < sizeof settings / sizeof settings[0]; c++) {
+        cuda_mma_gemm_set(settings[c][0], settings[c][1], settings[c][2]);
+        char note[48];
+        snprintf(note, sizeof note, " (rt=%d stages=%d)", settings[c][1], settings[c][2]);
+        for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+            test_matmul_one(shapes[s][0], shapes[s][1], shapes[s][2], DTYPE_BF16, (s + c) % 2, note,
+                            "cuda-mma");
+    }
+    cuda_mma_gemm_set(saved_max_m, 0, 0);
 }
 
 // AWQ/GPTQ int4g weights (random rows through the test quantizer), with and
@@ -518,10 +545,15 @@ static void test_split_handoff_m(int64_t m)
         pair_free(all[i]);
 }
 
+// cuBLASLt's terms: the tensor-core decode GEMM (cuda-mma) reads f32
+// activations itself, so it stays off for these.
 static void test_split_handoff(void)
 {
+    const int mma_m = cuda_mma_gemm_max_m();
+    cuda_mma_gemm_set(0, 0, 0);
     test_split_handoff_m(100);
     test_split_handoff_m(300);
+    cuda_mma_gemm_set(mma_m, 0, 0);
 }
 
 // SiLU-mul over one packed gate|up output [n, 2 ff] (the fused gate|up matmul's).
@@ -791,11 +823,14 @@ static void test_split_handoff_attention(void)
         dec_ctx[s] = 300 + 37 * s % 500;
         dec_q[s] = 1;
     }
+    const int mma_m = cuda_mma_gemm_max_m();
+    cuda_mma_gemm_set(0, 0, 0); // as in test_split_handoff
     for (size_t t = 1; t < 3; t++) {
         split_handoff_attention_case("prefill", 2, pre_ctx, pre_q, float_types[t]);
         split_handoff_attention_case("prefill split keys", 1, one_ctx, one_q, float_types[t]);
         split_handoff_attention_case("decode merge", 64, dec_ctx, dec_q, float_types[t]);
     }
+    cuda_mma_gemm_set(mma_m, 0, 0);
 }
 
 static void test_attention(void)
@@ -845,6 +880,7 @@ int main(int argc, char **argv)
         {"embedding", test_embedding},
         {"norms", test_norms},
         {"matmul", test_matmul},
+        {"matmul_mma", test_matmul_mma},
         {"rope", test_rope},
         {"elementwise", test_elementwise},
         {"kv_store", test_kv_store},

@@ -49,27 +49,6 @@ struct tc_params {
     int64_t split_lo_off;    // [n_tokens, n_heads x D] at split_hi, lo at + split_lo_off
 };
 
-// Four 8x8 matrices of 16-bit elements from shared memory: lane l gives the
-// (16-byte aligned) address of row l % 8 of matrix l / 8, and r[i] gets
-// matrix i's row g, columns 2t..2t+1 (PTX ISA, ldmatrix) — a B fragment when
-// the rows run along n. The .trans form gives rows 2t..2t+1 of column g
-// instead: a B fragment when the rows run along k.
-__device__ __forceinline__ void tc_ldsm4(uint32_t r[4], const uint16_t *row)
-{
-    const uint32_t addr = (uint32_t)__cvta_generic_to_shared(row);
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(addr));
-}
-
-__device__ __forceinline__ void tc_ldsm4_trans(uint32_t r[4], const uint16_t *row)
-{
-    const uint32_t addr = (uint32_t)__cvta_generic_to_shared(row);
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(addr));
-}
-
 // Eight cache elements (16-byte aligned) as eight operands in one uint4.
 template <typename TC, typename OT> __device__ __forceinline__ uint4 tc_load8(const TC *src)
 {

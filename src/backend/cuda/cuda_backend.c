@@ -33,8 +33,9 @@
 
 // ---- the provider table ----
 
-// Priority 100 for the CUDA kernels; the GEMV and cuBLASLt matmul providers
-// split m by their gates (matmul.cu), the tiled kernel takes what they leave.
+// Priority 100 for the CUDA kernels; the GEMV, tensor-core decode GEMM (opt-in,
+// VLLMC_CUDA_MMA_GEMM) and cuBLASLt matmul providers split m by their gates
+// (matmul.cu, matmul_mma.cu), the tiled kernel takes what they leave.
 // Packed GGUF weights: a dequantizing GEMV for few tokens, dequantization to
 // bf16 then cuBLASLt for many (quant.cu).
 #define CUDA_PROVIDER(var, pname, kind, prio, fn)                                                  \
@@ -50,6 +51,7 @@ CUDA_PROVIDER(cuda_p_embedding, "cuda", OP_EMBEDDING, 100, cuda_embedding);
 CUDA_PROVIDER(cuda_p_rmsnorm, "cuda", OP_RMSNORM, 100, cuda_rmsnorm);
 CUDA_PROVIDER(cuda_p_add_rmsnorm, "cuda", OP_ADD_RMSNORM, 100, cuda_add_rmsnorm);
 CUDA_PROVIDER(cuda_p_gemv, "cuda-gemv", OP_MATMUL, 100, cuda_gemv);
+CUDA_PROVIDER(cuda_p_mma_gemm, "cuda-mma", OP_MATMUL, 95, cuda_mma_gemm);
 CUDA_PROVIDER(cuda_p_cublaslt, "cublaslt", OP_MATMUL, 90, cuda_cublaslt);
 CUDA_PROVIDER(cuda_p_matmul_tiled, "cuda-tiled", OP_MATMUL, 10, cuda_matmul_tiled);
 CUDA_PROVIDER(cuda_p_rope, "cuda", OP_ROPE, 100, cuda_rope);
@@ -91,17 +93,29 @@ CUDA_PROVIDER(cuda_p_sample, "cuda-sample", OP_SAMPLE, 100, cuda_sample);
 CUDA_PROVIDER(cuda_p_select_ids, "cuda", OP_SELECT_IDS, 100, cuda_select_ids);
 
 static const struct op_provider *const cuda_provider_table[] = {
-    &cuda_p_embedding,    &cuda_p_rmsnorm,
-    &cuda_p_add_rmsnorm,  &cuda_p_gemv,
-    &cuda_p_cublaslt,     &cuda_p_matmul_tiled,
-    &cuda_p_rope,         &cuda_p_qk_norm_rope,
-    &cuda_p_silu_mul,     &cuda_p_add,
-    &cuda_p_kv_store,     &cuda_p_attention,
-    &cuda_p_attention_tc, &cuda_p_attention_tc_ldsm,
-    &cuda_p_qembedding,   &cuda_p_qgemv,
-    &cuda_p_qgemm,        &cuda_p_int4g_gemv,
-    &cuda_p_int4g_gemm,   &cuda_p_sample,
-    &cuda_p_select_ids,   &cuda_p_qkv_rope_store,
+    &cuda_p_embedding,
+    &cuda_p_rmsnorm,
+    &cuda_p_add_rmsnorm,
+    &cuda_p_gemv,
+    &cuda_p_mma_gemm,
+    &cuda_p_cublaslt,
+    &cuda_p_matmul_tiled,
+    &cuda_p_rope,
+    &cuda_p_qk_norm_rope,
+    &cuda_p_silu_mul,
+    &cuda_p_add,
+    &cuda_p_kv_store,
+    &cuda_p_attention,
+    &cuda_p_attention_tc,
+    &cuda_p_attention_tc_ldsm,
+    &cuda_p_qembedding,
+    &cuda_p_qgemv,
+    &cuda_p_qgemm,
+    &cuda_p_int4g_gemv,
+    &cuda_p_int4g_gemm,
+    &cuda_p_sample,
+    &cuda_p_select_ids,
+    &cuda_p_qkv_rope_store,
     &cuda_p_gemv_silu,
 };
 
@@ -171,7 +185,9 @@ void *cuda_split_begin_rows(const struct op_call *c, const void *x, int64_t m, i
     struct cuda_device *dev = cuda_device_of(c);
     struct cuda_split *s = &dev->split;
     s->x = NULL;
-    if (!split_wanted(s, x, k) || s->disabled || m <= cuda_gemv_max_m())
+    // The GEMV and the tensor-core decode GEMM read f32 activations as they are.
+    if (!split_wanted(s, x, k) || s->disabled || m <= cuda_gemv_max_m() ||
+        m <= cuda_mma_gemm_max_m())
         return NULL;
     const size_t need = (size_t)m * (size_t)k * 2 * sizeof(uint16_t);
     if (need > s->bytes) {
@@ -684,6 +700,8 @@ enum vllmc_status cuda_backend_create(const struct backend_options *o, struct ba
     if (stack_m && *stack_m)
         cuda_matmul_set_stack_max_m(atoi(stack_m));
     int v[4];
+    if (env_ints("VLLMC_CUDA_MMA_GEMM", v))
+        cuda_mma_gemm_set(v[0], v[1], v[2]);
     if (env_ints("VLLMC_CUDA_DECODE_SPLIT", v))
         cuda_attention_set_decode_split(v[0], v[1], v[2]);
     const char *pdl = getenv("VLLMC_CUDA_PDL");
@@ -703,8 +721,12 @@ enum vllmc_status cuda_backend_create(const struct backend_options *o, struct ba
     // VLLMC_CUDA_SPLIT_HANDOFF=0 leaves the split to the GEMM, for comparisons.
     const char *handoff = getenv("VLLMC_CUDA_SPLIT_HANDOFF");
     dev->split.disabled = handoff && *handoff && atoi(handoff) == 0;
-    log_info("backend cuda: %s (sm_%d%d, %d SMs), GEMV up to m=%d%s", dev->name, dev->cc_major,
-             dev->cc_minor, dev->n_sms, cuda_gemv_max_m(),
+    char mma_note[64] = "";
+    if (cuda_mma_gemm_max_m() > 0)
+        snprintf(mma_note, sizeof mma_note, ", tensor-core decode GEMM up to m=%d",
+                 cuda_mma_gemm_max_m());
+    log_info("backend cuda: %s (sm_%d%d, %d SMs), GEMV up to m=%d%s%s", dev->name, dev->cc_major,
+             dev->cc_minor, dev->n_sms, cuda_gemv_max_m(), mma_note,
              cuda_pdl ? ", programmatic dependent launch" : "");
     *out = be;
     return VLLMC_OK;

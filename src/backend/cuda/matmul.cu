@@ -398,9 +398,7 @@ static void matmul_args_init(struct matmul_args *a, const struct op_call *c)
     a->k = (int)x->ne[0];
 }
 
-// Shapes every matmul provider needs: x f32 [m, k], W [n, k] of a float
-// dtype, dst f32 [m, n], bias (optional) a dense float vector of n.
-static bool matmul_common_ok(const struct op_call *c)
+extern "C" bool cuda_matmul_shape_ok(const struct op_call *c)
 {
     const struct tensor *x = c->src[0], *w = c->src[1], *b = c->src[2];
     if (c->op != OP_MATMUL || !cuda_tensor_rows_ok(x, DTYPE_F32) || !w ||
@@ -436,7 +434,7 @@ extern "C" int cuda_gemv_max_m(void)
 
 extern "C" bool cuda_gemv_supports(const struct op_call *c)
 {
-    if (!matmul_common_ok(c))
+    if (!cuda_matmul_shape_ok(c))
         return false;
     const struct tensor *x = c->src[0], *w = c->src[1];
     const int64_t m = tensor_n_rows(x);
@@ -478,7 +476,7 @@ extern "C" enum vllmc_status cuda_gemv_run(const struct op_call *c)
 
 extern "C" bool cuda_matmul_tiled_supports(const struct op_call *c)
 {
-    return matmul_common_ok(c);
+    return cuda_matmul_shape_ok(c);
 }
 
 extern "C" enum vllmc_status cuda_matmul_tiled_run(const struct op_call *c)
@@ -508,7 +506,7 @@ extern "C" enum vllmc_status cuda_matmul_tiled_run(const struct op_call *c)
 
 extern "C" bool cuda_cublaslt_supports(const struct op_call *c)
 {
-    if (!matmul_common_ok(c))
+    if (!cuda_matmul_shape_ok(c))
         return false;
     const struct tensor *x = c->src[0], *w = c->src[1];
     // f32 weights keep the exact f32 path; f16/bf16 need k even for 16-byte rows.

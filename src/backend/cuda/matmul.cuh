@@ -1,6 +1,7 @@
 // Matmul on the GPU, dst [m, n] = x [m, k] . W[n, k]^T (+ bias [n]), f32
 // activations and output, f32/f16/bf16 weights: a bandwidth-bound GEMV for
-// few tokens, cuBLASLt for many, and a tiled kernel for any shape left.
+// few tokens, a tensor-core kernel for decode batches of bf16 weights
+// (matmul_mma.cu), cuBLASLt for many, and a tiled kernel for any shape left.
 #ifndef VLLMC_BACKEND_CUDA_MATMUL_CUH
 #define VLLMC_BACKEND_CUDA_MATMUL_CUH
 
@@ -35,8 +36,23 @@ void cuda_matmul_set_stack_max_m(int m);
 void cuda_gemv_set_warp(int mode);
 int cuda_gemv_max_m(void);
 
+// Largest token count matmul_mma.cu's kernel is built for.
+#define CUDA_MMA_GEMM_KERNEL_MAX_M 128
+// Token counts up to max_m (default 0 = never: opt-in, see matmul_mma.cu) of bf16 weights take the
+// tensor-core decode GEMM; rt (1 or 2: 16-row tiles a warp) and stages (3 or
+// 4) override its shape heuristics, 0 keeps them: VLLMC_CUDA_MMA_GEMM at
+// backend creation.
+void cuda_mma_gemm_set(int max_m, int rt, int stages);
+int cuda_mma_gemm_max_m(void);
+
+// Shapes every matmul provider needs: x f32 [m, k], W [n, k] of a float
+// dtype, dst f32 [m, n], bias (optional) a dense float vector of n.
+bool cuda_matmul_shape_ok(const struct op_call *c);
+
 bool cuda_gemv_supports(const struct op_call *c);
 enum vllmc_status cuda_gemv_run(const struct op_call *c);
+bool cuda_mma_gemm_supports(const struct op_call *c);
+enum vllmc_status cuda_mma_gemm_run(const struct op_call *c);
 bool cuda_cublaslt_supports(const struct op_call *c);
 enum vllmc_status cuda_cublaslt_run(const struct op_call *c);
 // For providers that make bf16 weights on the fly (dequantizing prefill):

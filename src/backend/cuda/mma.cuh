@@ -1,5 +1,6 @@
 // Tensor-core operands and mma.sync m16n8k16 (f16/bf16 operands, f32
-// accumulation), shared by the attention kernels. Device code only.
+// accumulation), shared by the attention and matmul kernels. Device code
+// only.
 #ifndef VLLMC_BACKEND_CUDA_MMA_CUH
 #define VLLMC_BACKEND_CUDA_MMA_CUH
 
@@ -79,6 +80,29 @@ __device__ __forceinline__ void tc_mma<__nv_bfloat16>(float c[4], const uint32_t
         "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
         : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// ---- operands from shared memory (ldmatrix, sm_75+) ----
+
+// Four 8x8 matrices of 16-bit elements from shared memory: lane l gives the
+// (16-byte aligned) address of row l % 8 of matrix l / 8, and r[i] gets
+// matrix i's row g, columns 2t..2t+1 (PTX ISA, ldmatrix) — a B fragment when
+// the rows run along n. The .trans form gives rows 2t..2t+1 of column g
+// instead: a B fragment when the rows run along k.
+__device__ __forceinline__ void tc_ldsm4(uint32_t r[4], const uint16_t *row)
+{
+    const uint32_t addr = (uint32_t)__cvta_generic_to_shared(row);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(addr));
+}
+
+__device__ __forceinline__ void tc_ldsm4_trans(uint32_t r[4], const uint16_t *row)
+{
+    const uint32_t addr = (uint32_t)__cvta_generic_to_shared(row);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(addr));
 }
 
 // ---- asynchronous copies (cp.async, sm_80+) ----
