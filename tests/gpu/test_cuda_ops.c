@@ -285,7 +285,8 @@ static void test_matmul(void)
 }
 
 // The tensor-core decode GEMM (cuda-mma) at every token tile (m up to 16,
-// 32, 64, 128), both row tilings and pipeline depths, with k split across a
+// 32, 64, 128), both row tilings, pipeline depths and one or two warps along
+// each tile's k, with k split across a
 // cluster (o and down projections of a 0.6B shape: 16 blocks of rows) and not
 // (many rows), odd n and k, bias or none; then the settings it found again.
 static void test_matmul_mma(void)
@@ -293,17 +294,28 @@ static void test_matmul_mma(void)
     const int64_t shapes[][3] = {{64, 1024, 3072}, {64, 4096, 1024}, {33, 1000, 2048},
                                  {17, 6144, 1024}, {128, 520, 1024}, {100, 67, 40},
                                  {9, 300, 4104},   {2, 4096, 4096}};
-    const int settings[][3] = {{128, 0, 0}, {128, 1, 3}, {128, 2, 4}};
+    const int settings[][4] = {{128, 0, 0, 0}, {128, 1, 3, 1}, {128, 2, 4, 2}, {128, 2, 3, 1}};
     const int saved_max_m = cuda_mma_gemm_max_m();
+    const int64_t saved_max_bytes = cuda_mma_gemm_max_weight_bytes();
+    cuda_mma_gemm_set_max_weight_bytes(0);
     for (size_t c = 0; c < sizeof settings / sizeof settings[0]; c++) {
-        cuda_mma_gemm_set(settings[c][0], settings[c][1], settings[c][2]);
+        cuda_mma_gemm_set(settings[c][0], settings[c][1], settings[c][2], settings[c][3]);
         char note[48];
-        snprintf(note, sizeof note, " (rt=%d stages=%d)", settings[c][1], settings[c][2]);
+        snprintf(note, sizeof note, " (rt=%d stages=%d wk=%d)", settings[c][1], settings[c][2],
+                 settings[c][3]);
         for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
             test_matmul_one(shapes[s][0], shapes[s][1], shapes[s][2], DTYPE_BF16, (s + c) % 2, note,
                             "cuda-mma");
     }
-    cuda_mma_gemm_set(saved_max_m, 0, 0);
+    cuda_mma_gemm_set(saved_max_m, 0, 0, 0);
+    cuda_mma_gemm_set_max_weight_bytes(saved_max_bytes);
+    // The default gate: up to 16 tokens of a matrix of at most 16 MiB (a 0.6B
+    // layer's); more tokens, or an 8B layer's 32 MiB o projection, go to
+    // cuBLASLt.
+    test_matmul_one(16, 1000, 2048, DTYPE_BF16, true, " (default gate)", "cuda-mma");
+    test_matmul_one(12, 6144, 1024, DTYPE_BF16, false, " (default gate)", "cuda-mma");
+    test_matmul_one(17, 1000, 2048, DTYPE_BF16, false, " (default gate)", "cublaslt");
+    test_matmul_one(16, 4096, 4096, DTYPE_BF16, false, " (default gate)", "cublaslt");
 }
 
 // AWQ/GPTQ int4g weights (random rows through the test quantizer), with and
@@ -550,10 +562,10 @@ static void test_split_handoff_m(int64_t m)
 static void test_split_handoff(void)
 {
     const int mma_m = cuda_mma_gemm_max_m();
-    cuda_mma_gemm_set(0, 0, 0);
+    cuda_mma_gemm_set(0, 0, 0, 0);
     test_split_handoff_m(100);
     test_split_handoff_m(300);
-    cuda_mma_gemm_set(mma_m, 0, 0);
+    cuda_mma_gemm_set(mma_m, 0, 0, 0);
 }
 
 // SiLU-mul over one packed gate|up output [n, 2 ff] (the fused gate|up matmul's).
@@ -824,13 +836,13 @@ static void test_split_handoff_attention(void)
         dec_q[s] = 1;
     }
     const int mma_m = cuda_mma_gemm_max_m();
-    cuda_mma_gemm_set(0, 0, 0); // as in test_split_handoff
+    cuda_mma_gemm_set(0, 0, 0, 0); // as in test_split_handoff
     for (size_t t = 1; t < 3; t++) {
         split_handoff_attention_case("prefill", 2, pre_ctx, pre_q, float_types[t]);
         split_handoff_attention_case("prefill split keys", 1, one_ctx, one_q, float_types[t]);
         split_handoff_attention_case("decode merge", 64, dec_ctx, dec_q, float_types[t]);
     }
-    cuda_mma_gemm_set(mma_m, 0, 0);
+    cuda_mma_gemm_set(mma_m, 0, 0, 0);
 }
 
 static void test_attention(void)

@@ -33,9 +33,9 @@
 
 // ---- the provider table ----
 
-// Priority 100 for the CUDA kernels; the GEMV, tensor-core decode GEMM (opt-in,
-// VLLMC_CUDA_MMA_GEMM) and cuBLASLt matmul providers split m by their gates
-// (matmul.cu, matmul_mma.cu), the tiled kernel takes what they leave.
+// Priority 100 for the CUDA kernels; the GEMV, tensor-core decode GEMM and
+// cuBLASLt matmul providers split m by their gates (matmul.cu,
+// matmul_mma.cu), the tiled kernel takes what they leave.
 // Packed GGUF weights: a dequantizing GEMV for few tokens, dequantization to
 // bf16 then cuBLASLt for many (quant.cu).
 #define CUDA_PROVIDER(var, pname, kind, prio, fn)                                                  \
@@ -185,9 +185,9 @@ void *cuda_split_begin_rows(const struct op_call *c, const void *x, int64_t m, i
     struct cuda_device *dev = cuda_device_of(c);
     struct cuda_split *s = &dev->split;
     s->x = NULL;
-    // The GEMV and the tensor-core decode GEMM read f32 activations as they are.
-    if (!split_wanted(s, x, k) || s->disabled || m <= cuda_gemv_max_m() ||
-        m <= cuda_mma_gemm_max_m())
+    // The GEMV reads f32 activations as they are (so does the tensor-core
+    // decode GEMM, which never splits x: its inputs are not wanted).
+    if (!split_wanted(s, x, k) || s->disabled || m <= cuda_gemv_max_m())
         return NULL;
     const size_t need = (size_t)m * (size_t)k * 2 * sizeof(uint16_t);
     if (need > s->bytes) {
@@ -701,7 +701,10 @@ enum vllmc_status cuda_backend_create(const struct backend_options *o, struct ba
         cuda_matmul_set_stack_max_m(atoi(stack_m));
     int v[4];
     if (env_ints("VLLMC_CUDA_MMA_GEMM", v))
-        cuda_mma_gemm_set(v[0], v[1], v[2]);
+        cuda_mma_gemm_set(v[0], v[1], v[2], v[3]);
+    const char *mma_mib = getenv("VLLMC_CUDA_MMA_GEMM_MIB");
+    if (mma_mib && *mma_mib)
+        cuda_mma_gemm_set_max_weight_bytes((int64_t)atoi(mma_mib) << 20);
     if (env_ints("VLLMC_CUDA_DECODE_SPLIT", v))
         cuda_attention_set_decode_split(v[0], v[1], v[2]);
     const char *pdl = getenv("VLLMC_CUDA_PDL");
@@ -721,8 +724,13 @@ enum vllmc_status cuda_backend_create(const struct backend_options *o, struct ba
     // VLLMC_CUDA_SPLIT_HANDOFF=0 leaves the split to the GEMM, for comparisons.
     const char *handoff = getenv("VLLMC_CUDA_SPLIT_HANDOFF");
     dev->split.disabled = handoff && *handoff && atoi(handoff) == 0;
-    char mma_note[64] = "";
-    if (cuda_mma_gemm_max_m() > 0)
+    char mma_note[96] = "";
+    const int64_t mma_mib_max = cuda_mma_gemm_max_weight_bytes() >> 20;
+    if (cuda_mma_gemm_max_m() > 0 && mma_mib_max > 0)
+        snprintf(mma_note, sizeof mma_note,
+                 ", tensor-core decode GEMM up to m=%d for weights up to %lld MiB",
+                 cuda_mma_gemm_max_m(), (long long)mma_mib_max);
+    else if (cuda_mma_gemm_max_m() > 0)
         snprintf(mma_note, sizeof mma_note, ", tensor-core decode GEMM up to m=%d",
                  cuda_mma_gemm_max_m());
     log_info("backend cuda: %s (sm_%d%d, %d SMs), GEMV up to m=%d%s%s", dev->name, dev->cc_major,

@@ -38,12 +38,16 @@ int cuda_gemv_max_m(void);
 
 // Largest token count matmul_mma.cu's kernel is built for.
 #define CUDA_MMA_GEMM_KERNEL_MAX_M 128
-// Token counts up to max_m (default 0 = never: opt-in, see matmul_mma.cu) of bf16 weights take the
-// tensor-core decode GEMM; rt (1 or 2: 16-row tiles a warp) and stages (3 or
-// 4) override its shape heuristics, 0 keeps them: VLLMC_CUDA_MMA_GEMM at
-// backend creation.
-void cuda_mma_gemm_set(int max_m, int rt, int stages);
+// Token counts up to max_m (default 16, 0 = never) of bf16 weight matrices
+// of at most 16 MiB (cuda_mma_gemm_set_max_weight_bytes, 0 = any size) take
+// the tensor-core decode GEMM; rt (1 or 2: 16-row tiles a warp), stages (3 or
+// 4) and wk (1 or 2 warps along a tile's k) override its shape heuristics, 0
+// keeps them: VLLMC_CUDA_MMA_GEMM=MAX_M[,RT,STAGES,WK] and
+// VLLMC_CUDA_MMA_GEMM_MIB at backend creation.
+void cuda_mma_gemm_set(int max_m, int rt, int stages, int wk);
 int cuda_mma_gemm_max_m(void);
+void cuda_mma_gemm_set_max_weight_bytes(int64_t bytes);
+int64_t cuda_mma_gemm_max_weight_bytes(void);
 
 // Shapes every matmul provider needs: x f32 [m, k], W [n, k] of a float
 // dtype, dst f32 [m, n], bias (optional) a dense float vector of n.

@@ -16,17 +16,20 @@
 
 namespace cg = cooperative_groups;
 
-#define MMA_WARPS 4
-#define MMA_THREADS (MMA_WARPS * CUDA_WARP)
-#define MMA_KT 64        // k of a stage: one 128-byte row of W
+#define MMA_WARPS 4 // warps along W's rows
+#define MMA_KT 64   // k of a stage: one 128-byte row of W
 #define MMA_MAX_SPLITS 8 // blocks of a cluster (the portable limit)
 
 // One instance's shared memory. STAGES slots of W [BR][64] bf16 then X
 // [MT][64] f32 as copied; after them X's terms of the stage in use, hi
 // [MT][64] and lo [MT][64] bf16. The block's sums P [MT][BR + 4] f32 alias
 // the slots once the last stage is done (row pitch BR + 4: a fragment's
-// stores of tokens 2t, 2t + 1 at rows g land in distinct banks).
-template <int TT, int RT, int STAGES> struct mma_shape {
+// stores of tokens 2t, 2t + 1 at rows g land in distinct banks). WK warps
+// share each 16-row tile, each taking 64 / WK of a stage's k: with WK = 2 a
+// scheduler has two warps to switch between while one waits on ldmatrix or
+// on its mma chain.
+template <int TT, int RT, int STAGES, int WK> struct mma_shape {
+    static constexpr int THREADS = MMA_WARPS * WK * CUDA_WARP;
     static constexpr int MT = 8 * TT;              // tokens, padded to the mma's n
     static constexpr int BR = MMA_WARPS * 16 * RT; // W rows of a block
     static constexpr int W_ELEMS = BR * MMA_KT;
@@ -48,20 +51,24 @@ __device__ __forceinline__ int mma_swz(int row, int k)
 // ---- the kernel ----
 
 // Grid: (ceil(n / BR), n_splits), clusters of (1, n_splits, 1). Warp w owns
-// W rows [16 RT w, 16 RT (w + 1)) of the block's BR; its mma per 16 k is
+// W rows [16 RT wr, 16 RT (wr + 1)) of the block's BR (wr = w % 4) and the
+// k slice wk = w / 4 of each stage; its mma per 16 k is
 //   C^T [16 rows x 8 tokens] += W [16 rows x 16 k] . X^T [16 k x 8 tokens]
 // twice, once with X's hi terms and once with its lo terms, for each of the
-// TT token tiles, accumulating in f32.
-template <int TT, int RT, int STAGES>
-static __global__ void __launch_bounds__(MMA_THREADS)
+// TT token tiles, accumulating in f32. The WK slices' sums are added in
+// slice order at the end.
+template <int TT, int RT, int STAGES, int WK>
+static __global__ void __launch_bounds__(mma_shape<TT, RT, STAGES, WK>::THREADS)
     mma_gemm_kernel(float *dst, int64_t dst_pitch, const float *x, int64_t x_pitch,
                     const __nv_bfloat16 *w, int64_t w_pitch, const void *bias, int bias_type, int m,
                     int n, int k)
 {
-    using S = mma_shape<TT, RT, STAGES>;
+    using S = mma_shape<TT, RT, STAGES, WK>;
+    constexpr int MMA_THREADS = S::THREADS;
     extern __shared__ __align__(16) unsigned char smem[];
     uint16_t *xh = (uint16_t *)(smem + S::AREA), *xl = xh + S::MT * MMA_KT;
     const int tid = threadIdx.x, lane = tid % CUDA_WARP, warp = tid / CUDA_WARP;
+    const int wr = warp % MMA_WARPS, wk = warp / MMA_WARPS;
     const int row0 = (int)blockIdx.x * S::BR;
     const int n_splits = (int)gridDim.y, split = (int)blockIdx.y;
     // This split's stages of k: [step0, step0 + n_steps).
@@ -140,12 +147,12 @@ static __global__ void __launch_bounds__(MMA_THREADS)
 
         const uint16_t *ws = (const uint16_t *)(smem + (i % STAGES) * S::STAGE_BYTES);
 #pragma unroll
-        for (int s = 0; s < MMA_KT / 16; s++) {
+        for (int s = wk * (MMA_KT / 16 / WK); s < (wk + 1) * (MMA_KT / 16 / WK); s++) {
             // A: matrices (rows 0-7, k 0-7), (8-15, 0-7), (0-7, 8-15), (8-15, 8-15).
             uint32_t a[RT][4];
 #pragma unroll
             for (int rt = 0; rt < RT; rt++) {
-                const int r = (warp * RT + rt) * 16 + (lane & 7) + 8 * ((lane >> 3) & 1);
+                const int r = (wr * RT + rt) * 16 + (lane & 7) + 8 * ((lane >> 3) & 1);
                 tc_ldsm4(a[rt], ws + mma_swz(r, 16 * s + 8 * (lane >> 4)));
             }
             // B of token tiles 2jj, 2jj + 1: matrices (tile 2jj, k 0-7), (2jj,
@@ -169,21 +176,37 @@ static __global__ void __launch_bounds__(MMA_THREADS)
     }
 
     // The block's sums into P [token][row]: acc[rt][j] holds rows g, g + 8 of
-    // the warp's tile rt at tokens 8j + 2t, + 1.
+    // the warp's tile rt at tokens 8j + 2t, + 1; slice 0 stores, the next
+    // slices add in turn.
     tc_cp_async_wait<0>();
     __syncthreads(); // P aliases slots other warps may still read
     float *P = (float *)smem;
     const int g = lane >> 2, t = lane & 3;
 #pragma unroll
-    for (int rt = 0; rt < RT; rt++)
+    for (int slice = 0; slice < WK; slice++) {
+        if (slice > 0)
+            __syncthreads(); // the slice before has stored
+        if (wk != slice)
+            continue;
 #pragma unroll
-        for (int j = 0; j < TT; j++) {
-            const int r = (warp * RT + rt) * 16 + g, c = 8 * j + 2 * t;
-            P[c * S::PB + r] = acc[rt][j][0];
-            P[(c + 1) * S::PB + r] = acc[rt][j][1];
-            P[c * S::PB + r + 8] = acc[rt][j][2];
-            P[(c + 1) * S::PB + r + 8] = acc[rt][j][3];
-        }
+        for (int rt = 0; rt < RT; rt++)
+#pragma unroll
+            for (int j = 0; j < TT; j++) {
+                const int r = (wr * RT + rt) * 16 + g, c = 8 * j + 2 * t;
+                float *p0 = &P[c * S::PB + r], *p1 = &P[(c + 1) * S::PB + r];
+                if (slice == 0) {
+                    p0[0] = acc[rt][j][0];
+                    p1[0] = acc[rt][j][1];
+                    p0[8] = acc[rt][j][2];
+                    p1[8] = acc[rt][j][3];
+                } else {
+                    p0[0] += acc[rt][j][0];
+                    p1[0] += acc[rt][j][1];
+                    p0[8] += acc[rt][j][2];
+                    p1[8] += acc[rt][j][3];
+                }
+            }
+    }
 
     // Split s of the cluster writes rows [s BR / n_splits, (s + 1) BR /
     // n_splits) of the block's, each the sum of every split's P in rank order.
@@ -222,24 +245,41 @@ static __global__ void __launch_bounds__(MMA_THREADS)
 
 // ---- launchers ----
 
-// Token counts up to this take the kernel (cuda_mma_gemm_set); 0, the
-// default, turns it off: inside a decode graph it did not beat cuBLASLt's
-// stacked hi + lo GEMM (bench/RESULTS.md), so it is an opt-in for now.
-static int mma_max_m = 0;
-// Rows of W a warp owns (16 RT) and pipeline depth, 0 = chosen by shape.
-static int mma_rt = 0, mma_stages = 0;
+// Token counts up to this take the kernel (cuda_mma_gemm_set), for weight
+// matrices of at most mma_max_weight_bytes (0: any). Measured inside decode
+// graphs (bench/RESULTS.md): 16 sequences of the 0.6B shape decode 1.07x
+// faster than with cuBLASLt's stacked hi + lo GEMM and its sum; at 32 it is
+// level, at 64 slower, and on larger matrices (the 8B shape's layers, the
+// lm_heads: bound by W's bandwidth, not by a GEMM's fixed latency) cuBLASLt
+// streams W faster.
+static int mma_max_m = 16;
+static int64_t mma_max_weight_bytes = (int64_t)16 << 20;
+// Rows of W a warp owns (16 RT), pipeline depth and warps along k, 0 =
+// chosen by shape.
+static int mma_rt = 0, mma_stages = 0, mma_wk = 0;
 
-extern "C" void cuda_mma_gemm_set(int max_m, int rt, int stages)
+extern "C" void cuda_mma_gemm_set(int max_m, int rt, int stages, int wk)
 {
     mma_max_m =
         max_m < 0 ? 0 : (max_m > CUDA_MMA_GEMM_KERNEL_MAX_M ? CUDA_MMA_GEMM_KERNEL_MAX_M : max_m);
     mma_rt = rt == 1 || rt == 2 ? rt : 0;
     mma_stages = stages == 3 || stages == 4 ? stages : 0;
+    mma_wk = wk == 1 || wk == 2 ? wk : 0;
 }
 
 extern "C" int cuda_mma_gemm_max_m(void)
 {
     return mma_max_m;
+}
+
+extern "C" void cuda_mma_gemm_set_max_weight_bytes(int64_t bytes)
+{
+    mma_max_weight_bytes = bytes < 0 ? 0 : bytes;
+}
+
+extern "C" int64_t cuda_mma_gemm_max_weight_bytes(void)
+{
+    return mma_max_weight_bytes;
 }
 
 struct mma_launch {
@@ -255,36 +295,81 @@ struct mma_launch {
     int n_sms, cc_major;
 };
 
-// Shared memory past 48 KiB needs a per-kernel opt-in (once per process).
-template <int TT, int RT, int STAGES>
-static cudaError_t mma_launch_one(const struct mma_launch *a, cudaStream_t stream)
+// What an instance's launches need to know once: its shared-memory opt-in
+// (past 48 KiB), the blocks an SM holds, and how many clusters of 2, 4 and 8
+// blocks can run at once (clusters live within one GPC, so fewer than the
+// SMs / cluster size a naive count gives: 62 of 4 blocks on the H200, where
+// 64 would have run as a second wave of two clusters).
+struct mma_fit {
+    bool done;
+    int per_sm;
+    int clusters[4]; // index log2(cluster size)
+};
+
+template <int TT, int RT, int STAGES, int WK>
+static cudaError_t mma_fit_of(struct mma_fit *f, const void *kernel, const struct mma_launch *a,
+                              cudaStream_t stream)
 {
-    using S = mma_shape<TT, RT, STAGES>;
-    static bool smem_ok = false;
-    void (*kernel)(float *, int64_t, const float *, int64_t, const __nv_bfloat16 *, int64_t,
-                   const void *, int, int, int, int) = mma_gemm_kernel<TT, RT, STAGES>;
-    if (!smem_ok) {
-        cudaError_t rc =
-            cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, S::SMEM);
+    using S = mma_shape<TT, RT, STAGES, WK>;
+    if (f->done)
+        return cudaSuccess;
+    cudaError_t rc =
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, S::SMEM);
+    if (rc == cudaSuccess)
+        rc = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&f->per_sm, kernel, S::THREADS,
+                                                           (size_t)S::SMEM);
+    if (rc != cudaSuccess)
+        return rc;
+    f->clusters[0] = f->per_sm * a->n_sms;
+    for (int e = 1; e < 4; e++) {
+        f->clusters[e] = 0;
+        if (a->cc_major < 9)
+            continue;
+        cudaLaunchConfig_t cfg = {};
+        cfg.gridDim = dim3(1, 1u << e);
+        cfg.blockDim = dim3(S::THREADS);
+        cfg.dynamicSmemBytes = (size_t)S::SMEM;
+        cfg.stream = stream;
+        cudaLaunchAttribute attr;
+        attr.id = cudaLaunchAttributeClusterDimension;
+        attr.val.clusterDim.x = 1;
+        attr.val.clusterDim.y = 1u << e;
+        attr.val.clusterDim.z = 1;
+        cfg.attrs = &attr;
+        cfg.numAttrs = 1;
+        rc = cudaOccupancyMaxActiveClusters(&f->clusters[e], kernel, &cfg);
         if (rc != cudaSuccess)
             return rc;
-        smem_ok = true;
     }
-    // Blocks an SM holds by shared memory (228 KiB, 1 KiB reserved a block).
-    const int per_sm = (228 << 10) / (S::SMEM + (1 << 10));
+    f->done = true;
+    return cudaSuccess;
+}
+
+template <int TT, int RT, int STAGES, int WK>
+static cudaError_t mma_launch_one(const struct mma_launch *a, cudaStream_t stream)
+{
+    using S = mma_shape<TT, RT, STAGES, WK>;
+    static struct mma_fit fit;
+    void (*kernel)(float *, int64_t, const float *, int64_t, const __nv_bfloat16 *, int64_t,
+                   const void *, int, int, int, int) = mma_gemm_kernel<TT, RT, STAGES, WK>;
+    cudaError_t rc = mma_fit_of<TT, RT, STAGES, WK>(&fit, (const void *)kernel, a, stream);
+    if (rc != cudaSuccess)
+        return rc;
     const int row_blocks = (a->n + S::BR - 1) / S::BR;
     const int all_steps = (a->k + MMA_KT - 1) / MMA_KT;
-    // Split k while the grid stays within one wave and each split keeps at
-    // least two stages: small matrices (n = 1024 of a 0.6B shape's o and
-    // down projections: 16 blocks of rows) would leave most SMs idle.
-    int n_splits = 1;
-    if (a->cc_major >= 9)
-        while (n_splits < MMA_MAX_SPLITS && row_blocks * n_splits * 2 <= a->n_sms * per_sm &&
-               all_steps >= 4 * n_splits)
-            n_splits *= 2;
+    // Split k while the grid stays within one wave (blocks and clusters) and
+    // each split keeps at least two stages: small matrices (n = 1024 of a 0.6B
+    // shape's o and down projections: 16 blocks of rows) would leave most SMs
+    // idle.
+    int n_splits = 1, e = 0;
+    while (n_splits < MMA_MAX_SPLITS && all_steps >= 4 * n_splits &&
+           row_blocks * n_splits * 2 <= fit.clusters[0] && row_blocks <= fit.clusters[e + 1]) {
+        n_splits *= 2;
+        e++;
+    }
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = dim3((unsigned)row_blocks, (unsigned)n_splits);
-    cfg.blockDim = dim3(MMA_THREADS);
+    cfg.blockDim = dim3(S::THREADS);
     cfg.dynamicSmemBytes = (size_t)S::SMEM;
     cfg.stream = stream;
     cudaLaunchAttribute attr[2];
@@ -307,10 +392,17 @@ static cudaError_t mma_launch_one(const struct mma_launch *a, cudaStream_t strea
                               a->w_pitch, a->bias, a->bias_type, a->m, a->n, a->k);
 }
 
-template <int TT, int RT>
-static cudaError_t mma_launch_stages(const struct mma_launch *a, int stages, cudaStream_t s)
+template <int TT, int RT, int STAGES>
+static cudaError_t mma_launch_wk(const struct mma_launch *a, int wk, cudaStream_t s)
 {
-    return stages == 3 ? mma_launch_one<TT, RT, 3>(a, s) : mma_launch_one<TT, RT, 4>(a, s);
+    return wk == 2 ? mma_launch_one<TT, RT, STAGES, 2>(a, s) : mma_launch_one<TT, RT, STAGES, 1>(a, s);
+}
+
+template <int TT, int RT>
+static cudaError_t mma_launch_stages(const struct mma_launch *a, int stages, int wk,
+                                     cudaStream_t s)
+{
+    return stages == 3 ? mma_launch_wk<TT, RT, 3>(a, wk, s) : mma_launch_wk<TT, RT, 4>(a, wk, s);
 }
 
 template <int TT> static cudaError_t mma_launch_tt(const struct mma_launch *a, cudaStream_t s)
@@ -321,12 +413,13 @@ template <int TT> static cudaError_t mma_launch_tt(const struct mma_launch *a, c
     int rt = mma_rt;
     if (rt == 0)
         rt = (a->n + 127) / 128 >= a->n_sms ? 2 : 1;
-    int stages = mma_stages ? mma_stages : (TT >= 16 ? 3 : 4);
+    const int stages = mma_stages ? mma_stages : (TT >= 16 ? 3 : 4);
+    const int wk = mma_wk ? mma_wk : 2;
     if constexpr (TT >= 16)
-        return mma_launch_stages<TT, 1>(a, stages, s); // 128 accumulators a thread at RT = 2
+        return mma_launch_stages<TT, 1>(a, stages, wk, s); // 128 accumulators a thread at RT = 2
     else
-        return rt == 2 ? mma_launch_stages<TT, 2>(a, stages, s)
-                       : mma_launch_stages<TT, 1>(a, stages, s);
+        return rt == 2 ? mma_launch_stages<TT, 2>(a, stages, wk, s)
+                       : mma_launch_stages<TT, 1>(a, stages, wk, s);
 }
 
 // ---- the provider ----
@@ -337,6 +430,8 @@ extern "C" bool cuda_mma_gemm_supports(const struct op_call *c)
         return false;
     const struct tensor *x = c->src[0], *w = c->src[1];
     const int64_t m = tensor_n_rows(x), k = x->ne[0];
+    if (mma_max_weight_bytes && w->ne[1] * k * 2 > mma_max_weight_bytes)
+        return false;
     return w->dtype == DTYPE_BF16 && m >= 1 && m <= mma_max_m && k > 0 && k % 8 == 0 &&
            (uintptr_t)x->data % 16 == 0 && x->nb[1] % 16 == 0 && (uintptr_t)w->data % 16 == 0 &&
            w->nb[1] % 16 == 0;
