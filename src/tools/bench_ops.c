@@ -1,10 +1,11 @@
 // vllmc bench-ops: times op providers of a backend on model-sized shapes and
 // prints one greppable line per case (op, shape, provider, us, GB/s). Sections:
 // gemv (decode matmuls, bandwidth), crossover (GEMV against cuBLASLt by token
-// count), decode_gemm (the tensor-core decode GEMM against cuBLASLt), attention (paged decode and
-// prefill), and decode: the per-layer op sequence of a Qwen3-shaped model (random weights, every
-// layer its own buffers) run as one decode step, giving step time and tokens per second of the
-// kernels alone.
+// count), decode_gemm (the tensor-core decode GEMM against cuBLASLt),
+// attention (paged decode and prefill), and decode: the per-layer op sequence
+// of a Qwen3-shaped model (random weights, every layer its own buffers) run as
+// one decode step, giving step time and tokens per second of the kernels
+// alone.
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -395,7 +395,8 @@ static cudaError_t mma_launch_one(const struct mma_launch *a, cudaStream_t strea
 template <int TT, int RT, int STAGES>
 static cudaError_t mma_launch_wk(const struct mma_launch *a, int wk, cudaStream_t s)
 {
-    return wk == 2 ? mma_launch_one<TT, RT, STAGES, 2>(a, s) : mma_launch_one<TT, RT, STAGES, 1>(a, s);
+    return wk == 2 ? mma_launch_one<TT, RT, STAGES, 2>(a, s)
+                   : mma_launch_one<TT, RT, STAGES, 1>(a, s);
 }
 
 template <int TT, int RT>
