@@ -724,15 +724,13 @@ enum vllmc_status cuda_backend_create(const struct backend_options *o, struct ba
     // VLLMC_CUDA_SPLIT_HANDOFF=0 leaves the split to the GEMM, for comparisons.
     const char *handoff = getenv("VLLMC_CUDA_SPLIT_HANDOFF");
     dev->split.disabled = handoff && *handoff && atoi(handoff) == 0;
-    char mma_note[96] = "";
+    char mma_note[96] = "", mma_size[40] = "";
     const int64_t mma_mib_max = cuda_mma_gemm_max_weight_bytes() >> 20;
-    if (cuda_mma_gemm_max_m() > 0 && mma_mib_max > 0)
-        snprintf(mma_note, sizeof mma_note,
-                 ", tensor-core decode GEMM up to m=%d for weights up to %lld MiB",
-                 cuda_mma_gemm_max_m(), (long long)mma_mib_max);
-    else if (cuda_mma_gemm_max_m() > 0)
-        snprintf(mma_note, sizeof mma_note, ", tensor-core decode GEMM up to m=%d",
-                 cuda_mma_gemm_max_m());
+    if (mma_mib_max > 0)
+        snprintf(mma_size, sizeof mma_size, " for weights up to %lld MiB", (long long)mma_mib_max);
+    if (cuda_mma_gemm_max_m() > 0)
+        snprintf(mma_note, sizeof mma_note, ", tensor-core decode GEMM up to m=%d%s",
+                 cuda_mma_gemm_max_m(), mma_size);
     log_info("backend cuda: %s (sm_%d%d, %d SMs), GEMV up to m=%d%s%s", dev->name, dev->cc_major,
              dev->cc_minor, dev->n_sms, cuda_gemv_max_m(), mma_note,
              cuda_pdl ? ", programmatic dependent launch" : "");

@@ -36,7 +36,8 @@ template <int TT, int RT, int STAGES, int WK> struct mma_shape {
     static constexpr int STAGE_BYTES = W_ELEMS * 2 + MT * MMA_KT * 4;
     static constexpr int PB = BR + 4;
     static constexpr int P_BYTES = MT * PB * 4;
-    static constexpr int AREA = STAGES * STAGE_BYTES > P_BYTES ? STAGES *STAGE_BYTES : P_BYTES;
+    static constexpr int SLOTS_BYTES = STAGES * STAGE_BYTES;
+    static constexpr int AREA = SLOTS_BYTES > P_BYTES ? SLOTS_BYTES : P_BYTES;
     static constexpr int SMEM = AREA + 2 * MT * MMA_KT * 2;
 };
 
@@ -306,9 +307,19 @@ struct mma_fit {
     int clusters[4]; // index log2(cluster size)
 };
 
+// Launch attribute: clusters of (1, size, 1) blocks, a split of k each.
+static cudaLaunchAttribute mma_cluster_attr(unsigned size)
+{
+    cudaLaunchAttribute attr;
+    attr.id = cudaLaunchAttributeClusterDimension;
+    attr.val.clusterDim.x = 1;
+    attr.val.clusterDim.y = size;
+    attr.val.clusterDim.z = 1;
+    return attr;
+}
+
 template <int TT, int RT, int STAGES, int WK>
-static cudaError_t mma_fit_of(struct mma_fit *f, const void *kernel, const struct mma_launch *a,
-                              cudaStream_t stream)
+static cudaError_t mma_fit_of(struct mma_fit *f, const void *kernel, const struct mma_launch *a)
 {
     using S = mma_shape<TT, RT, STAGES, WK>;
     if (f->done)
@@ -329,12 +340,7 @@ static cudaError_t mma_fit_of(struct mma_fit *f, const void *kernel, const struc
         cfg.gridDim = dim3(1, 1u << e);
         cfg.blockDim = dim3(S::THREADS);
         cfg.dynamicSmemBytes = (size_t)S::SMEM;
-        cfg.stream = stream;
-        cudaLaunchAttribute attr;
-        attr.id = cudaLaunchAttributeClusterDimension;
-        attr.val.clusterDim.x = 1;
-        attr.val.clusterDim.y = 1u << e;
-        attr.val.clusterDim.z = 1;
+        cudaLaunchAttribute attr = mma_cluster_attr(1u << e);
         cfg.attrs = &attr;
         cfg.numAttrs = 1;
         rc = cudaOccupancyMaxActiveClusters(&f->clusters[e], kernel, &cfg);
@@ -352,7 +358,7 @@ static cudaError_t mma_launch_one(const struct mma_launch *a, cudaStream_t strea
     static struct mma_fit fit;
     void (*kernel)(float *, int64_t, const float *, int64_t, const __nv_bfloat16 *, int64_t,
                    const void *, int, int, int, int) = mma_gemm_kernel<TT, RT, STAGES, WK>;
-    cudaError_t rc = mma_fit_of<TT, RT, STAGES, WK>(&fit, (const void *)kernel, a, stream);
+    cudaError_t rc = mma_fit_of<TT, RT, STAGES, WK>(&fit, (const void *)kernel, a);
     if (rc != cudaSuccess)
         return rc;
     const int row_blocks = (a->n + S::BR - 1) / S::BR;
@@ -374,13 +380,8 @@ static cudaError_t mma_launch_one(const struct mma_launch *a, cudaStream_t strea
     cfg.stream = stream;
     cudaLaunchAttribute attr[2];
     unsigned n_attr = 0;
-    if (n_splits > 1) {
-        attr[n_attr].id = cudaLaunchAttributeClusterDimension;
-        attr[n_attr].val.clusterDim.x = 1;
-        attr[n_attr].val.clusterDim.y = (unsigned)n_splits;
-        attr[n_attr].val.clusterDim.z = 1;
-        n_attr++;
-    }
+    if (n_splits > 1)
+        attr[n_attr++] = mma_cluster_attr((unsigned)n_splits);
     if (cuda_pdl) {
         attr[n_attr].id = cudaLaunchAttributeProgrammaticStreamSerialization;
         attr[n_attr].val.programmaticStreamSerializationAllowed = 1;
