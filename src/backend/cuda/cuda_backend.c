@@ -647,6 +647,7 @@ static const struct backend_vtable cuda_vtable = {
 
 bool cuda_pdl;
 int64_t cuda_pdl_prefetch_bytes;
+bool cuda_gemv_load_early = true;
 
 // An environment setting A[,B[,C[,D]]] as four ints (0 where missing); false
 // when the variable is unset or empty.
@@ -713,6 +714,8 @@ enum vllmc_status cuda_backend_create(const struct backend_options *o, struct ba
     // shape, none of the 8B shape's.
     const char *pf = getenv("VLLMC_CUDA_PDL_PREFETCH_MB");
     cuda_pdl_prefetch_bytes = cuda_pdl ? (int64_t)(pf && *pf ? atoi(pf) : 16) << 20 : 0;
+    const char *early = getenv("VLLMC_CUDA_GEMV_EARLY");
+    cuda_gemv_load_early = !(early && *early && atoi(early) == 0);
     const char *decode_att = getenv("VLLMC_CUDA_DECODE_ATTENTION");
     if (decode_att && *decode_att)
         cuda_attention_set_decode(atoi(decode_att));

@@ -81,6 +81,10 @@ extern bool cuda_pdl;
 // for the kernel before it (cuda_gemv_prefetch): 16 MiB with cuda_pdl
 // (VLLMC_CUDA_PDL_PREFETCH_MB), else 0.
 extern int64_t cuda_pdl_prefetch_bytes;
+// Whether the GEMVs load their first pass of weights into registers before
+// they wait for the kernel before them (cuda_common.cuh): on unless
+// VLLMC_CUDA_GEMV_EARLY=0.
+extern bool cuda_gemv_load_early;
 
 // Records a failed CUDA runtime (or cuBLAS, with is_cublas) call in e with the
 // statement text, file and line, and returns VLLMC_ERR_BACKEND.

@@ -15,7 +15,7 @@
 template <typename TW, int M>
 static __global__ void __launch_bounds__(GEMV_SILU_ROWS *CUDA_WARP)
     gemv_silu_kernel(float *dst, int64_t dst_pitch, const float *x, int64_t x_pitch, const TW *w,
-                     int64_t w_pitch, int ff, int k, int64_t prefetch)
+                     int64_t w_pitch, int ff, int k, int64_t prefetch, bool early)
 {
     constexpr int VEC = 16 / (int)sizeof(TW);
     constexpr int U = GEMV_SILU_UNROLL;
@@ -25,24 +25,34 @@ static __global__ void __launch_bounds__(GEMV_SILU_ROWS *CUDA_WARP)
     const int64_t row_bytes = (int64_t)k * (int64_t)sizeof(TW);
     if (lane < 2 && row < ff && 2 * (int64_t)row * row_bytes < prefetch)
         cuda_prefetch_l2(w + (int64_t)(row + lane * ff) * w_pitch, (uint32_t)row_bytes);
+    const int row_w = row < ff ? row : 0;
+    const uint4 *wg = (const uint4 *)(w + (int64_t)row_w * w_pitch);
+    const uint4 *wu = (const uint4 *)(w + (int64_t)(row_w + ff) * w_pitch);
+    const int n_chunks = k / VEC;
+    // The first pass's chunks, loaded before the wait when early (cuda_common.cuh).
+    uint4 g[U], u[U];
+    early = early && row < ff && lane + (U - 1) * CUDA_WARP < n_chunks;
+    if (early)
+#pragma unroll
+        for (int i = 0; i < U; i++) {
+            g[i] = __ldcs(wg + lane + i * CUDA_WARP);
+            u[i] = __ldcs(wu + lane + i * CUDA_WARP);
+        }
     cuda_pdl_sync();
     if (row >= ff)
         return; // the whole warp: no barrier follows
-    const uint4 *wg = (const uint4 *)(w + (int64_t)row * w_pitch);
-    const uint4 *wu = (const uint4 *)(w + (int64_t)(row + ff) * w_pitch);
-    const int n_chunks = k / VEC;
     float ag[M], au[M];
 #pragma unroll
     for (int t = 0; t < M; t++)
         ag[t] = au[t] = 0.0f;
     int ch = lane;
     for (; ch + (U - 1) * CUDA_WARP < n_chunks; ch += U * CUDA_WARP) {
-        uint4 g[U], u[U];
+        if (!early || ch != lane)
 #pragma unroll
-        for (int i = 0; i < U; i++) {
-            g[i] = __ldcs(wg + ch + i * CUDA_WARP);
-            u[i] = __ldcs(wu + ch + i * CUDA_WARP);
-        }
+            for (int i = 0; i < U; i++) {
+                g[i] = __ldcs(wg + ch + i * CUDA_WARP);
+                u[i] = __ldcs(wu + ch + i * CUDA_WARP);
+            }
 #pragma unroll
         for (int i = 0; i < U; i++) {
             float wf[VEC];
@@ -78,7 +88,8 @@ static void gemv_silu_launch(float *dst, int64_t dst_pitch, const float *x, int6
     const unsigned grid = (unsigned)((ff + GEMV_SILU_ROWS - 1) / GEMV_SILU_ROWS);
     cuda_launch(gemv_silu_kernel<TW, M>, grid, GEMV_SILU_ROWS * CUDA_WARP, 0, stream, dst,
                 dst_pitch, x, x_pitch, (const TW *)w, w_pitch, ff, k,
-                cuda_gemv_prefetch(2 * (int64_t)ff * k * (int64_t)sizeof(TW)));
+                cuda_gemv_prefetch(2 * (int64_t)ff * k * (int64_t)sizeof(TW)),
+                cuda_gemv_load_early);
 }
 
 template <typename TW>

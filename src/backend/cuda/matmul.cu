@@ -26,7 +26,8 @@
 template <typename TW, int M, int ROWS, int UNROLL>
 static __global__ void __launch_bounds__(GEMV_THREADS_MAX)
     gemv_kernel(float *dst, int64_t dst_pitch, const float *x, int64_t x_pitch, const TW *w,
-                int64_t w_pitch, const void *bias, int bias_type, int n, int k, int64_t prefetch)
+                int64_t w_pitch, const void *bias, int bias_type, int n, int k, int64_t prefetch,
+                bool early)
 {
     constexpr int VEC = 16 / (int)sizeof(TW);
     __shared__ float red[GEMV_THREADS_MAX / CUDA_WARP][ROWS * M];
@@ -35,12 +36,22 @@ static __global__ void __launch_bounds__(GEMV_THREADS_MAX)
     if (threadIdx.x < ROWS && row0 + (int)threadIdx.x < n &&
         (int64_t)(row0 + (int)threadIdx.x) * row_bytes < prefetch)
         cuda_prefetch_l2(w + (int64_t)(row0 + threadIdx.x) * w_pitch, (uint32_t)row_bytes);
-    cuda_pdl_sync();
     const int n_chunks = k / VEC;
     const uint4 *wrow[ROWS];
 #pragma unroll
     for (int r = 0; r < ROWS; r++)
         wrow[r] = (const uint4 *)(w + (int64_t)(row0 + r < n ? row0 + r : row0) * w_pitch);
+    const int stride = blockDim.x;
+    // The first pass's chunks, loaded before the wait when early (cuda_common.cuh).
+    uint4 wv[UNROLL][ROWS];
+    early = early && (int)threadIdx.x + (UNROLL - 1) * stride < n_chunks;
+    if (early)
+#pragma unroll
+        for (int u = 0; u < UNROLL; u++)
+#pragma unroll
+            for (int r = 0; r < ROWS; r++)
+                wv[u][r] = __ldcs(wrow[r] + threadIdx.x + u * stride);
+    cuda_pdl_sync();
 
     float acc[ROWS][M];
 #pragma unroll
@@ -49,15 +60,14 @@ static __global__ void __launch_bounds__(GEMV_THREADS_MAX)
         for (int t = 0; t < M; t++)
             acc[r][t] = 0.0f;
 
-    const int stride = blockDim.x;
     int ch = threadIdx.x;
     for (; ch + (UNROLL - 1) * stride < n_chunks; ch += UNROLL * stride) {
-        uint4 wv[UNROLL][ROWS];
+        if (!early || ch != (int)threadIdx.x)
 #pragma unroll
-        for (int u = 0; u < UNROLL; u++)
+            for (int u = 0; u < UNROLL; u++)
 #pragma unroll
-            for (int r = 0; r < ROWS; r++)
-                wv[u][r] = __ldcs(wrow[r] + ch + u * stride);
+                for (int r = 0; r < ROWS; r++)
+                    wv[u][r] = __ldcs(wrow[r] + ch + u * stride);
 #pragma unroll
         for (int u = 0; u < UNROLL; u++) {
             float wf[ROWS][VEC];
@@ -133,7 +143,7 @@ template <typename TW, int M, int UNROLL>
 static __global__ void __launch_bounds__(GEMV_WARP_ROWS *CUDA_WARP)
     gemv_warp_kernel(float *dst, int64_t dst_pitch, const float *x, int64_t x_pitch, const TW *w,
                      int64_t w_pitch, const void *bias, int bias_type, int n, int k,
-                     int64_t prefetch)
+                     int64_t prefetch, bool early)
 {
     constexpr int VEC = 16 / (int)sizeof(TW);
     const int lane = threadIdx.x % CUDA_WARP;
@@ -141,21 +151,28 @@ static __global__ void __launch_bounds__(GEMV_WARP_ROWS *CUDA_WARP)
     const int64_t row_bytes = (int64_t)k * (int64_t)sizeof(TW);
     if (lane == 0 && row < n && (int64_t)row * row_bytes < prefetch)
         cuda_prefetch_l2(w + (int64_t)row * w_pitch, (uint32_t)row_bytes);
+    const uint4 *wrow = (const uint4 *)(w + (int64_t)(row < n ? row : 0) * w_pitch);
+    const int n_chunks = k / VEC;
+    // The first pass's chunks, loaded before the wait when early (cuda_common.cuh).
+    uint4 wv[UNROLL];
+    early = early && row < n && lane + (UNROLL - 1) * CUDA_WARP < n_chunks;
+    if (early)
+#pragma unroll
+        for (int u = 0; u < UNROLL; u++)
+            wv[u] = __ldcs(wrow + lane + u * CUDA_WARP);
     cuda_pdl_sync();
     if (row >= n)
         return; // the whole warp: no barrier follows
-    const uint4 *wrow = (const uint4 *)(w + (int64_t)row * w_pitch);
-    const int n_chunks = k / VEC;
     float acc[M];
 #pragma unroll
     for (int t = 0; t < M; t++)
         acc[t] = 0.0f;
     int ch = lane;
     for (; ch + (UNROLL - 1) * CUDA_WARP < n_chunks; ch += UNROLL * CUDA_WARP) {
-        uint4 wv[UNROLL];
+        if (!early || ch != lane)
 #pragma unroll
-        for (int u = 0; u < UNROLL; u++)
-            wv[u] = __ldcs(wrow + ch + u * CUDA_WARP);
+            for (int u = 0; u < UNROLL; u++)
+                wv[u] = __ldcs(wrow + ch + u * CUDA_WARP);
 #pragma unroll
         for (int u = 0; u < UNROLL; u++) {
             float wf[VEC];
@@ -301,7 +318,8 @@ static void gemv_launch_one(const struct matmul_args *a, cudaStream_t stream)
     const unsigned grid = (unsigned)((a->n + ROWS - 1) / ROWS);
     cuda_launch(gemv_kernel<TW, M, ROWS, UNROLL>, grid, threads, 0, stream, a->dst, a->dst_pitch,
                 a->x, a->x_pitch, (const TW *)a->w, a->w_pitch, a->bias, a->bias_type, a->n, a->k,
-                cuda_gemv_prefetch((int64_t)a->n * a->k * (int64_t)sizeof(TW)));
+                cuda_gemv_prefetch((int64_t)a->n * a->k * (int64_t)sizeof(TW)),
+                cuda_gemv_load_early);
 }
 
 // Whether one or two tokens take gemv_warp_kernel: -1 by shape (default),
@@ -334,7 +352,8 @@ template <typename TW, int M> static void gemv_launch_m(const struct matmul_args
         cuda_launch(gemv_warp_kernel<TW, M, 4>, grid, GEMV_WARP_ROWS * CUDA_WARP, 0, s, a->dst,
                     a->dst_pitch, a->x, a->x_pitch, (const TW *)a->w, a->w_pitch, a->bias,
                     a->bias_type, a->n, a->k,
-                    cuda_gemv_prefetch((int64_t)a->n * a->k * (int64_t)sizeof(TW)));
+                    cuda_gemv_prefetch((int64_t)a->n * a->k * (int64_t)sizeof(TW)),
+                    cuda_gemv_load_early);
     } else if (M <= 2)
         gemv_launch_one<TW, M, 1, 4>(a, s);
     else if (M <= 6)

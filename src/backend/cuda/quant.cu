@@ -516,6 +516,26 @@ template <> struct q_direct<DTYPE_Q6_K> {
     }
 };
 
+// Units u0, u0 + 32, ... (UNROLL of them) of rows row0 .. row0 + R - 1 into
+// wu; units past the row or rows past n are left as they are (never used).
+template <int T, int R, int UNROLL>
+static __device__ __forceinline__ void
+qgemv_direct_load(const uint8_t *w, int64_t w_pitch, const uint8_t *w_end, int n, int units,
+                  int row0, int u0, struct qdot_unit (*wu)[R])
+{
+    using Q = q_unit<T>;
+#pragma unroll
+    for (int j = 0; j < UNROLL; j++) {
+        const int u = u0 + j * CUDA_WARP;
+#pragma unroll
+        for (int r = 0; r < R; r++)
+            if (u < units && row0 + r < n)
+                q_direct<T>::load(w + (int64_t)(row0 + r) * w_pitch +
+                                      (int64_t)(u / Q::units) * q_fmt<T>::bytes,
+                                  u % Q::units, w_end, &wu[j][r]);
+    }
+}
+
 // dst [n] = x [k] . W^T without staging W in shared memory: a lane takes
 // units lane, lane + 32, ... of R rows at a time and reads each straight into
 // registers (q_direct), two units a lane loaded before any is used. Only the
@@ -524,10 +544,10 @@ template <> struct q_direct<DTYPE_Q6_K> {
 template <int T, int R>
 static __global__ void __launch_bounds__(QGEMV_P_WARPS *CUDA_WARP)
     qgemv_direct_kernel(float *dst, const float *x, const uint8_t *w, int64_t w_pitch,
-                        const void *bias, int bias_type, int n, int k, int64_t prefetch)
+                        const void *bias, int bias_type, int n, int k, int64_t prefetch, bool early)
 {
     using Q = q_unit<T>;
-    constexpr int UW = 32 * Q::subs, BYTES = q_fmt<T>::bytes, UNROLL = 2;
+    constexpr int UW = 32 * Q::subs, UNROLL = 2;
     extern __shared__ uint4 qgemv_smem[];
     const int warp = threadIdx.x / CUDA_WARP, lane = threadIdx.x % CUDA_WARP;
     const int kx = qdot_x_elems(k, UW), n_sub = k / 32, units = k / UW;
@@ -548,28 +568,27 @@ static __global__ void __launch_bounds__(QGEMV_P_WARPS *CUDA_WARP)
             if (e16 > a16)
                 cuda_prefetch_l2((const void *)a16, (uint32_t)(e16 - a16));
         }
+    // The warp's first units, loaded before the wait and the activations'
+    // quantization when early (cuda_common.cuh); `early` stays true until the
+    // loop below has used them.
+    const int row_first = ((int)blockIdx.x * QGEMV_P_WARPS + warp) * R;
+    struct qdot_unit wu[UNROLL][R];
+    early = early && row_first < n && lane < units;
+    if (early)
+        qgemv_direct_load<T, R, UNROLL>(w, w_pitch, w_end, n, units, row_first, lane, wu);
     cuda_pdl_sync();
     qgemv_quantize_x<1>(x, 0, k, UW, xq, kx, xd, xs);
     __syncthreads();
 
-    for (int row0 = ((int)blockIdx.x * QGEMV_P_WARPS + warp) * R; row0 < n;
-         row0 += n_warps * R) {
+    for (int row0 = row_first; row0 < n; row0 += n_warps * R) {
         float acc[R];
 #pragma unroll
         for (int r = 0; r < R; r++)
             acc[r] = 0.0f;
         for (int u0 = lane; u0 < units; u0 += UNROLL * CUDA_WARP) {
-            struct qdot_unit wu[UNROLL][R];
-#pragma unroll
-            for (int j = 0; j < UNROLL; j++) {
-                const int u = u0 + j * CUDA_WARP;
-#pragma unroll
-                for (int r = 0; r < R; r++)
-                    if (u < units && row0 + r < n)
-                        q_direct<T>::load(w + (int64_t)(row0 + r) * w_pitch +
-                                              (int64_t)(u / Q::units) * BYTES,
-                                          u % Q::units, w_end, &wu[j][r]);
-            }
+            if (!early)
+                qgemv_direct_load<T, R, UNROLL>(w, w_pitch, w_end, n, units, row0, u0, wu);
+            early = false;
 #pragma unroll
             for (int j = 0; j < UNROLL; j++) {
                 const int u = u0 + j * CUDA_WARP;
@@ -765,7 +784,7 @@ static enum vllmc_status qgemv_direct_launch(const struct op_call *c, int64_t t0
                 (float *)c->dst->data + t0 * dst_pitch, (const float *)x->data + t0 * x_pitch,
                 (const uint8_t *)w->data, (int64_t)w->nb[1], b ? b->data : nullptr,
                 b ? (int)b->dtype : (int)DTYPE_F32, n, k,
-                cuda_gemv_prefetch((int64_t)n * (int64_t)w->nb[1]));
+                cuda_gemv_prefetch((int64_t)n * (int64_t)w->nb[1]), cuda_gemv_load_early);
     return VLLMC_OK;
 }
 
