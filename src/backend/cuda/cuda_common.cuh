@@ -186,7 +186,8 @@ __device__ __forceinline__ float cuda_block_max(float v, float *shared)
 // the previous kernel to finish and flush. The sync also lets the next kernel
 // launch, so at most one kernel waits ahead. Every kernel launched this way
 // must call cuda_pdl_sync before it reads or writes anything another kernel
-// touches, in every thread that can do so.
+// touches, in every thread that can do so (weights excepted: only uploads,
+// stream-ordered copies that never overlap a kernel, write them).
 
 __device__ __forceinline__ void cuda_pdl_sync()
 {
