@@ -309,7 +309,7 @@ ab() {
         grep -v "^| model\|^| ---" | sed "s|^|  [$envs] |" >>"$SUMMARY"
 }
 if want ab; then
-    for mode in 1 2 3; do
+    for mode in 1 2 3 4; do
         ab "decode attention kernel" "VLLMC_CUDA_DECODE_ATTENTION=$mode" \
             "$VLLMC" bench-ops --device cuda --section attention --iters 50
     done

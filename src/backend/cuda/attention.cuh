@@ -10,9 +10,12 @@ extern "C" {
 #include "backend/op.h"
 
 // Decode-only batches (max_q_len 1 with max_seq_len given) use kernels of
-// their own: mode 2 (the default) the pipelined decode kernel, 1 the first
-// decode kernel, 0 none (the tiled kernel serves every batch). Set from
-// VLLMC_CUDA_DECODE_ATTENTION at backend creation, for comparisons.
+// their own: mode 4 (the default) the short-split kernel where a split fits
+// it, its 2-8 splits merged inside their thread-block cluster (sm_90+), else
+// the pipelined decode kernel; 3 the same with a merge kernel after; 2 the
+// pipelined kernel only; 1 the first decode kernel; 0 none (the tiled kernel
+// serves every batch). Set from VLLMC_CUDA_DECODE_ATTENTION at backend
+// creation, for comparisons.
 void cuda_attention_set_decode(int mode);
 // Tensor-core decode (VLLMC_CUDA_DECODE_MMA=MODE[,MAX_KEYS[,MINB]]): 0 off,
 // 1 for batches that keep splits long (default), 2 wherever it applies;
