@@ -1307,21 +1307,9 @@ static cudaError_t att_decode_short_launch(const struct att_params *p, int n_seq
     cudaError_t rc = att_smem_optin(kernel, smem, &smem_done_cluster);
     if (rc != cudaSuccess)
         return rc;
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3((unsigned)p->n_splits, (unsigned)p->n_kv_heads, (unsigned)n_seqs);
-    cfg.blockDim = dim3(ATT_THREADS);
-    cfg.dynamicSmemBytes = smem;
-    cfg.stream = stream;
-    cudaLaunchAttribute attr[2];
-    attr[0].id = cudaLaunchAttributeClusterDimension;
-    attr[0].val.clusterDim.x = (unsigned)p->n_splits;
-    attr[0].val.clusterDim.y = 1;
-    attr[0].val.clusterDim.z = 1;
-    attr[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[1].val.programmaticStreamSerializationAllowed = 1;
-    cfg.attrs = attr;
-    cfg.numAttrs = cuda_pdl ? 2 : 1;
-    return cudaLaunchKernelEx(&cfg, kernel, *p);
+    return cuda_launch_cluster(
+        kernel, dim3((unsigned)p->n_splits, (unsigned)p->n_kv_heads, (unsigned)n_seqs),
+        dim3(ATT_THREADS), smem, stream, dim3((unsigned)p->n_splits), *p);
 }
 
 static size_t att_decode_mma_smem_bytes(const struct att_params *p, int stages)

@@ -229,23 +229,50 @@ static inline int64_t cuda_gemv_prefetch(int64_t matrix_bytes)
 // tg128 1,068-1,077 -> 1,101-1,105 tok/s, 8B Q4_K_M 247 -> 255; 8B bf16 and
 // Q8_0 level (bench/RESULTS.md).
 
-// kernel<<<grid, block, smem, stream>>>(args...), as a programmatic dependent
+// Launch attribute: thread-block clusters of dims c (sm_90+).
+static inline cudaLaunchAttribute cuda_cluster_attr(dim3 c)
+{
+    cudaLaunchAttribute attr;
+    attr.id = cudaLaunchAttributeClusterDimension;
+    attr.val.clusterDim.x = c.x;
+    attr.val.clusterDim.y = c.y;
+    attr.val.clusterDim.z = c.z;
+    return attr;
+}
+
+// kernel<<<grid, block, smem, stream>>>(args...) in thread-block clusters of
+// dims cluster (none when it is 1 x 1 x 1), as a programmatic dependent
 // launch when cuda_pdl is set. Errors are also left for cudaGetLastError.
 template <typename... Params, typename... Args>
-static inline cudaError_t cuda_launch(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem,
-                                      cudaStream_t stream, Args... args)
+static inline cudaError_t cuda_launch_cluster(void (*kernel)(Params...), dim3 grid, dim3 block,
+                                              size_t smem, cudaStream_t stream, dim3 cluster,
+                                              Args... args)
 {
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = grid;
     cfg.blockDim = block;
     cfg.dynamicSmemBytes = smem;
     cfg.stream = stream;
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchAttribute attr[2];
+    unsigned n_attr = 0;
+    if (cluster.x * cluster.y * cluster.z > 1)
+        attr[n_attr++] = cuda_cluster_attr(cluster);
+    if (cuda_pdl) {
+        attr[n_attr].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        attr[n_attr].val.programmaticStreamSerializationAllowed = 1;
+        n_attr++;
+    }
     cfg.attrs = attr;
-    cfg.numAttrs = cuda_pdl ? 1 : 0;
+    cfg.numAttrs = n_attr;
     return cudaLaunchKernelEx(&cfg, kernel, ((Params)args)...);
+}
+
+// The same without clusters.
+template <typename... Params, typename... Args>
+static inline cudaError_t cuda_launch(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem,
+                                      cudaStream_t stream, Args... args)
+{
+    return cuda_launch_cluster(kernel, grid, block, smem, stream, dim3(1, 1, 1), args...);
 }
 
 // ---- activations split into bf16 terms (matmul.cu) ----

@@ -42,7 +42,7 @@ int cuda_gemv_max_m(void);
 // of at most 16 MiB (cuda_mma_gemm_set_max_weight_bytes, 0 = any size) take
 // the tensor-core decode GEMM; rt (1 or 2: 16-row tiles a warp), stages (3 or
 // 4) and wk (1 or 2 warps along a tile's k) override its shape heuristics, 0
-// keeps them: VLLMC_CUDA_MMA_GEMM=MAX_M[,RT,STAGES,WK] and
+// (or left out) leaves each to them: VLLMC_CUDA_MMA_GEMM=MAX_M[,RT,STAGES,WK] and
 // VLLMC_CUDA_MMA_GEMM_MIB at backend creation.
 void cuda_mma_gemm_set(int max_m, int rt, int stages, int wk);
 int cuda_mma_gemm_max_m(void);

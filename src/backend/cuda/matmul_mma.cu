@@ -307,17 +307,6 @@ struct mma_fit {
     int clusters[4]; // index log2(cluster size)
 };
 
-// Launch attribute: clusters of (1, size, 1) blocks, a split of k each.
-static cudaLaunchAttribute mma_cluster_attr(unsigned size)
-{
-    cudaLaunchAttribute attr;
-    attr.id = cudaLaunchAttributeClusterDimension;
-    attr.val.clusterDim.x = 1;
-    attr.val.clusterDim.y = size;
-    attr.val.clusterDim.z = 1;
-    return attr;
-}
-
 template <int TT, int RT, int STAGES, int WK>
 static cudaError_t mma_fit_of(struct mma_fit *f, const void *kernel, const struct mma_launch *a)
 {
@@ -340,7 +329,7 @@ static cudaError_t mma_fit_of(struct mma_fit *f, const void *kernel, const struc
         cfg.gridDim = dim3(1, 1u << e);
         cfg.blockDim = dim3(S::THREADS);
         cfg.dynamicSmemBytes = (size_t)S::SMEM;
-        cudaLaunchAttribute attr = mma_cluster_attr(1u << e);
+        cudaLaunchAttribute attr = cuda_cluster_attr(dim3(1, 1u << e));
         cfg.attrs = &attr;
         cfg.numAttrs = 1;
         rc = cudaOccupancyMaxActiveClusters(&f->clusters[e], kernel, &cfg);
@@ -373,24 +362,11 @@ static cudaError_t mma_launch_one(const struct mma_launch *a, cudaStream_t strea
         n_splits *= 2;
         e++;
     }
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3((unsigned)row_blocks, (unsigned)n_splits);
-    cfg.blockDim = dim3(S::THREADS);
-    cfg.dynamicSmemBytes = (size_t)S::SMEM;
-    cfg.stream = stream;
-    cudaLaunchAttribute attr[2];
-    unsigned n_attr = 0;
-    if (n_splits > 1)
-        attr[n_attr++] = mma_cluster_attr((unsigned)n_splits);
-    if (cuda_pdl) {
-        attr[n_attr].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-        attr[n_attr].val.programmaticStreamSerializationAllowed = 1;
-        n_attr++;
-    }
-    cfg.attrs = attr;
-    cfg.numAttrs = n_attr;
-    return cudaLaunchKernelEx(&cfg, kernel, a->dst, a->dst_pitch, a->x, a->x_pitch, a->w,
-                              a->w_pitch, a->bias, a->bias_type, a->m, a->n, a->k);
+    // Clusters of (1, n_splits, 1) blocks, a split of k each.
+    return cuda_launch_cluster(kernel, dim3((unsigned)row_blocks, (unsigned)n_splits),
+                               dim3(S::THREADS), (size_t)S::SMEM, stream,
+                               dim3(1, (unsigned)n_splits), a->dst, a->dst_pitch, a->x, a->x_pitch,
+                               a->w, a->w_pitch, a->bias, a->bias_type, a->m, a->n, a->k);
 }
 
 template <int TT, int RT, int STAGES>

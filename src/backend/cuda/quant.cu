@@ -556,12 +556,12 @@ static __global__ void __launch_bounds__(QGEMV_P_WARPS *CUDA_WARP)
     float *xd = (float *)(xq + kx);
     float *xs = xd + n_sub;
     const uint8_t *w_end = w + (int64_t)n * w_pitch;
+    const int row_first = ((int)blockIdx.x * QGEMV_P_WARPS + warp) * R; // the warp's first group
     // The first `prefetch` bytes of W go to L2 while the kernel before this
     // one finishes: lane 0 of each warp queues its own row groups, in the
     // order the loop below takes them, the whole 16-byte lines inside each.
     if (lane == 0)
-        for (int r0 = ((int)blockIdx.x * QGEMV_P_WARPS + warp) * R;
-             r0 < n && (int64_t)r0 * w_pitch < prefetch; r0 += n_warps * R) {
+        for (int r0 = row_first; r0 < n && (int64_t)r0 * w_pitch < prefetch; r0 += n_warps * R) {
             const uintptr_t a = (uintptr_t)(w + (int64_t)r0 * w_pitch);
             const uintptr_t e = (uintptr_t)(w + (int64_t)min(r0 + R, n) * w_pitch);
             const uintptr_t a16 = (a + 15) & ~(uintptr_t)15, e16 = e & ~(uintptr_t)15;
@@ -571,7 +571,6 @@ static __global__ void __launch_bounds__(QGEMV_P_WARPS *CUDA_WARP)
     // The warp's first units, loaded before the wait and the activations'
     // quantization when early (cuda_common.cuh); `early` stays true until the
     // loop below has used them.
-    const int row_first = ((int)blockIdx.x * QGEMV_P_WARPS + warp) * R;
     struct qdot_unit wu[UNROLL][R];
     early = early && row_first < n && lane < units;
     if (early)
