@@ -41,6 +41,13 @@ struct backend;
     /* fused gate|up weight (rows [0, ff) gate, [ff, 2 ff) up): MATMUL and packed SILU_MUL in */    \
     /* one op, for decode on devices, where one warp reads both rows of an output. */              \
     X(MATMUL_SILU_MUL, "matmul_silu_mul")                                                          \
+    /* dst [m, n] = (rmsnorm(h) * src2 w [k]) . (src3 W [n, k])^T (+ src4 bias [n], optional) */   \
+    /* with h [m, k] = src0 x + src1 add (src1 optional: NULL = h is src0); src5 sum [m, k] */     \
+    /* (optional, only with src1) receives h, the next residual stream, and overlaps neither */    \
+    /* src0 nor src1 (other outputs still read them). With p.silu_mul, W is the fused gate|up */   \
+    /* weight [2 ff, k] and dst [m, ff] is MATMUL_SILU_MUL of the normed h (no bias). */           \
+    /* ADD_RMSNORM and the projection after it as one op, for decode on devices. */                \
+    X(NORM_MATMUL, "norm_matmul")                                                                  \
     /* dst = src0 + src1, same shapes; dst may alias src0 */                                       \
     X(ADD, "add")                                                                                  \
     /* Writes src0 k and src1 v [n_tokens, n_kv_heads, head_dim] into src2 k_cache and src3 */     \
@@ -86,12 +93,13 @@ const char *op_kind_name(enum op_kind op);
 
 // Scalar parameters; each op reads the fields its comment above names.
 struct op_params {
-    float eps;        // RMSNORM, ADD_RMSNORM, QK_NORM_ROPE, QKV_ROPE_STORE
+    float eps;        // RMSNORM, ADD_RMSNORM, QK_NORM_ROPE, QKV_ROPE_STORE, NORM_MATMUL
     float scale;      // ATTENTION: usually 1/sqrt(head_dim)
     int rope_dim;     // ROPE, QK_NORM_ROPE, QKV_ROPE_STORE: rotated dims per head (<= head_dim, even)
     bool rope_neox;   // ROPE, QK_NORM_ROPE, QKV_ROPE_STORE: rotate-half pairing
     int max_seq_len;  // ATTENTION: max of seq_lens (a bound for kernels; may be 0 = compute)
     int max_q_len;    // ATTENTION: max query tokens of one sequence in this call (0 = compute)
+    bool silu_mul;    // NORM_MATMUL: W is gate|up and dst the SiLU-mul of its two halves
 };
 
 struct op_call {

@@ -140,6 +140,45 @@ static enum vllmc_status check_attention(const struct op_call *c, struct err *er
     return VLLMC_OK;
 }
 
+// Whether [a, a + na) and [b, b + nb) share a byte.
+static bool bytes_overlap(const struct tensor *a, const struct tensor *b)
+{
+    const char *pa = a->data, *pb = b->data;
+    const size_t na = tensor_n_bytes(a), nb = tensor_n_bytes(b);
+    return na && nb && pa < pb + nb && pb < pa + na;
+}
+
+// The norm's operands here; the projection's through the MATMUL or
+// MATMUL_SILU_MUL call it stands for, with x in place of the normed h.
+static enum vllmc_status check_norm_matmul(const struct op_call *c, struct err *err)
+{
+    const struct tensor *x = c->src[0], *add = c->src[1], *w = c->src[2], *sum = c->src[5];
+    TRY(need(c, x, "x", err));
+    TRY(need(c, w, "norm weight", err));
+    if (tensor_n_elements(w) != x->ne[0] || !tensor_is_contiguous(w))
+        FAIL("op=norm_matmul: norm weight must be contiguous [k = %lld]", (long long)x->ne[0]);
+    if (add) {
+        TRY(need(c, add, "add", err));
+        TRY(same_shape(c, add, "add", x, "x", err));
+    }
+    if (sum) {
+        if (!add)
+            FAIL("op=norm_matmul: sum needs add (it receives x + add)");
+        TRY(need(c, sum, "sum", err));
+        TRY(same_shape(c, sum, "sum", x, "x", err));
+        if (bytes_overlap(sum, x) || bytes_overlap(sum, add))
+            FAIL("op=norm_matmul: sum overlaps x or add");
+    }
+    if (c->src[6] || c->src[7])
+        FAIL("op=norm_matmul: takes no src6 or src7");
+    if (c->p.silu_mul && c->src[4])
+        FAIL("op=norm_matmul: silu_mul takes no bias");
+    struct op_call mm = {.op = c->p.silu_mul ? OP_MATMUL_SILU_MUL : OP_MATMUL,
+                         .dst = c->dst,
+                         .src = {(struct tensor *)x, c->src[3], c->src[4]}};
+    return op_check(&mm, err);
+}
+
 enum vllmc_status op_check(const struct op_call *c, struct err *err)
 {
     const struct tensor *d = c->dst, *s0 = c->src[0], *s1 = c->src[1], *s2 = c->src[2];
@@ -238,6 +277,8 @@ enum vllmc_status op_check(const struct op_call *c, struct err *err)
         if (s2 || c->src[3])
             FAIL("op=matmul_silu_mul: takes no bias and no permutation");
         return VLLMC_OK;
+    case OP_NORM_MATMUL:
+        return check_norm_matmul(c, err);
     case OP_ATTENTION:
         return check_attention(c, err);
     case OP_SAMPLE:

@@ -148,6 +148,11 @@ void op_call_describe(const struct op_call *c, char *buf, size_t n)
         snprintf(buf, n, "m=%lld ff=%lld k=%lld wtype=%s", s0 ? (long long)tensor_n_rows(s0) : 0,
                  ne(d, 0), ne(s0, 0), dt(s1));
         break;
+    case OP_NORM_MATMUL:
+        snprintf(buf, n, "m=%lld n=%lld k=%lld wtype=%s%s%s%s",
+                 s0 ? (long long)tensor_n_rows(s0) : 0, ne(d, 0), ne(s0, 0), dt(c->src[3]),
+                 s1 ? " add" : "", c->src[4] ? " bias" : "", c->p.silu_mul ? " silu_mul" : "");
+        break;
     case OP_QKV_ROPE_STORE:
         snprintf(buf, n,
                  "n_tokens=%lld n_heads=%lld n_kv_heads=%lld head_dim=%lld rope_dim=%d %s%s "

@@ -23,6 +23,7 @@ enum scratch_region {
     SCR_ACT,  // silu(gate) * up [n, ff_dim]
     SCR_G,    // residual rows gathered for the logits [n_logits, dim]
     SCR_QKV,  // fused q|k|v projection output [n, (n_heads + 2 n_kv_heads) head_dim]
+    SCR_X2,   // the residual stream's other buffer [n, dim] (fwd_norm_matmul)
     SCR_COUNT
 };
 
@@ -30,6 +31,7 @@ static int64_t scratch_width(const struct model_hparams *hp, enum scratch_region
 {
     switch (r) {
     case SCR_X:
+    case SCR_X2:
     case SCR_H:
     case SCR_G:
         return hp->dim;
@@ -72,6 +74,9 @@ struct fwd {
     struct backend *be;
     struct err *err;
     struct tensor x, h, q2, k2, v2, att2, gate, up, act; // 2-D views [n, width]
+    struct tensor x2;                                    // [n, dim], the residual's other buffer
+    struct tensor *res;                                  // the residual stream now: &x or &x2
+    bool pending; // h holds a projection output not yet added to *res
     struct tensor qkv;                                   // [n, (n_heads + 2 n_kv_heads) head_dim]
     struct tensor gate_up;                               // [n, 2 ff_dim] over gate and up
     struct tensor q3, k3, v3, att3;                      // [n, heads, head_dim] views
@@ -143,6 +148,43 @@ static enum vllmc_status fwd_add_rmsnorm(struct fwd *f, struct tensor *dst, stru
     return fwd_run(f, &c);
 }
 
+// The norm at the head of a block: h = rmsnorm(*res) * w, with a pending
+// projection output (in h) added to the residual stream first.
+static enum vllmc_status fwd_norm(struct fwd *f, struct tensor *w)
+{
+    const bool pending = f->pending;
+    f->pending = false;
+    return pending ? fwd_add_rmsnorm(f, &f->h, &f->h, w, f->res) : fwd_rmsnorm(f, &f->h, f->res, w);
+}
+
+// The same norm and the one projection that reads it as one NORM_MATMUL
+// (dst = rmsnorm(*res + h) * norm . W^T, or its SiLU-mul with silu_mul),
+// where a device provider takes the call: the decode GEMVs stage the norm
+// themselves, a kernel fewer each time. The sum goes to the residual's other
+// buffer (the kernel's other blocks still read *res and h while it is
+// written), which becomes the stream. False, and nothing run, otherwise.
+static bool fwd_norm_matmul(struct fwd *f, struct tensor *dst, struct tensor *norm,
+                            struct tensor *w, struct tensor *bias, bool silu_mul,
+                            enum vllmc_status *rc)
+{
+    if (backend_location(f->be) != TENSOR_DEVICE || !w->data)
+        return false;
+    struct tensor *sum = f->res == &f->x ? &f->x2 : &f->x;
+    struct op_call c = {.op = OP_NORM_MATMUL,
+                        .dst = dst,
+                        .src = {f->res, f->pending ? &f->h : NULL, norm, w,
+                                bias && bias->data ? bias : NULL, f->pending ? sum : NULL},
+                        .p = {.eps = f->m->hp.rms_eps, .silu_mul = silu_mul},
+                        .backend = f->be};
+    if (!backend_select_provider(f->be, &c))
+        return false;
+    *rc = fwd_run(f, &c);
+    if (f->pending)
+        f->res = sum;
+    f->pending = false;
+    return true;
+}
+
 // RoPE in place on t [n, heads, head_dim], with the per-head norm first when qk_norm.
 static enum vllmc_status fwd_rope(struct fwd *f, struct tensor *t, const struct model_batch *b,
                                   struct tensor *norm)
@@ -186,35 +228,44 @@ static enum vllmc_status fwd_rope_store(struct fwd *f, const struct model_batch 
     return fwd_run(f, &store);
 }
 
-// q, k and v of layer l from f->h, ready for attention: one matmul and one
-// fused op when the layer has fused q|k|v weights, else 3 matmuls, 2 RoPEs
-// and a kv_store.
+// q, k and v of layer l from the residual stream, ready for attention: the
+// norm, one matmul and one fused op when the layer has fused q|k|v weights
+// (norm and matmul as one op where fwd_norm_matmul can), else the norm, 3
+// matmuls, 2 RoPEs and a kv_store.
 static enum vllmc_status fwd_qkv(struct fwd *f, const struct model_batch *b, struct kv_cache *kv,
                                  int l)
 {
     struct model_layer *L = &f->m->layers[l];
-    enum vllmc_status rc;
+    enum vllmc_status rc = VLLMC_OK;
     if (L->wqkv.data) {
-        if ((rc = fwd_matmul(f, &f->qkv, &f->h, &L->wqkv, &L->bqkv, NULL)))
-            return rc;
-        return fwd_qkv_rope_store(f, b, kv, l);
+        if (!fwd_norm_matmul(f, &f->qkv, &L->attn_norm, &L->wqkv, &L->bqkv, false, &rc) &&
+            !(rc = fwd_norm(f, &L->attn_norm)))
+            rc = fwd_matmul(f, &f->qkv, &f->h, &L->wqkv, &L->bqkv, NULL);
+        return rc ? rc : fwd_qkv_rope_store(f, b, kv, l);
     }
-    if ((rc = fwd_matmul(f, &f->q2, &f->h, &L->wq, &L->bq, &L->wq_perm)) ||
+    if ((rc = fwd_norm(f, &L->attn_norm)) ||
+        (rc = fwd_matmul(f, &f->q2, &f->h, &L->wq, &L->bq, &L->wq_perm)) ||
         (rc = fwd_matmul(f, &f->k2, &f->h, &L->wk, &L->bk, &L->wk_perm)) ||
         (rc = fwd_matmul(f, &f->v2, &f->h, &L->wv, &L->bv, &L->wv_perm)))
         return rc;
     return fwd_rope_store(f, b, kv, l);
 }
 
-// act = silu(h . w_gate^T) * (h . w_up^T): on a device whose provider takes
-// the step's token count, one matmul_silu_mul (the decode GEMV writes the
-// activation directly); else one matmul over the fused gate|up weights and
-// the packed SiLU-mul, or two matmuls and the split one. (The CPU has only
-// the reference composition of matmul_silu_mul; its own matmul and SiLU
-// providers are faster, and launches cost it nothing.)
+// act = silu(h . w_gate^T) * (h . w_up^T) with h the FFN norm of the
+// residual stream, fused into the matmul where fwd_norm_matmul can. Else, on
+// a device whose provider takes the step's token count, one matmul_silu_mul
+// (the decode GEMV writes the activation directly); else one matmul over the
+// fused gate|up weights and the packed SiLU-mul, or two matmuls and the split
+// one. (The CPU has only the reference composition of matmul_silu_mul; its
+// own matmul and SiLU providers are faster, and launches cost it nothing.)
 static enum vllmc_status fwd_gate_up(struct fwd *f, struct model_layer *L)
 {
-    enum vllmc_status rc;
+    enum vllmc_status rc = VLLMC_OK;
+    if (L->w_gate_up.data &&
+        fwd_norm_matmul(f, &f->act, &L->ffn_norm, &L->w_gate_up, NULL, true, &rc))
+        return rc;
+    if ((rc = fwd_norm(f, &L->ffn_norm)))
+        return rc;
     if (L->w_gate_up.data && backend_location(f->be) == TENSOR_DEVICE) {
         struct op_call c = {.op = OP_MATMUL_SILU_MUL,
                             .dst = &f->act,
@@ -296,6 +347,8 @@ enum vllmc_status model_forward(struct model *m, const struct model_batch *b, st
     fwd_view(&f, &f.up, SCR_UP, n);
     fwd_view(&f, &f.act, SCR_ACT, n);
     fwd_view(&f, &f.qkv, SCR_QKV, n);
+    fwd_view(&f, &f.x2, SCR_X2, n);
+    f.res = &f.x;
     fwd_view_gate_up(&f, n);
     fwd_heads(&f.q3, &f.q2, hp->n_heads, hp->head_dim);
     fwd_heads(&f.k3, &f.k2, hp->n_kv_heads, hp->head_dim);
@@ -304,26 +357,25 @@ enum vllmc_status model_forward(struct model *m, const struct model_batch *b, st
 
     struct op_call embed = {
         .op = OP_EMBEDDING, .dst = &f.x, .src = {&m->token_embd, (struct tensor *)&b->input_ids}};
-    if ((rc = fwd_run(&f, &embed)) || (rc = fwd_rmsnorm(&f, &f.h, &f.x, &m->layers[0].attn_norm)))
+    if ((rc = fwd_run(&f, &embed)))
         return rc;
 
+    // Each block's norm (with the residual add of the projection before it)
+    // runs inside fwd_qkv and fwd_gate_up; f.h then takes the block's output.
     for (int l = 0; l < hp->n_layers; l++) {
         struct model_layer *L = &m->layers[l];
         if ((rc = fwd_qkv(&f, b, kv, l)) || (rc = fwd_attention(&f, b, kv, l)) ||
-            (rc = fwd_matmul(&f, &f.h, &f.att2, &L->wo, NULL, &L->wo_perm)) ||
-            (rc = fwd_add_rmsnorm(&f, &f.h, &f.h, &L->ffn_norm, &f.x)) ||
-            (rc = fwd_gate_up(&f, L)) ||
+            (rc = fwd_matmul(&f, &f.h, &f.att2, &L->wo, NULL, &L->wo_perm)))
+            return rc;
+        f.pending = true;
+        if ((rc = fwd_gate_up(&f, L)) ||
             (rc = fwd_matmul(&f, &f.h, &f.act, &L->w_down, NULL, &L->w_down_perm)))
             return rc;
-        if (l + 1 < hp->n_layers) {
-            rc = fwd_add_rmsnorm(&f, &f.h, &f.h, &m->layers[l + 1].attn_norm, &f.x);
-        } else {
-            struct op_call add = {.op = OP_ADD, .dst = &f.x, .src = {&f.x, &f.h}};
-            rc = fwd_run(&f, &add);
-        }
-        if (rc)
-            return rc;
+        f.pending = true;
     }
+    struct op_call add = {.op = OP_ADD, .dst = f.res, .src = {f.res, &f.h}};
+    if ((rc = fwd_run(&f, &add)))
+        return rc;
     if (!b->n_logits)
         return VLLMC_OK;
 
@@ -332,7 +384,7 @@ enum vllmc_status model_forward(struct model *m, const struct model_batch *b, st
     fwd_view(&f, &f.g, SCR_G, b->n_logits);
     fwd_view(&f, &f.hl, SCR_H, b->n_logits);
     struct op_call gather = {
-        .op = OP_EMBEDDING, .dst = &f.g, .src = {&f.x, (struct tensor *)&b->logits_indices}};
+        .op = OP_EMBEDDING, .dst = &f.g, .src = {f.res, (struct tensor *)&b->logits_indices}};
     if ((rc = fwd_run(&f, &gather)) || (rc = fwd_rmsnorm(&f, &f.hl, &f.g, &m->output_norm)))
         return rc;
     return fwd_matmul(&f, logits, &f.hl, &m->output, NULL, NULL);

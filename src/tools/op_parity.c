@@ -452,6 +452,50 @@ static void grid_matmul_silu_mul(struct parity *pr)
     }
 }
 
+// The norm before a projection as one op: with and without the residual add
+// (and its sum output), a bias, the SiLU-mul of a gate|up weight; one token
+// (the decode kernels' range) and more.
+static void grid_norm_matmul(struct parity *pr)
+{
+    // m, n (ff with silu_mul), k, silu_mul
+    static const int64_t shapes[][4] = {
+        {1, 4096, 1024, 0}, {1, 3072, 1024, 1}, {1, 67, 512, 0},   {1, 33, 128, 1},
+        {2, 96, 256, 0},    {1, 520, 4096, 0},  {1, 300, 2048, 1}, {3, 17, 64, 1},
+    };
+    static const enum dtype types[] = {DTYPE_F32, DTYPE_F16, DTYPE_BF16, DTYPE_Q8_0};
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        int64_t m = shapes[i][0], n = shapes[i][1], k = shapes[i][2];
+        bool silu = shapes[i][3];
+        for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
+            if (!weight_type_usable(types[t], k))
+                continue;
+            for (int variant = 0; variant < 2; variant++) {
+                bool add = variant == 0, bias = !silu && variant == 1;
+                struct pcase pc = {.op = OP_NORM_MATMUL, .wtype = types[t], .outputs = 1};
+                pc.p = (struct op_params){.eps = 1e-6f, .silu_mul = silu};
+                snprintf(pc.shape, sizeof pc.shape, "%lld,%s=%lld,%lld%s%s%s", (long long)m,
+                         silu ? "ff" : "n", (long long)n, (long long)k, add ? ",add" : "",
+                         bias ? ",bias" : "", silu ? ",silu_mul" : "");
+                snprintf(pc.dtype, sizeof pc.dtype, "%s", dtype_name(types[t]));
+                bool ok = pc_add(&pc, 0, DTYPE_F32, 2, (int64_t[]){n, m}) &&
+                          pc_add(&pc, 1, DTYPE_F32, 2, (int64_t[]){k, m}) &&
+                          pc_add(&pc, 3, variant ? DTYPE_BF16 : DTYPE_F32, 1, (int64_t[]){k}) &&
+                          pc_add(&pc, 4, types[t], 2, (int64_t[]){k, silu ? 2 * n : n});
+                if (add) {
+                    ok = ok && pc_add(&pc, 2, DTYPE_F32, 2, (int64_t[]){k, m}) &&
+                         pc_add(&pc, 6, DTYPE_F32, 2, (int64_t[]){k, m});
+                    pc.outputs |= 1u << 6; // the sum
+                }
+                if (bias)
+                    ok = ok && pc_add(&pc, 5, DTYPE_F32, 1, (int64_t[]){n});
+                if (ok)
+                    pc_check(pr, &pc);
+                pc_free(&pc);
+            }
+        }
+    }
+}
+
 // The fused post-QKV step: both RoPE layouts, rope_dim < head_dim, GQA
 // ratios 1 to 4 and odd head counts, head_dim 10 to 256, with and without the
 // q/k norm, every cache dtype; every third token's slot is negative.
@@ -732,6 +776,8 @@ int op_parity_main(int argc, char **argv)
         grid_kv_store(&pr);
     if (want(&pr, OP_MATMUL_SILU_MUL))
         grid_matmul_silu_mul(&pr);
+    if (want(&pr, OP_NORM_MATMUL))
+        grid_norm_matmul(&pr);
     if (want(&pr, OP_QKV_ROPE_STORE))
         grid_qkv_rope_store(&pr);
     if (want(&pr, OP_ATTENTION))

@@ -485,6 +485,73 @@ static void test_matmul_silu_mul(void)
             }
 }
 
+// The norm staged inside the decode GEMVs (NORM_MATMUL, one token): dst
+// against cpu-ref's add, rmsnorm and matmul (or matmul_silu_mul), and the sum
+// written for the next residual bit for bit. Two tokens, or a shape where the
+// one-warp-per-row GEMV is not the kernel, are declined (the forward pass then
+// runs the norm and the matmul).
+static void test_norm_matmul(void)
+{
+    // n (ff with silu_mul), k, silu_mul
+    const int64_t cases[][3] = {{4096, 1024, 0}, {3072, 1024, 1}, {1000, 2048, 0}, {37, 64, 1},
+                                {6144, 4096, 0}, {300, 4096, 1},  {520, 4096, 0},  {33, 96, 0}};
+    for (size_t s = 0; s < sizeof cases / sizeof cases[0]; s++)
+        for (size_t t = 0; t < 3; t++)
+            for (int variant = 0; variant < 3; variant++) {
+                const int64_t n = cases[s][0], k = cases[s][1];
+                const bool silu = cases[s][2], add = variant != 1, bias = !silu && variant == 2;
+                const int64_t m = variant == 0 && s == 0 ? 2 : 1;
+                const enum dtype nw_type = variant == 2 ? DTYPE_BF16 : DTYPE_F32;
+                struct pair x, a, nw, w, b, dst, sum;
+                int64_t ne_x[2] = {k, m}, ne_nw[1] = {k}, ne_w[2] = {k, silu ? 2 * n : n},
+                        ne_b[1] = {n}, ne_d[2] = {n, m};
+                pair_init(&x, DTYPE_F32, 2, ne_x);
+                pair_init(&a, DTYPE_F32, 2, ne_x);
+                pair_init(&nw, nw_type, 1, ne_nw);
+                pair_init(&w, float_types[t], 2, ne_w);
+                pair_init(&b, DTYPE_F32, 1, ne_b);
+                pair_init(&dst, DTYPE_F32, 2, ne_d);
+                pair_init(&sum, DTYPE_F32, 2, ne_x);
+                pair_random(&x, 2.0f);
+                pair_random(&a, 1.0f);
+                pair_random(&nw, 1.5f);
+                pair_random(&w, 0.5f);
+                pair_random(&b, 0.5f);
+                pair_poison(&dst);
+                pair_poison(&sum);
+                struct pair *slots[] = {
+                    &dst, &x, add ? &a : NULL, &nw, &w, bias ? &b : NULL, add ? &sum : NULL};
+                const struct op_params prm = {.eps = 1e-6f, .silu_mul = silu};
+                struct op_call probe = {.op = OP_NORM_MATMUL, .dst = &dst.d, .p = prm};
+                for (int i = 1; i < 7; i++)
+                    probe.src[i - 1] = slots[i] ? &slots[i]->d : NULL;
+                const struct op_provider *p = backend_select_provider(gpu, &probe);
+                char what[160];
+                snprintf(what, sizeof what, "norm_matmul m=%lld n=%lld k=%lld w=%s%s%s%s%s",
+                         (long long)m, (long long)n, (long long)k, dtype_name(float_types[t]),
+                         add ? " add" : "", bias ? " bias" : "", silu ? " silu_mul" : "",
+                         nw_type == DTYPE_BF16 ? " norm=bf16" : "");
+                if (m == 2 || (!silu && n < 2048 && k > 2048)) {
+                    printf("%-60s declined\n", what);
+                    CHECK(p == NULL);
+                } else {
+                    const struct op_provider *sel = run_both(OP_NORM_MATMUL, prm, slots, 7);
+                    CHECK(sel &&
+                          !strcmp(sel->name, silu ? "cuda-norm-gemv-silu" : "cuda-norm-gemv"));
+                    report(what, pair_nmse(&dst), 1e-6);
+                    if (add)
+                        report("  its sum x + add", pair_nmse(&sum), 0.0);
+                }
+                pair_free(&x);
+                pair_free(&a);
+                pair_free(&nw);
+                pair_free(&w);
+                pair_free(&b);
+                pair_free(&dst);
+                pair_free(&sum);
+            }
+}
+
 // A bf16 GEMM right after the RMSNorm (fused add or not) or SiLU-mul that
 // wrote its activations takes them already split into bf16 terms from that
 // op, once a GEMM has split that buffer itself: its output must equal, bit
@@ -900,6 +967,7 @@ int main(int argc, char **argv)
         {"attention_decode_mma", test_attention_decode_mma},
         {"silu_mul_packed", test_silu_mul_packed},
         {"matmul_silu_mul", test_matmul_silu_mul},
+        {"norm_matmul", test_norm_matmul},
         {"qkv_rope_store", test_qkv_rope_store},
         {"split_handoff", test_split_handoff},
         {"split_handoff_attention", test_split_handoff_attention},

@@ -2,7 +2,8 @@
 // qkv_rope_store against rope / qk_norm_rope on q and k followed by kv_store,
 // and the packed silu_mul against silu_mul over separate gate and up, for
 // cpu-ref and for whichever CPU provider the backend selects. The results
-// must be equal bit for bit: the fused forward pass relies on it.
+// must be equal bit for bit: the fused forward pass relies on it. The
+// reference matmul_silu_mul and norm_matmul are checked against formulas.
 #include <math.h>
 #include <stdlib.h>
 
@@ -315,6 +316,88 @@ static void test_matmul_silu_mul_ref(void)
     backend_free(be);
 }
 
+// cpu-ref norm_matmul against the formula in double precision (the residual
+// add, the sum it writes, the norm, the bias; the SiLU-mul variant), and the
+// contract: a sum that overlaps x, a sum without add, a bias with silu_mul.
+static void test_norm_matmul_ref(void)
+{
+    enum { M = 2, N = 5, K = 8 };
+    unsigned st = 7;
+    float x[M * K], a[M * K], nw[K], w[2 * N * K], bias[N], y[M * N], sum[M * K];
+    for (int i = 0; i < M * K; i++) {
+        x[i] = frand(&st);
+        a[i] = frand(&st);
+    }
+    for (int i = 0; i < K; i++)
+        nw[i] = 1.0f + frand(&st);
+    for (int i = 0; i < 2 * N * K; i++)
+        w[i] = frand(&st);
+    for (int i = 0; i < N; i++)
+        bias[i] = frand(&st);
+    const float eps = 1e-5f;
+    struct tensor tx, ta, tn, tw, tb, ty, ts;
+    tensor_init_2d(&tx, DTYPE_F32, x, K, M);
+    tensor_init_2d(&ta, DTYPE_F32, a, K, M);
+    tensor_init_1d(&tn, DTYPE_F32, nw, K);
+    tensor_init_1d(&tb, DTYPE_F32, bias, N);
+    tensor_init_2d(&ts, DTYPE_F32, sum, K, M);
+    struct backend *be = cpu_backend();
+    for (int silu = 0; silu < 2; silu++) {
+        tensor_init_2d(&tw, DTYPE_F32, w, K, silu ? 2 * N : N);
+        tensor_init_2d(&ty, DTYPE_F32, y, N, M);
+        struct op_call c = {.op = OP_NORM_MATMUL,
+                            .dst = &ty,
+                            .src = {&tx, &ta, &tn, &tw, silu ? NULL : &tb, &ts},
+                            .p = {.eps = eps, .silu_mul = silu}};
+        CHECK_EQ_INT(run_op(be, &cpu_ref_norm_matmul, &c), VLLMC_OK);
+        for (int t = 0; t < M; t++) {
+            double h[K], ss = 0;
+            for (int l = 0; l < K; l++) {
+                h[l] = (double)x[t * K + l] + a[t * K + l];
+                CHECK(sum[t * K + l] == x[t * K + l] + a[t * K + l]);
+                ss += h[l] * h[l];
+            }
+            const double scale = 1.0 / sqrt(ss / K + eps);
+            for (int j = 0; j < N; j++) {
+                double g = 0, u = 0;
+                for (int l = 0; l < K; l++) {
+                    g += h[l] * scale * nw[l] * w[j * K + l];
+                    u += silu ? h[l] * scale * nw[l] * w[(N + j) * K + l] : 0.0;
+                }
+                const double want = silu ? g / (1.0 + exp(-g)) * u : g + bias[j];
+                CHECK_NEAR(y[t * N + j], want, 1e-5, 1e-5);
+            }
+        }
+    }
+    // without add: h is x, and no sum
+    tensor_init_2d(&tw, DTYPE_F32, w, K, N);
+    struct op_call c = {
+        .op = OP_NORM_MATMUL, .dst = &ty, .src = {&tx, NULL, &tn, &tw}, .p.eps = eps};
+    CHECK_EQ_INT(run_op(be, &cpu_ref_norm_matmul, &c), VLLMC_OK);
+    double ss = 0;
+    for (int l = 0; l < K; l++)
+        ss += (double)x[l] * x[l];
+    double dot = 0;
+    for (int l = 0; l < K; l++)
+        dot += (double)x[l] / sqrt(ss / K + eps) * nw[l] * w[l];
+    CHECK_NEAR(y[0], dot, 1e-5, 1e-5);
+    // the contract
+    struct op_call bad = c;
+    bad.src[5] = &ts; // a sum without add
+    CHECK_EQ_INT(backend_run_op(be, &bad), VLLMC_ERR_INVALID_ARG);
+    bad.src[1] = &ta;
+    bad.src[5] = &tx; // the sum overlaps x
+    CHECK_EQ_INT(backend_run_op(be, &bad), VLLMC_ERR_INVALID_ARG);
+    bad = c;
+    bad.p.silu_mul = true;
+    tensor_init_2d(&tw, DTYPE_F32, w, K, 2 * N);
+    bad.src[4] = &tb; // silu_mul takes no bias
+    CHECK_EQ_INT(backend_run_op(be, &bad), VLLMC_ERR_INVALID_ARG);
+    tensor_init_1d(&tn, DTYPE_F32, nw, K - 1); // the norm weight must be [k]
+    CHECK_EQ_INT(backend_run_op(be, &c), VLLMC_ERR_INVALID_ARG);
+    backend_free(be);
+}
+
 int main(int argc, char **argv)
 {
     static const struct check_case cases[] = {
@@ -323,6 +406,7 @@ int main(int argc, char **argv)
         {"qkv_rope_store_errors", test_qkv_rope_store_errors},
         {"silu_mul_packed", test_silu_mul_packed},
         {"matmul_silu_mul_ref", test_matmul_silu_mul_ref},
+        {"norm_matmul_ref", test_norm_matmul_ref},
         {NULL, NULL},
     };
     return check_run(cases, argc, argv);

@@ -48,6 +48,7 @@ static const struct cpu_provider_entry cpu_provider_table[] = {
     {&cpu_ref_qk_norm_rope, CPU_NEED_NONE},
     {&cpu_ref_silu_mul, CPU_NEED_NONE},
     {&cpu_ref_matmul_silu_mul, CPU_NEED_NONE},
+    {&cpu_ref_norm_matmul, CPU_NEED_NONE},
     {&cpu_ref_add, CPU_NEED_NONE},
     {&cpu_ref_kv_store, CPU_NEED_NONE},
     {&cpu_ref_qkv_rope_store, CPU_NEED_NONE},

@@ -61,6 +61,10 @@ CUDA_PROVIDER(cuda_p_add, "cuda", OP_ADD, 100, cuda_add);
 CUDA_PROVIDER(cuda_p_kv_store, "cuda", OP_KV_STORE, 100, cuda_kv_store);
 CUDA_PROVIDER(cuda_p_qkv_rope_store, "cuda", OP_QKV_ROPE_STORE, 100, cuda_qkv_rope_store);
 CUDA_PROVIDER(cuda_p_gemv_silu, "cuda-gemv-silu", OP_MATMUL_SILU_MUL, 100, cuda_gemv_silu);
+// The norm before a decode projection, staged inside its GEMV (norm.cuh).
+CUDA_PROVIDER(cuda_p_norm_gemv, "cuda-norm-gemv", OP_NORM_MATMUL, 100, cuda_norm_gemv);
+CUDA_PROVIDER(cuda_p_norm_gemv_silu, "cuda-norm-gemv-silu", OP_NORM_MATMUL, 100,
+              cuda_norm_gemv_silu);
 CUDA_PROVIDER(cuda_p_attention, "cuda-paged", OP_ATTENTION, 100, cuda_attention);
 // Prefill attention on tensor cores wins calls with many query tokens by its
 // gate (attention_prefill.cu); its f16/bf16 operands get the 5e-4 parity bar.
@@ -117,6 +121,8 @@ static const struct op_provider *const cuda_provider_table[] = {
     &cuda_p_select_ids,
     &cuda_p_qkv_rope_store,
     &cuda_p_gemv_silu,
+    &cuda_p_norm_gemv,
+    &cuda_p_norm_gemv_silu,
 };
 
 #define CUDA_N_PROVIDERS (sizeof cuda_provider_table / sizeof cuda_provider_table[0])
@@ -648,6 +654,7 @@ static const struct backend_vtable cuda_vtable = {
 bool cuda_pdl;
 int64_t cuda_pdl_prefetch_bytes;
 bool cuda_gemv_load_early = true;
+int cuda_norm_matmul = 16;
 
 // An environment setting A[,B[,C[,D]]] as four ints (0 where missing); false
 // when the variable is unset or empty.
@@ -716,6 +723,9 @@ enum vllmc_status cuda_backend_create(const struct backend_options *o, struct ba
     cuda_pdl_prefetch_bytes = cuda_pdl ? (int64_t)(pf && *pf ? atoi(pf) : 16) << 20 : 0;
     const char *early = getenv("VLLMC_CUDA_GEMV_EARLY");
     cuda_gemv_load_early = !(early && *early && atoi(early) == 0);
+    const char *norm_mm = getenv("VLLMC_CUDA_NORM_MATMUL");
+    if (norm_mm && *norm_mm)
+        cuda_norm_matmul = atoi(norm_mm) <= 0 ? 0 : atoi(norm_mm);
     const char *decode_att = getenv("VLLMC_CUDA_DECODE_ATTENTION");
     if (decode_att && *decode_att)
         cuda_attention_set_decode(atoi(decode_att));

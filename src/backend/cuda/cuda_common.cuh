@@ -174,6 +174,46 @@ __device__ __forceinline__ float cuda_block_max(float v, float *shared)
     return cuda_warp_max(v);
 }
 
+// NORM_MATMUL's prologue for one token, run by the whole block in one pass:
+// v [k] (shared memory) = h * w with h = x + add (add may be NULL), sum [k]
+// = h when sum is not NULL (pass it to one block only), and the return value
+// is the norm's scale rsqrt(mean(h^2) + eps), which the caller applies to its
+// dot products (W . (h * w * scale) = scale * (W . v)). k % 4 == 0; x, add,
+// sum and v 16-byte aligned; w any float dtype (cuda_bias_at). The block
+// reduction's barriers leave v ready for every warp.
+__device__ __forceinline__ float cuda_stage_rmsnorm(float *v, const float *x, const float *add,
+                                                    const void *w, int w_type, float *sum, int k,
+                                                    float eps, float *red)
+{
+    float ss = 0.0f;
+    for (int i = 4 * (int)threadIdx.x; i < k; i += 4 * (int)blockDim.x) {
+        float4 h = *(const float4 *)(x + i);
+        if (add) {
+            const float4 a = *(const float4 *)(add + i);
+            h.x += a.x;
+            h.y += a.y;
+            h.z += a.z;
+            h.w += a.w;
+        }
+        if (sum)
+            *(float4 *)(sum + i) = h;
+        ss += h.x * h.x + h.y * h.y + h.z * h.z + h.w * h.w;
+        *(float4 *)(v + i) =
+            make_float4(h.x * cuda_bias_at(w, w_type, i), h.y * cuda_bias_at(w, w_type, i + 1),
+                        h.z * cuda_bias_at(w, w_type, i + 2), h.w * cuda_bias_at(w, w_type, i + 3));
+    }
+    return rsqrtf(cuda_block_sum(ss, red) / (float)k + eps);
+}
+
+// The NORM_MATMUL operands a decode kernel stages with cuda_stage_rmsnorm.
+struct cuda_norm_in {
+    const float *add; // [k] or NULL
+    const void *w;    // [k], dtype w_type
+    int w_type;
+    float *sum; // [k] or NULL: receives x + add (written by block 0)
+    float eps;
+};
+
 // ---- programmatic dependent launch (sm_90+) ----
 //
 // At batch 1 a decode step is a chain of ~10 small kernels a layer; replayed

@@ -6,21 +6,29 @@
 // per row is matmul.cu's one-warp-per-row GEMV's; silu is elementwise.cu's.
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/gemv_silu.cuh"
+#include "backend/cuda/norm.cuh"
 
 #define GEMV_SILU_ROWS 4 // warps (outputs) per block
 #define GEMV_SILU_UNROLL 4
 
 // ---- kernel ----
 
-template <typename TW, int M>
-static __global__ void __launch_bounds__(GEMV_SILU_ROWS *CUDA_WARP)
+// NORM (NORM_MATMUL with silu_mul, one token): the block first stages
+// (x + add) * w in shared memory [k], the warps read it there and scale their
+// sums by the norm's scale, as matmul.cu's one-warp-per-row GEMV does.
+template <typename TW, int M, bool NORM, int WARPS = GEMV_SILU_ROWS>
+static __global__ void __launch_bounds__(WARPS *CUDA_WARP)
     gemv_silu_kernel(float *dst, int64_t dst_pitch, const float *x, int64_t x_pitch, const TW *w,
-                     int64_t w_pitch, int ff, int k, int64_t prefetch, bool early)
+                     int64_t w_pitch, int ff, int k, int64_t prefetch, bool early,
+                     struct cuda_norm_in nin)
 {
+    static_assert(!NORM || M == 1, "the norm prologue stages one token");
+    extern __shared__ __align__(16) float gemv_silu_staged[]; // [k] with NORM
+    __shared__ float red[32];
     constexpr int VEC = 16 / (int)sizeof(TW);
     constexpr int U = GEMV_SILU_UNROLL;
     const int lane = threadIdx.x % CUDA_WARP;
-    const int row = blockIdx.x * GEMV_SILU_ROWS + threadIdx.x / CUDA_WARP;
+    const int row = blockIdx.x * WARPS + threadIdx.x / CUDA_WARP;
     // Lanes 0 and 1 prefetch the gate and the up row of this output.
     const int64_t row_bytes = (int64_t)k * (int64_t)sizeof(TW);
     if (lane < 2 && row < ff && 2 * (int64_t)row * row_bytes < prefetch)
@@ -39,6 +47,12 @@ static __global__ void __launch_bounds__(GEMV_SILU_ROWS *CUDA_WARP)
             u[i] = __ldcs(wu + lane + i * CUDA_WARP);
         }
     cuda_pdl_sync();
+    float nscale = 1.0f; // the norm's scale, applied to the sums
+    if (NORM) {
+        nscale = cuda_stage_rmsnorm(gemv_silu_staged, x, nin.add, nin.w, nin.w_type,
+                                    blockIdx.x == 0 ? nin.sum : nullptr, k, nin.eps, red);
+        x = gemv_silu_staged;
+    }
     if (row >= ff)
         return; // the whole warp: no barrier follows
     float ag[M], au[M];
@@ -73,7 +87,7 @@ static __global__ void __launch_bounds__(GEMV_SILU_ROWS *CUDA_WARP)
     }
 #pragma unroll
     for (int t = 0; t < M; t++) {
-        const float g = cuda_warp_sum(ag[t]), u = cuda_warp_sum(au[t]);
+        const float g = nscale * cuda_warp_sum(ag[t]), u = nscale * cuda_warp_sum(au[t]);
         if (lane == 0)
             dst[t * dst_pitch + row] = g / (1.0f + expf(-g)) * u;
     }
@@ -81,15 +95,17 @@ static __global__ void __launch_bounds__(GEMV_SILU_ROWS *CUDA_WARP)
 
 // ---- launcher ----
 
-template <typename TW, int M>
+template <typename TW, int M, bool NORM = false, int WARPS = GEMV_SILU_ROWS>
 static void gemv_silu_launch(float *dst, int64_t dst_pitch, const float *x, int64_t x_pitch,
-                             const void *w, int64_t w_pitch, int ff, int k, cudaStream_t stream)
+                             const void *w, int64_t w_pitch, int ff, int k, cudaStream_t stream,
+                             const struct cuda_norm_in &nin = cuda_norm_in{})
 {
-    const unsigned grid = (unsigned)((ff + GEMV_SILU_ROWS - 1) / GEMV_SILU_ROWS);
-    cuda_launch(gemv_silu_kernel<TW, M>, grid, GEMV_SILU_ROWS * CUDA_WARP, 0, stream, dst,
-                dst_pitch, x, x_pitch, (const TW *)w, w_pitch, ff, k,
-                cuda_gemv_prefetch(2 * (int64_t)ff * k * (int64_t)sizeof(TW)),
-                cuda_gemv_load_early);
+    const unsigned grid = (unsigned)((ff + WARPS - 1) / WARPS);
+    cuda_launch(gemv_silu_kernel<TW, M, NORM, WARPS>, grid, WARPS * CUDA_WARP,
+                NORM ? (size_t)k * sizeof(float) : 0, stream, dst, dst_pitch, x, x_pitch,
+                (const TW *)w, w_pitch, ff, k,
+                cuda_gemv_prefetch(2 * (int64_t)ff * k * (int64_t)sizeof(TW)), cuda_gemv_load_early,
+                nin);
 }
 
 template <typename TW>
@@ -149,6 +165,69 @@ extern "C" enum vllmc_status cuda_gemv_silu_run(const struct op_call *c)
         break;
     default:
         gemv_silu_launch_m<float>(m, dp, dpitch, xp, xpitch, w->data, wpitch, ff, k, dev->stream);
+        break;
+    }
+    CUDA_TRY_LAUNCH();
+    return VLLMC_OK;
+}
+
+// NORM_MATMUL with silu_mul at one token: the kernel above with the norm
+// staged in shared memory (norm.cuh).
+extern "C" bool cuda_norm_gemv_silu_supports(const struct op_call *c)
+{
+    if (!c->p.silu_mul || !cuda_norm_in_ok(c))
+        return false;
+    const struct op_call mm = cuda_norm_matmul_inner(c);
+    return cuda_gemv_silu_supports(&mm);
+}
+
+// cuda_norm_matmul warps (outputs) a block: each block stages the norm once.
+template <typename TW>
+static void norm_gemv_silu_launch(float *dst, int64_t dst_pitch, const float *x, int64_t x_pitch,
+                                  const void *w, int64_t w_pitch, int ff, int k,
+                                  cudaStream_t stream, const struct cuda_norm_in &nin)
+{
+    if (cuda_norm_matmul >= 32)
+        gemv_silu_launch<TW, 1, true, 32>(dst, dst_pitch, x, x_pitch, w, w_pitch, ff, k, stream,
+                                          nin);
+    else if (cuda_norm_matmul >= 16)
+        gemv_silu_launch<TW, 1, true, 16>(dst, dst_pitch, x, x_pitch, w, w_pitch, ff, k, stream,
+                                          nin);
+    else if (cuda_norm_matmul >= 8)
+        gemv_silu_launch<TW, 1, true, 8>(dst, dst_pitch, x, x_pitch, w, w_pitch, ff, k, stream,
+                                         nin);
+    else
+        gemv_silu_launch<TW, 1, true, 4>(dst, dst_pitch, x, x_pitch, w, w_pitch, ff, k, stream,
+                                         nin);
+}
+
+extern "C" enum vllmc_status cuda_norm_gemv_silu_run(const struct op_call *c)
+{
+    struct cuda_device *dev = cuda_device_of(c);
+    struct err *err = dev->err;
+    const struct tensor *x = c->src[0], *add = c->src[1], *nw = c->src[2], *w = c->src[3],
+                        *sum = c->src[5], *d = c->dst;
+    const int ff = (int)d->ne[0], k = (int)x->ne[0];
+    if (ff == 0)
+        return VLLMC_OK;
+    const struct cuda_norm_in nin = {add ? (const float *)add->data : nullptr, nw->data,
+                                     (int)nw->dtype, sum ? (float *)sum->data : nullptr, c->p.eps};
+    float *dp = (float *)d->data;
+    const float *xp = (const float *)x->data;
+    const int64_t dpitch = cuda_row_pitch(d), xpitch = cuda_row_pitch(x),
+                  wpitch = cuda_row_pitch(w);
+    switch (w->dtype) {
+    case DTYPE_F16:
+        norm_gemv_silu_launch<__half>(dp, dpitch, xp, xpitch, w->data, wpitch, ff, k, dev->stream,
+                                      nin);
+        break;
+    case DTYPE_BF16:
+        norm_gemv_silu_launch<__nv_bfloat16>(dp, dpitch, xp, xpitch, w->data, wpitch, ff, k,
+                                             dev->stream, nin);
+        break;
+    default:
+        norm_gemv_silu_launch<float>(dp, dpitch, xp, xpitch, w->data, wpitch, ff, k, dev->stream,
+                                     nin);
         break;
     }
     CUDA_TRY_LAUNCH();

@@ -15,6 +15,9 @@ extern "C" {
 
 bool cuda_gemv_silu_supports(const struct op_call *c);
 enum vllmc_status cuda_gemv_silu_run(const struct op_call *c);
+// NORM_MATMUL with silu_mul at one token: the norm staged in the kernel.
+bool cuda_norm_gemv_silu_supports(const struct op_call *c);
+enum vllmc_status cuda_norm_gemv_silu_run(const struct op_call *c);
 
 #ifdef __cplusplus
 }

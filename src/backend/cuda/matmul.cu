@@ -12,6 +12,7 @@
 // kernel serves any shape and alignment the other two refuse.
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/matmul.cuh"
+#include "backend/cuda/norm.cuh"
 
 #define GEMV_THREADS_MAX 128
 #define TILED_BM 64
@@ -138,16 +139,24 @@ static __global__ void __launch_bounds__(GEMV_THREADS_MAX)
 // memory and no block barrier, each lane keeps UNROLL 16-byte loads of its
 // row in flight, and the grid is n / 4 blocks of 128 threads, so small
 // matrices still fill every SM with many independent loads.
+// NORM (NORM_MATMUL, one token): the block first stages (x + add) * w in
+// shared memory [k] (cuda_stage_rmsnorm, block 0 also writes the sum), the
+// warps read the activations from there and scale their sums by the norm's
+// scale: the norm kernel before the GEMV and its output's round trip through
+// memory are gone.
 #define GEMV_WARP_ROWS 4
-template <typename TW, int M, int UNROLL>
-static __global__ void __launch_bounds__(GEMV_WARP_ROWS *CUDA_WARP)
+template <typename TW, int M, int UNROLL, bool NORM, int WARPS = GEMV_WARP_ROWS>
+static __global__ void __launch_bounds__(WARPS *CUDA_WARP)
     gemv_warp_kernel(float *dst, int64_t dst_pitch, const float *x, int64_t x_pitch, const TW *w,
                      int64_t w_pitch, const void *bias, int bias_type, int n, int k,
-                     int64_t prefetch, bool early)
+                     int64_t prefetch, bool early, struct cuda_norm_in nin)
 {
+    static_assert(!NORM || M == 1, "the norm prologue stages one token");
+    extern __shared__ __align__(16) float gemv_staged[]; // [k] with NORM
+    __shared__ float red[32];
     constexpr int VEC = 16 / (int)sizeof(TW);
     const int lane = threadIdx.x % CUDA_WARP;
-    const int row = blockIdx.x * GEMV_WARP_ROWS + threadIdx.x / CUDA_WARP;
+    const int row = blockIdx.x * WARPS + threadIdx.x / CUDA_WARP;
     const int64_t row_bytes = (int64_t)k * (int64_t)sizeof(TW);
     if (lane == 0 && row < n && (int64_t)row * row_bytes < prefetch)
         cuda_prefetch_l2(w + (int64_t)row * w_pitch, (uint32_t)row_bytes);
@@ -161,6 +170,12 @@ static __global__ void __launch_bounds__(GEMV_WARP_ROWS *CUDA_WARP)
         for (int u = 0; u < UNROLL; u++)
             wv[u] = __ldcs(wrow + lane + u * CUDA_WARP);
     cuda_pdl_sync();
+    float nscale = 1.0f; // the norm's scale, applied to the sums
+    if (NORM) {
+        nscale = cuda_stage_rmsnorm(gemv_staged, x, nin.add, nin.w, nin.w_type,
+                                    blockIdx.x == 0 ? nin.sum : nullptr, k, nin.eps, red);
+        x = gemv_staged;
+    }
     if (row >= n)
         return; // the whole warp: no barrier follows
     float acc[M];
@@ -188,6 +203,8 @@ static __global__ void __launch_bounds__(GEMV_WARP_ROWS *CUDA_WARP)
 #pragma unroll
     for (int t = 0; t < M; t++) {
         float s = cuda_warp_sum(acc[t]);
+        if (NORM)
+            s *= nscale;
         if (lane == 0) {
             if (bias)
                 s += cuda_bias_at(bias, bias_type, row);
@@ -349,11 +366,11 @@ template <typename TW, int M> static void gemv_launch_m(const struct matmul_args
 {
     if (M <= 2 && gemv_warp_wins(a->n, a->k)) {
         const unsigned grid = (unsigned)((a->n + GEMV_WARP_ROWS - 1) / GEMV_WARP_ROWS);
-        cuda_launch(gemv_warp_kernel<TW, M, 4>, grid, GEMV_WARP_ROWS * CUDA_WARP, 0, s, a->dst,
-                    a->dst_pitch, a->x, a->x_pitch, (const TW *)a->w, a->w_pitch, a->bias,
+        cuda_launch(gemv_warp_kernel<TW, M, 4, false>, grid, GEMV_WARP_ROWS * CUDA_WARP, 0, s,
+                    a->dst, a->dst_pitch, a->x, a->x_pitch, (const TW *)a->w, a->w_pitch, a->bias,
                     a->bias_type, a->n, a->k,
                     cuda_gemv_prefetch((int64_t)a->n * a->k * (int64_t)sizeof(TW)),
-                    cuda_gemv_load_early);
+                    cuda_gemv_load_early, cuda_norm_in{});
     } else if (M <= 2)
         gemv_launch_one<TW, M, 1, 4>(a, s);
     else if (M <= 6)
@@ -487,6 +504,70 @@ extern "C" enum vllmc_status cuda_gemv_run(const struct op_call *c)
         break;
     default:
         gemv_launch<float>(&a, dev->stream);
+        break;
+    }
+    CUDA_TRY_LAUNCH();
+    return VLLMC_OK;
+}
+
+// NORM_MATMUL at one token where the one-warp-per-row GEMV is the kernel the
+// projection alone would take (gemv_warp_wins): the block stages the norm.
+extern "C" bool cuda_norm_gemv_supports(const struct op_call *c)
+{
+    if (c->p.silu_mul || !cuda_norm_in_ok(c))
+        return false;
+    const struct op_call mm = cuda_norm_matmul_inner(c);
+    return cuda_gemv_supports(&mm) && gemv_warp_wins((int)mm.src[1]->ne[1], (int)mm.src[0]->ne[0]);
+}
+
+// WARPS rows a block: each block stages the norm once for all of them.
+template <typename TW, int WARPS>
+static void norm_gemv_launch_w(const struct matmul_args *a, const struct cuda_norm_in &nin,
+                               cudaStream_t s)
+{
+    const unsigned grid = (unsigned)((a->n + WARPS - 1) / WARPS);
+    cuda_launch(gemv_warp_kernel<TW, 1, 4, true, WARPS>, grid, WARPS * CUDA_WARP,
+                (size_t)a->k * sizeof(float), s, a->dst, a->dst_pitch, a->x, a->x_pitch,
+                (const TW *)a->w, a->w_pitch, a->bias, a->bias_type, a->n, a->k,
+                cuda_gemv_prefetch((int64_t)a->n * a->k * (int64_t)sizeof(TW)),
+                cuda_gemv_load_early, nin);
+}
+
+template <typename TW>
+static void norm_gemv_launch(const struct matmul_args *a, const struct cuda_norm_in &nin,
+                             cudaStream_t s)
+{
+    if (cuda_norm_matmul >= 32)
+        norm_gemv_launch_w<TW, 32>(a, nin, s);
+    else if (cuda_norm_matmul >= 16)
+        norm_gemv_launch_w<TW, 16>(a, nin, s);
+    else if (cuda_norm_matmul >= 8)
+        norm_gemv_launch_w<TW, 8>(a, nin, s);
+    else
+        norm_gemv_launch_w<TW, 4>(a, nin, s);
+}
+
+extern "C" enum vllmc_status cuda_norm_gemv_run(const struct op_call *c)
+{
+    struct cuda_device *dev = cuda_device_of(c);
+    struct err *err = dev->err;
+    const struct op_call mm = cuda_norm_matmul_inner(c);
+    struct matmul_args a;
+    matmul_args_init(&a, &mm);
+    if (a.n == 0)
+        return VLLMC_OK;
+    const struct tensor *add = c->src[1], *nw = c->src[2], *sum = c->src[5];
+    const struct cuda_norm_in nin = {add ? (const float *)add->data : nullptr, nw->data,
+                                     (int)nw->dtype, sum ? (float *)sum->data : nullptr, c->p.eps};
+    switch (mm.src[1]->dtype) {
+    case DTYPE_F16:
+        norm_gemv_launch<__half>(&a, nin, dev->stream);
+        break;
+    case DTYPE_BF16:
+        norm_gemv_launch<__nv_bfloat16>(&a, nin, dev->stream);
+        break;
+    default:
+        norm_gemv_launch<float>(&a, nin, dev->stream);
         break;
     }
     CUDA_TRY_LAUNCH();

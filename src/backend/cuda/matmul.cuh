@@ -55,6 +55,10 @@ bool cuda_matmul_shape_ok(const struct op_call *c);
 
 bool cuda_gemv_supports(const struct op_call *c);
 enum vllmc_status cuda_gemv_run(const struct op_call *c);
+// NORM_MATMUL (not silu_mul) at one token: the one-warp-per-row GEMV with
+// the norm staged in shared memory (norm.cuh).
+bool cuda_norm_gemv_supports(const struct op_call *c);
+enum vllmc_status cuda_norm_gemv_run(const struct op_call *c);
 bool cuda_mma_gemm_supports(const struct op_call *c);
 enum vllmc_status cuda_mma_gemm_run(const struct op_call *c);
 bool cuda_cublaslt_supports(const struct op_call *c);

@@ -238,3 +238,37 @@ extern "C" enum vllmc_status cuda_add_rmsnorm_run(const struct op_call *c)
     CUDA_TRY_LAUNCH();
     return VLLMC_OK;
 }
+
+// ---- NORM_MATMUL's norm operands (the decode GEMVs stage the norm) ----
+
+static bool aligned16_ptr(const void *p)
+{
+    return (uintptr_t)p % 16 == 0;
+}
+
+extern "C" bool cuda_norm_in_ok(const struct op_call *c)
+{
+    const struct tensor *x = c->src[0], *add = c->src[1], *w = c->src[2], *sum = c->src[5];
+    if (c->op != OP_NORM_MATMUL || !cuda_norm_matmul || !cuda_tensor_rows_ok(x, DTYPE_F32) ||
+        tensor_n_rows(x) != 1 || x->ne[0] % 4 != 0 || x->ne[0] > CUDA_NORM_STAGE_MAX_K ||
+        !aligned16_ptr(x->data) || !w || !cuda_dtype_is_float(w->dtype) ||
+        !cuda_tensor_dense_ok(w, w->dtype) || tensor_n_elements(w) != x->ne[0])
+        return false;
+    if (add && (!cuda_tensor_rows_ok(add, DTYPE_F32) || !tensor_same_shape(add, x) ||
+                !aligned16_ptr(add->data)))
+        return false;
+    return !sum || (add && cuda_tensor_rows_ok(sum, DTYPE_F32) && tensor_same_shape(sum, x) &&
+                    aligned16_ptr(sum->data));
+}
+
+extern "C" struct op_call cuda_norm_matmul_inner(const struct op_call *c)
+{
+    struct op_call mm = {};
+    mm.op = c->p.silu_mul ? OP_MATMUL_SILU_MUL : OP_MATMUL;
+    mm.dst = c->dst;
+    mm.src[0] = c->src[0];
+    mm.src[1] = c->src[3];
+    mm.src[2] = c->p.silu_mul ? nullptr : c->src[4];
+    mm.backend = c->backend;
+    return mm;
+}

@@ -18,6 +18,7 @@ extern const struct op_provider cpu_ref_rope;
 extern const struct op_provider cpu_ref_qk_norm_rope;
 extern const struct op_provider cpu_ref_silu_mul;
 extern const struct op_provider cpu_ref_matmul_silu_mul;
+extern const struct op_provider cpu_ref_norm_matmul;
 extern const struct op_provider cpu_ref_add;
 extern const struct op_provider cpu_ref_kv_store;
 extern const struct op_provider cpu_ref_qkv_rope_store;
