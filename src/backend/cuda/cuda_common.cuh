@@ -214,6 +214,14 @@ struct cuda_norm_in {
     float eps;
 };
 
+// Those operands of a NORM_MATMUL call (op.h: src1 add, src2 w, src5 sum).
+static inline struct cuda_norm_in cuda_norm_in_of(const struct op_call *c)
+{
+    const struct tensor *add = c->src[1], *w = c->src[2], *sum = c->src[5];
+    return {add ? (const float *)add->data : nullptr, w->data, (int)w->dtype,
+            sum ? (float *)sum->data : nullptr, c->p.eps};
+}
+
 // ---- programmatic dependent launch (sm_90+) ----
 //
 // At batch 1 a decode step is a chain of ~10 small kernels a layer; replayed

@@ -108,15 +108,61 @@ static void gemv_silu_launch(float *dst, int64_t dst_pitch, const float *x, int6
                 nin);
 }
 
+// m tokens; with nin (one token) the norm staged in the kernel, blocks of
+// cuda_norm_matmul warps (outputs), each staging it once.
 template <typename TW>
 static void gemv_silu_launch_m(int m, float *dst, int64_t dst_pitch, const float *x,
                                int64_t x_pitch, const void *w, int64_t w_pitch, int ff, int k,
-                               cudaStream_t stream)
+                               cudaStream_t stream, const struct cuda_norm_in *nin)
 {
-    if (m == 1)
+    if (nin && cuda_norm_matmul >= 32)
+        gemv_silu_launch<TW, 1, true, 32>(dst, dst_pitch, x, x_pitch, w, w_pitch, ff, k, stream,
+                                          *nin);
+    else if (nin && cuda_norm_matmul >= 16)
+        gemv_silu_launch<TW, 1, true, 16>(dst, dst_pitch, x, x_pitch, w, w_pitch, ff, k, stream,
+                                          *nin);
+    else if (nin && cuda_norm_matmul >= 8)
+        gemv_silu_launch<TW, 1, true, 8>(dst, dst_pitch, x, x_pitch, w, w_pitch, ff, k, stream,
+                                         *nin);
+    else if (nin)
+        gemv_silu_launch<TW, 1, true, 4>(dst, dst_pitch, x, x_pitch, w, w_pitch, ff, k, stream,
+                                         *nin);
+    else if (m == 1)
         gemv_silu_launch<TW, 1>(dst, dst_pitch, x, x_pitch, w, w_pitch, ff, k, stream);
     else
         gemv_silu_launch<TW, 2>(dst, dst_pitch, x, x_pitch, w, w_pitch, ff, k, stream);
+}
+
+// dst [m, ff] from x [m, k] and W [2 ff, k], with the norm of nin when set.
+static enum vllmc_status gemv_silu_run(const struct op_call *c, const struct tensor *x,
+                                       const struct tensor *w, const struct cuda_norm_in *nin)
+{
+    struct cuda_device *dev = cuda_device_of(c);
+    struct err *err = dev->err;
+    const struct tensor *d = c->dst;
+    const int m = (int)tensor_n_rows(x), ff = (int)d->ne[0], k = (int)x->ne[0];
+    if (m == 0 || ff == 0)
+        return VLLMC_OK;
+    float *dp = (float *)d->data;
+    const float *xp = (const float *)x->data;
+    const int64_t dpitch = cuda_row_pitch(d), xpitch = cuda_row_pitch(x),
+                  wpitch = cuda_row_pitch(w);
+    switch (w->dtype) {
+    case DTYPE_F16:
+        gemv_silu_launch_m<__half>(m, dp, dpitch, xp, xpitch, w->data, wpitch, ff, k, dev->stream,
+                                   nin);
+        break;
+    case DTYPE_BF16:
+        gemv_silu_launch_m<__nv_bfloat16>(m, dp, dpitch, xp, xpitch, w->data, wpitch, ff, k,
+                                          dev->stream, nin);
+        break;
+    default:
+        gemv_silu_launch_m<float>(m, dp, dpitch, xp, xpitch, w->data, wpitch, ff, k, dev->stream,
+                                  nin);
+        break;
+    }
+    CUDA_TRY_LAUNCH();
+    return VLLMC_OK;
 }
 
 // ---- provider ----
@@ -145,30 +191,7 @@ extern "C" bool cuda_gemv_silu_supports(const struct op_call *c)
 
 extern "C" enum vllmc_status cuda_gemv_silu_run(const struct op_call *c)
 {
-    struct cuda_device *dev = cuda_device_of(c);
-    struct err *err = dev->err;
-    const struct tensor *x = c->src[0], *w = c->src[1], *d = c->dst;
-    const int m = (int)tensor_n_rows(x), ff = (int)d->ne[0], k = (int)x->ne[0];
-    if (m == 0 || ff == 0)
-        return VLLMC_OK;
-    float *dp = (float *)d->data;
-    const float *xp = (const float *)x->data;
-    const int64_t dpitch = cuda_row_pitch(d), xpitch = cuda_row_pitch(x),
-                  wpitch = cuda_row_pitch(w);
-    switch (w->dtype) {
-    case DTYPE_F16:
-        gemv_silu_launch_m<__half>(m, dp, dpitch, xp, xpitch, w->data, wpitch, ff, k, dev->stream);
-        break;
-    case DTYPE_BF16:
-        gemv_silu_launch_m<__nv_bfloat16>(m, dp, dpitch, xp, xpitch, w->data, wpitch, ff, k,
-                                          dev->stream);
-        break;
-    default:
-        gemv_silu_launch_m<float>(m, dp, dpitch, xp, xpitch, w->data, wpitch, ff, k, dev->stream);
-        break;
-    }
-    CUDA_TRY_LAUNCH();
-    return VLLMC_OK;
+    return gemv_silu_run(c, c->src[0], c->src[1], nullptr);
 }
 
 // NORM_MATMUL with silu_mul at one token: the kernel above with the norm
@@ -181,55 +204,8 @@ extern "C" bool cuda_norm_gemv_silu_supports(const struct op_call *c)
     return cuda_gemv_silu_supports(&mm);
 }
 
-// cuda_norm_matmul warps (outputs) a block: each block stages the norm once.
-template <typename TW>
-static void norm_gemv_silu_launch(float *dst, int64_t dst_pitch, const float *x, int64_t x_pitch,
-                                  const void *w, int64_t w_pitch, int ff, int k,
-                                  cudaStream_t stream, const struct cuda_norm_in &nin)
-{
-    if (cuda_norm_matmul >= 32)
-        gemv_silu_launch<TW, 1, true, 32>(dst, dst_pitch, x, x_pitch, w, w_pitch, ff, k, stream,
-                                          nin);
-    else if (cuda_norm_matmul >= 16)
-        gemv_silu_launch<TW, 1, true, 16>(dst, dst_pitch, x, x_pitch, w, w_pitch, ff, k, stream,
-                                          nin);
-    else if (cuda_norm_matmul >= 8)
-        gemv_silu_launch<TW, 1, true, 8>(dst, dst_pitch, x, x_pitch, w, w_pitch, ff, k, stream,
-                                         nin);
-    else
-        gemv_silu_launch<TW, 1, true, 4>(dst, dst_pitch, x, x_pitch, w, w_pitch, ff, k, stream,
-                                         nin);
-}
-
 extern "C" enum vllmc_status cuda_norm_gemv_silu_run(const struct op_call *c)
 {
-    struct cuda_device *dev = cuda_device_of(c);
-    struct err *err = dev->err;
-    const struct tensor *x = c->src[0], *add = c->src[1], *nw = c->src[2], *w = c->src[3],
-                        *sum = c->src[5], *d = c->dst;
-    const int ff = (int)d->ne[0], k = (int)x->ne[0];
-    if (ff == 0)
-        return VLLMC_OK;
-    const struct cuda_norm_in nin = {add ? (const float *)add->data : nullptr, nw->data,
-                                     (int)nw->dtype, sum ? (float *)sum->data : nullptr, c->p.eps};
-    float *dp = (float *)d->data;
-    const float *xp = (const float *)x->data;
-    const int64_t dpitch = cuda_row_pitch(d), xpitch = cuda_row_pitch(x),
-                  wpitch = cuda_row_pitch(w);
-    switch (w->dtype) {
-    case DTYPE_F16:
-        norm_gemv_silu_launch<__half>(dp, dpitch, xp, xpitch, w->data, wpitch, ff, k, dev->stream,
-                                      nin);
-        break;
-    case DTYPE_BF16:
-        norm_gemv_silu_launch<__nv_bfloat16>(dp, dpitch, xp, xpitch, w->data, wpitch, ff, k,
-                                             dev->stream, nin);
-        break;
-    default:
-        norm_gemv_silu_launch<float>(dp, dpitch, xp, xpitch, w->data, wpitch, ff, k, dev->stream,
-                                     nin);
-        break;
-    }
-    CUDA_TRY_LAUNCH();
-    return VLLMC_OK;
+    const struct cuda_norm_in nin = cuda_norm_in_of(c);
+    return gemv_silu_run(c, c->src[0], c->src[3], &nin);
 }

@@ -556,9 +556,7 @@ extern "C" enum vllmc_status cuda_norm_gemv_run(const struct op_call *c)
     matmul_args_init(&a, &mm);
     if (a.n == 0)
         return VLLMC_OK;
-    const struct tensor *add = c->src[1], *nw = c->src[2], *sum = c->src[5];
-    const struct cuda_norm_in nin = {add ? (const float *)add->data : nullptr, nw->data,
-                                     (int)nw->dtype, sum ? (float *)sum->data : nullptr, c->p.eps};
+    const struct cuda_norm_in nin = cuda_norm_in_of(c);
     switch (mm.src[1]->dtype) {
     case DTYPE_F16:
         norm_gemv_launch<__half>(&a, nin, dev->stream);
