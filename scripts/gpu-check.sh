@@ -371,6 +371,12 @@ if want ab; then
             ab "fused q|k|v and gate|up projections, 0.6B tg128" "VLLMC_FUSE=$f" \
                 "$VLLMC" bench --model "$DATA/qwen3-0.6b-random" --device cuda -p 0 -n 128 -r 3
         done
+        # The norm inside the q|k|v and gate|up decode GEMVs (norm_matmul,
+        # 16 warps a block by default) against the norm kernels before them.
+        for nm in 0 16; do
+            ab "norm inside the decode GEMVs, 0.6B tg128" "VLLMC_CUDA_NORM_MATMUL=$nm" \
+                "$VLLMC" bench --model "$DATA/qwen3-0.6b-random" --device cuda -p 0 -n 128 -r 3
+        done
         for split in 512,2 128,8; do
             ab "decode attention splits, 0.6B 64 x 512/128" "VLLMC_CUDA_DECODE_SPLIT=$split" \
                 "$VLLMC" bench throughput --model "$DATA/qwen3-0.6b-random" --device cuda \
