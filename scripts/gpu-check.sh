@@ -372,8 +372,8 @@ if want ab; then
                 "$VLLMC" bench --model "$DATA/qwen3-0.6b-random" --device cuda -p 0 -n 128 -r 3
         done
         # The norm inside the q|k|v and gate|up decode GEMVs (norm_matmul,
-        # 16 warps a block by default) against the norm kernels before them.
-        for nm in 0 16; do
+        # default) against the norm kernels before them.
+        for nm in 0 1; do
             ab "norm inside the decode GEMVs, 0.6B tg128" "VLLMC_CUDA_NORM_MATMUL=$nm" \
                 "$VLLMC" bench --model "$DATA/qwen3-0.6b-random" --device cuda -p 0 -n 128 -r 3
         done

@@ -89,6 +89,13 @@ enum op_kind {
 
 const char *op_kind_name(enum op_kind op);
 
+struct op_call;
+// The projection a NORM_MATMUL call c stands for once its norm is done: the
+// MATMUL (with p.silu_mul the MATMUL_SILU_MUL) of xn with c's W and bias into
+// c's dst. xn takes the place of the normed activations; c's x has their
+// shape, so shape gates and contract checks pass it.
+struct op_call op_norm_matmul_inner(const struct op_call *c, struct tensor *xn);
+
 #define OP_MAX_SRC 8
 
 // Scalar parameters; each op reads the fields its comment above names.

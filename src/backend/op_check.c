@@ -173,9 +173,7 @@ static enum vllmc_status check_norm_matmul(const struct op_call *c, struct err *
         FAIL("op=norm_matmul: takes no src6 or src7");
     if (c->p.silu_mul && c->src[4])
         FAIL("op=norm_matmul: silu_mul takes no bias");
-    struct op_call mm = {.op = c->p.silu_mul ? OP_MATMUL_SILU_MUL : OP_MATMUL,
-                         .dst = c->dst,
-                         .src = {(struct tensor *)x, c->src[3], c->src[4]}};
+    struct op_call mm = op_norm_matmul_inner(c, c->src[0]);
     return op_check(&mm, err);
 }
 

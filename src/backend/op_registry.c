@@ -113,6 +113,15 @@ static const char *dt(const struct tensor *t)
     return t ? dtype_name(t->dtype) : "none";
 }
 
+struct op_call op_norm_matmul_inner(const struct op_call *c, struct tensor *xn)
+{
+    struct op_call mm = {.op = c->p.silu_mul ? OP_MATMUL_SILU_MUL : OP_MATMUL,
+                         .dst = c->dst,
+                         .src = {xn, c->src[3], c->p.silu_mul ? NULL : c->src[4]},
+                         .backend = c->backend};
+    return mm;
+}
+
 void op_call_describe(const struct op_call *c, char *buf, size_t n)
 {
     const struct tensor *d = c->dst, *s0 = c->src[0], *s1 = c->src[1], *s2 = c->src[2];

@@ -167,7 +167,7 @@ static bool fwd_norm_matmul(struct fwd *f, struct tensor *dst, struct tensor *no
                             struct tensor *w, struct tensor *bias, bool silu_mul,
                             enum vllmc_status *rc)
 {
-    if (backend_location(f->be) != TENSOR_DEVICE || !w->data)
+    if (backend_location(f->be) != TENSOR_DEVICE)
         return false;
     struct tensor *sum = f->res == &f->x ? &f->x2 : &f->x;
     struct op_call c = {.op = OP_NORM_MATMUL,

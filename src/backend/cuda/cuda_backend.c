@@ -654,7 +654,7 @@ static const struct backend_vtable cuda_vtable = {
 bool cuda_pdl;
 int64_t cuda_pdl_prefetch_bytes;
 bool cuda_gemv_load_early = true;
-int cuda_norm_matmul = 16;
+bool cuda_norm_matmul = true;
 
 // An environment setting A[,B[,C[,D]]] as four ints (0 where missing); false
 // when the variable is unset or empty.
@@ -724,8 +724,7 @@ enum vllmc_status cuda_backend_create(const struct backend_options *o, struct ba
     const char *early = getenv("VLLMC_CUDA_GEMV_EARLY");
     cuda_gemv_load_early = !(early && *early && atoi(early) == 0);
     const char *norm_mm = getenv("VLLMC_CUDA_NORM_MATMUL");
-    if (norm_mm && *norm_mm)
-        cuda_norm_matmul = atoi(norm_mm) <= 0 ? 0 : atoi(norm_mm);
+    cuda_norm_matmul = !(norm_mm && *norm_mm && atoi(norm_mm) == 0);
     const char *decode_att = getenv("VLLMC_CUDA_DECODE_ATTENTION");
     if (decode_att && *decode_att)
         cuda_attention_set_decode(atoi(decode_att));

@@ -85,11 +85,9 @@ extern int64_t cuda_pdl_prefetch_bytes;
 // they wait for the kernel before them (cuda_common.cuh): on unless
 // VLLMC_CUDA_GEMV_EARLY=0.
 extern bool cuda_gemv_load_early;
-// Whether the decode GEMVs take NORM_MATMUL (norm.cuh), and the warps (rows)
-// a block of the fused 16-bit GEMVs, each block staging the norm once: 4, 8,
-// 16 (default) or 32 (VLLMC_CUDA_NORM_MATMUL; 0 leaves the norm its own
-// kernel).
-extern int cuda_norm_matmul;
+// Whether the decode GEMVs take NORM_MATMUL (norm.cuh): on unless
+// VLLMC_CUDA_NORM_MATMUL=0, which leaves the norm its own kernel.
+extern bool cuda_norm_matmul;
 
 // Records a failed CUDA runtime (or cuBLAS, with is_cublas) call in e with the
 // statement text, file and line, and returns VLLMC_ERR_BACKEND.

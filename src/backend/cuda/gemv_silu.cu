@@ -108,25 +108,16 @@ static void gemv_silu_launch(float *dst, int64_t dst_pitch, const float *x, int6
                 nin);
 }
 
-// m tokens; with nin (one token) the norm staged in the kernel, blocks of
-// cuda_norm_matmul warps (outputs), each staging it once.
+// m tokens; with nin (one token) the norm staged in the kernel, in blocks of
+// GEMV_NORM_WARPS outputs, each staging it once (norm.cuh).
 template <typename TW>
 static void gemv_silu_launch_m(int m, float *dst, int64_t dst_pitch, const float *x,
                                int64_t x_pitch, const void *w, int64_t w_pitch, int ff, int k,
                                cudaStream_t stream, const struct cuda_norm_in *nin)
 {
-    if (nin && cuda_norm_matmul >= 32)
-        gemv_silu_launch<TW, 1, true, 32>(dst, dst_pitch, x, x_pitch, w, w_pitch, ff, k, stream,
-                                          *nin);
-    else if (nin && cuda_norm_matmul >= 16)
-        gemv_silu_launch<TW, 1, true, 16>(dst, dst_pitch, x, x_pitch, w, w_pitch, ff, k, stream,
-                                          *nin);
-    else if (nin && cuda_norm_matmul >= 8)
-        gemv_silu_launch<TW, 1, true, 8>(dst, dst_pitch, x, x_pitch, w, w_pitch, ff, k, stream,
-                                         *nin);
-    else if (nin)
-        gemv_silu_launch<TW, 1, true, 4>(dst, dst_pitch, x, x_pitch, w, w_pitch, ff, k, stream,
-                                         *nin);
+    if (nin)
+        gemv_silu_launch<TW, 1, true, GEMV_NORM_WARPS>(dst, dst_pitch, x, x_pitch, w, w_pitch, ff,
+                                                       k, stream, *nin);
     else if (m == 1)
         gemv_silu_launch<TW, 1>(dst, dst_pitch, x, x_pitch, w, w_pitch, ff, k, stream);
     else
@@ -200,7 +191,7 @@ extern "C" bool cuda_norm_gemv_silu_supports(const struct op_call *c)
 {
     if (!c->p.silu_mul || !cuda_norm_in_ok(c))
         return false;
-    const struct op_call mm = cuda_norm_matmul_inner(c);
+    const struct op_call mm = op_norm_matmul_inner(c, c->src[0]);
     return cuda_gemv_silu_supports(&mm);
 }
 

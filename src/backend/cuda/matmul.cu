@@ -516,42 +516,29 @@ extern "C" bool cuda_norm_gemv_supports(const struct op_call *c)
 {
     if (c->p.silu_mul || !cuda_norm_in_ok(c))
         return false;
-    const struct op_call mm = cuda_norm_matmul_inner(c);
+    const struct op_call mm = op_norm_matmul_inner(c, c->src[0]);
     return cuda_gemv_supports(&mm) && gemv_warp_wins((int)mm.src[1]->ne[1], (int)mm.src[0]->ne[0]);
 }
 
-// WARPS rows a block: each block stages the norm once for all of them.
-template <typename TW, int WARPS>
-static void norm_gemv_launch_w(const struct matmul_args *a, const struct cuda_norm_in &nin,
-                               cudaStream_t s)
-{
-    const unsigned grid = (unsigned)((a->n + WARPS - 1) / WARPS);
-    cuda_launch(gemv_warp_kernel<TW, 1, 4, true, WARPS>, grid, WARPS * CUDA_WARP,
-                (size_t)a->k * sizeof(float), s, a->dst, a->dst_pitch, a->x, a->x_pitch,
-                (const TW *)a->w, a->w_pitch, a->bias, a->bias_type, a->n, a->k,
-                cuda_gemv_prefetch((int64_t)a->n * a->k * (int64_t)sizeof(TW)),
-                cuda_gemv_load_early, nin);
-}
-
+// Each block stages the norm once for its rows, so blocks are larger than
+// the plain GEMV's: GEMV_NORM_WARPS rows (norm.cuh).
 template <typename TW>
 static void norm_gemv_launch(const struct matmul_args *a, const struct cuda_norm_in &nin,
                              cudaStream_t s)
 {
-    if (cuda_norm_matmul >= 32)
-        norm_gemv_launch_w<TW, 32>(a, nin, s);
-    else if (cuda_norm_matmul >= 16)
-        norm_gemv_launch_w<TW, 16>(a, nin, s);
-    else if (cuda_norm_matmul >= 8)
-        norm_gemv_launch_w<TW, 8>(a, nin, s);
-    else
-        norm_gemv_launch_w<TW, 4>(a, nin, s);
+    const unsigned grid = (unsigned)((a->n + GEMV_NORM_WARPS - 1) / GEMV_NORM_WARPS);
+    cuda_launch(gemv_warp_kernel<TW, 1, 4, true, GEMV_NORM_WARPS>, grid,
+                GEMV_NORM_WARPS * CUDA_WARP, (size_t)a->k * sizeof(float), s, a->dst, a->dst_pitch,
+                a->x, a->x_pitch, (const TW *)a->w, a->w_pitch, a->bias, a->bias_type, a->n, a->k,
+                cuda_gemv_prefetch((int64_t)a->n * a->k * (int64_t)sizeof(TW)),
+                cuda_gemv_load_early, nin);
 }
 
 extern "C" enum vllmc_status cuda_norm_gemv_run(const struct op_call *c)
 {
     struct cuda_device *dev = cuda_device_of(c);
     struct err *err = dev->err;
-    const struct op_call mm = cuda_norm_matmul_inner(c);
+    const struct op_call mm = op_norm_matmul_inner(c, c->src[0]);
     struct matmul_args a;
     matmul_args_init(&a, &mm);
     if (a.n == 0)

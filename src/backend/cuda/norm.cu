@@ -260,15 +260,3 @@ extern "C" bool cuda_norm_in_ok(const struct op_call *c)
     return !sum || (add && cuda_tensor_rows_ok(sum, DTYPE_F32) && tensor_same_shape(sum, x) &&
                     aligned16_ptr(sum->data));
 }
-
-extern "C" struct op_call cuda_norm_matmul_inner(const struct op_call *c)
-{
-    struct op_call mm = {};
-    mm.op = c->p.silu_mul ? OP_MATMUL_SILU_MUL : OP_MATMUL;
-    mm.dst = c->dst;
-    mm.src[0] = c->src[0];
-    mm.src[1] = c->src[3];
-    mm.src[2] = c->p.silu_mul ? nullptr : c->src[4];
-    mm.backend = c->backend;
-    return mm;
-}

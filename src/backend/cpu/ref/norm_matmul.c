@@ -5,23 +5,13 @@
 #include "backend/cpu/ref/ref.h"
 #include "core/alloc.h"
 
-// The projection that follows the norm, reading xn [m, k] in place of h.
-static struct op_call norm_matmul_inner(const struct op_call *c, struct tensor *xn)
-{
-    struct op_call mm = {.op = c->p.silu_mul ? OP_MATMUL_SILU_MUL : OP_MATMUL,
-                         .dst = c->dst,
-                         .src = {xn, c->src[3], c->p.silu_mul ? NULL : c->src[4]},
-                         .backend = c->backend};
-    return mm;
-}
-
 static bool norm_matmul_supports(const struct op_call *c)
 {
     const struct tensor *x = c->src[0], *add = c->src[1], *sum = c->src[5];
     if (!cpu_f32_rows(x) || (add && !cpu_f32_rows(add)) || (sum && !cpu_f32_rows(sum)) ||
         !cpu_is_plain_float(c->src[2]->dtype) || !tensor_is_contiguous(c->src[2]))
         return false;
-    struct op_call mm = norm_matmul_inner(c, c->src[0]); // x stands in for xn: same shape
+    struct op_call mm = op_norm_matmul_inner(c, c->src[0]);
     return c->p.silu_mul ? cpu_ref_matmul_silu_mul.supports(&mm) : cpu_ref_matmul.supports(&mm);
 }
 
@@ -43,7 +33,7 @@ static enum vllmc_status norm_matmul_run(const struct op_call *c)
     }
     struct tensor xn;
     VLLMC_ASSERT(tensor_init_2d(&xn, DTYPE_F32, buf, k, m));
-    struct op_call mm = norm_matmul_inner(c, &xn);
+    struct op_call mm = op_norm_matmul_inner(c, &xn);
     enum vllmc_status rc =
         c->p.silu_mul ? cpu_ref_matmul_silu_mul.run(&mm) : cpu_ref_matmul.run(&mm);
     mem_free(buf);
