@@ -655,6 +655,7 @@ bool cuda_pdl;
 int64_t cuda_pdl_prefetch_bytes;
 bool cuda_gemv_load_early = true;
 bool cuda_norm_matmul = true;
+bool cuda_sample_chunks = true;
 
 // An environment setting A[,B[,C[,D]]] as four ints (0 where missing); false
 // when the variable is unset or empty.
@@ -725,6 +726,8 @@ enum vllmc_status cuda_backend_create(const struct backend_options *o, struct ba
     cuda_gemv_load_early = !(early && *early && atoi(early) == 0);
     const char *norm_mm = getenv("VLLMC_CUDA_NORM_MATMUL");
     cuda_norm_matmul = !(norm_mm && *norm_mm && atoi(norm_mm) == 0);
+    const char *sample_chunks = getenv("VLLMC_CUDA_SAMPLE_CHUNKS");
+    cuda_sample_chunks = !(sample_chunks && *sample_chunks && atoi(sample_chunks) == 0);
     const char *decode_att = getenv("VLLMC_CUDA_DECODE_ATTENTION");
     if (decode_att && *decode_att)
         cuda_attention_set_decode(atoi(decode_att));

@@ -88,6 +88,10 @@ extern bool cuda_gemv_load_early;
 // Whether the decode GEMVs take NORM_MATMUL (norm.cuh): on unless
 // VLLMC_CUDA_NORM_MATMUL=0, which leaves the norm its own kernel.
 extern bool cuda_norm_matmul;
+// Whether greedy and temperature-only rows are sampled in vocabulary chunks
+// (sample.cu): on unless VLLMC_CUDA_SAMPLE_CHUNKS=0, which leaves every row
+// to one block.
+extern bool cuda_sample_chunks;
 
 // Records a failed CUDA runtime (or cuBLAS, with is_cublas) call in e with the
 // statement text, file and line, and returns VLLMC_ERR_BACKEND.
