@@ -371,6 +371,16 @@ if want ab; then
             ab "fused q|k|v and gate|up projections, 0.6B tg128" "VLLMC_FUSE=$f" \
                 "$VLLMC" bench --model "$DATA/qwen3-0.6b-random" --device cuda -p 0 -n 128 -r 3
         done
+        # Sampling in vocabulary chunks (default) against one block a row,
+        # at 64 sequences and at one (temperature 1, bench throughput's default).
+        for sc in 0 1; do
+            ab "sampling in chunks, 0.6B 64 x 512/128" "VLLMC_CUDA_SAMPLE_CHUNKS=$sc" \
+                "$VLLMC" bench throughput --model "$DATA/qwen3-0.6b-random" --device cuda \
+                --num-prompts 64 --input-len 512 --output-len 128 --max-num-seqs 64
+            ab "sampling in chunks, 0.6B 1 x 512/128" "VLLMC_CUDA_SAMPLE_CHUNKS=$sc" \
+                "$VLLMC" bench throughput --model "$DATA/qwen3-0.6b-random" --device cuda \
+                --num-prompts 4 --input-len 512 --output-len 128 --max-num-seqs 1
+        done
         # The norm inside the q|k|v and gate|up decode GEMVs (norm_matmul,
         # default) against the norm kernels before them.
         for nm in 0 1; do
