@@ -53,18 +53,22 @@ static int64_t scratch_width(const struct model_hparams *hp, enum scratch_region
     return 0;
 }
 
+// Region r's bytes for n_tokens rows in scratch at loc. Only device
+// backends run norm_matmul (fwd_norm_matmul), so host scratch has no SCR_X2.
 static size_t scratch_region_bytes(const struct model_hparams *hp, enum scratch_region r,
-                                   int n_tokens)
+                                   int n_tokens, enum tensor_location loc)
 {
+    if (r == SCR_X2 && loc != TENSOR_DEVICE)
+        return 0;
     size_t n = (size_t)scratch_width(hp, r) * (size_t)n_tokens * sizeof(float);
     return (n + SCRATCH_ALIGN - 1) / SCRATCH_ALIGN * SCRATCH_ALIGN;
 }
 
-size_t model_scratch_bytes(const struct model_hparams *hp, int n_tokens)
+size_t model_scratch_bytes(const struct model_hparams *hp, int n_tokens, enum tensor_location loc)
 {
     size_t total = 0;
     for (int r = 0; r < SCR_COUNT; r++)
-        total += scratch_region_bytes(hp, (enum scratch_region)r, n_tokens);
+        total += scratch_region_bytes(hp, (enum scratch_region)r, n_tokens, loc);
     return total;
 }
 
@@ -86,11 +90,13 @@ struct fwd {
 static void fwd_view(struct fwd *f, struct tensor *t, enum scratch_region r, int64_t rows)
 {
     const struct model_hparams *hp = &f->m->hp;
+    const enum tensor_location loc = backend_location(f->be);
+    VLLMC_ASSERT(scratch_region_bytes(hp, r, f->m->n_tokens_max, loc) > 0 || rows == 0);
     uint8_t *p = f->m->scratch;
     for (int i = 0; i < (int)r; i++)
-        p += scratch_region_bytes(hp, (enum scratch_region)i, f->m->n_tokens_max);
+        p += scratch_region_bytes(hp, (enum scratch_region)i, f->m->n_tokens_max, loc);
     VLLMC_ASSERT(tensor_init_2d(t, DTYPE_F32, p, scratch_width(hp, r), rows));
-    t->location = backend_location(f->be);
+    t->location = loc;
 }
 
 // The fused gate|up output [rows, 2 ff] spans the GATE and UP regions, which
@@ -101,9 +107,10 @@ static void fwd_view_gate_up(struct fwd *f, int64_t rows)
     fwd_view(f, &f->gate_up, SCR_GATE, rows);
     VLLMC_ASSERT(tensor_init_2d(&f->gate_up, DTYPE_F32, f->gate_up.data, 2 * (int64_t)hp->ff_dim,
                                 rows));
+    const enum tensor_location loc = backend_location(f->be);
     VLLMC_ASSERT(tensor_n_bytes(&f->gate_up) <=
-                 scratch_region_bytes(hp, SCR_GATE, f->m->n_tokens_max) +
-                     scratch_region_bytes(hp, SCR_UP, f->m->n_tokens_max));
+                 scratch_region_bytes(hp, SCR_GATE, f->m->n_tokens_max, loc) +
+                     scratch_region_bytes(hp, SCR_UP, f->m->n_tokens_max, loc));
     f->gate_up.location = backend_location(f->be);
 }
 
@@ -347,7 +354,8 @@ enum vllmc_status model_forward(struct model *m, const struct model_batch *b, st
     fwd_view(&f, &f.up, SCR_UP, n);
     fwd_view(&f, &f.act, SCR_ACT, n);
     fwd_view(&f, &f.qkv, SCR_QKV, n);
-    fwd_view(&f, &f.x2, SCR_X2, n);
+    if (backend_location(f.be) == TENSOR_DEVICE)
+        fwd_view(&f, &f.x2, SCR_X2, n);
     f.res = &f.x;
     fwd_view_gate_up(&f, n);
     fwd_heads(&f.q3, &f.q2, hp->n_heads, hp->head_dim);

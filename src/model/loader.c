@@ -770,7 +770,7 @@ enum vllmc_status model_load(const char *path, struct backend *be,
         goto fail;
 
     m->n_tokens_max = params->n_tokens_max;
-    m->scratch_bytes = model_scratch_bytes(&m->hp, m->n_tokens_max);
+    m->scratch_bytes = model_scratch_bytes(&m->hp, m->n_tokens_max, backend_location(be));
     rc = backend_buffer_alloc(be, m->scratch_bytes, &m->scratch);
     if (rc) {
         err_set(err, rc, "%s: cannot allocate %zu bytes of scratch on %s", path, m->scratch_bytes,

@@ -148,8 +148,8 @@ enum vllmc_status model_load(const char *path, struct backend *be,
                              struct err *err);
 void model_free(struct model *m); // NULL is a no-op
 
-// Bytes of backend memory the forward scratch takes for n_tokens per call.
-size_t model_scratch_bytes(const struct model_hparams *hp, int n_tokens);
+// Bytes of backend memory (at loc) the forward scratch takes for n_tokens per call.
+size_t model_scratch_bytes(const struct model_hparams *hp, int n_tokens, enum tensor_location loc);
 
 // The flat varlen batch of one step (ARCHITECTURE.md). Every tensor lives in
 // the model backend's memory (host memory on the CPU) and is i32; the
