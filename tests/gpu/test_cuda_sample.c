@@ -289,6 +289,7 @@ static void test_chunked_rows_match_host(void)
     }
     setup_upload(&s);
     int32_t got[2][64];
+    const bool chunks_setting = cuda_sample_chunks;
     for (int mode = 0; mode < 2; mode++) { // chunked, then one block a row
         cuda_sample_chunks = mode == 0;
         device_sampler_clear(s.ds);
@@ -305,7 +306,7 @@ static void test_chunked_rows_match_host(void)
         CHECK_EQ_INT(device_sampler_run(s.ds, s.logits_d, n_rows), VLLMC_OK);
         memcpy(got[mode], s.ds->ids, sizeof got[mode]);
     }
-    cuda_sample_chunks = true;
+    cuda_sample_chunks = chunks_setting;
     int same_host = 0, same_block = 0;
     for (int r = 0; r < n_rows; r++) {
         struct vllmc_sampling_params sp;

@@ -1,8 +1,10 @@
-// Sampling on the GPU, one block per row, in the host sampler's order
-// (engine/sampler.c): adjustments, then greedy argmax or temperature, min_p,
-// top_k, top_p and an inverse-CDF draw with the row's uniform u. Selections
-// walk float keys by radix descent (4 levels of 8 bits, weights summed in
-// double), so no row is ever sorted; logits are restored before returning.
+// Sampling on the GPU in the host sampler's order (engine/sampler.c):
+// adjustments, then greedy argmax or temperature, min_p, top_k, top_p and an
+// inverse-CDF draw with the row's uniform u. Greedy and temperature-only rows
+// are cut into vocabulary chunks over the whole GPU ("plain rows in chunks"
+// below); the others take one block a row, whose selections walk float keys
+// by radix descent (4 levels of 8 bits, weights summed in double), so no row
+// is ever sorted. Logits are restored before returning.
 #include <climits>
 
 #include <cub/block/block_reduce.cuh>
