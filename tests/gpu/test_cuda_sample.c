@@ -261,6 +261,14 @@ static void test_distribution_matches_host(void)
     setup_free(&s);
 }
 
+// Row r's parameters in test_chunked_rows_match_host: a temperature alone, seeded.
+static void chunked_row_params(int r, struct vllmc_sampling_params *sp, struct rng *rg)
+{
+    vllmc_sampling_params_default(sp);
+    sp->temperature = r % 3 == 0 ? 1.0f : r % 3 == 1 ? 0.7f : 1.5f;
+    rng_seed(rg, 500 + (uint64_t)r);
+}
+
 // Temperature-only rows of a full vocabulary, 64 in one batch, go through the
 // chunked kernels (sample.cu): each draw equals the host's for the same seed
 // (float sums in another order may move a rare draw across a boundary) and
@@ -295,10 +303,8 @@ static void test_chunked_rows_match_host(void)
         device_sampler_clear(s.ds);
         for (int r = 0; r < n_rows; r++) {
             struct vllmc_sampling_params sp;
-            vllmc_sampling_params_default(&sp);
-            sp.temperature = r % 3 == 0 ? 1.0f : r % 3 == 1 ? 0.7f : 1.5f;
             struct rng rg;
-            rng_seed(&rg, 500 + (uint64_t)r);
+            chunked_row_params(r, &sp, &rg);
             struct sample_input in = input_of(&sp, &rg);
             int row;
             CHECK_EQ_INT(device_sampler_add(s.ds, s.sm, &in, r, -1, &row), VLLMC_OK);
@@ -310,10 +316,8 @@ static void test_chunked_rows_match_host(void)
     int same_host = 0, same_block = 0;
     for (int r = 0; r < n_rows; r++) {
         struct vllmc_sampling_params sp;
-        vllmc_sampling_params_default(&sp);
-        sp.temperature = r % 3 == 0 ? 1.0f : r % 3 == 1 ? 0.7f : 1.5f;
         struct rng rg;
-        rng_seed(&rg, 500 + (uint64_t)r);
+        chunked_row_params(r, &sp, &rg);
         struct sample_input in = input_of(&sp, &rg);
         const int32_t host = sampler_sample(s.sm, &in, s.logits + (size_t)r * BIG_VOCAB);
         const float *x = s.logits + (size_t)r * BIG_VOCAB;
