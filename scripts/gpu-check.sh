@@ -337,73 +337,63 @@ if want ab; then
             "$VLLMC" bench-ops --device cuda --section gemv --iters 50
     done
     if [ -d "$DATA/qwen3-0.6b-random" ]; then
+        # The commands the pairs below repeat, on the transformers checkpoint.
+        M06="$DATA/qwen3-0.6b-random"
+        TG128=("$VLLMC" bench --model "$M06" --device cuda -p 0 -n 128 -r 3)
+        PP512=("$VLLMC" bench --model "$M06" --device cuda -p 512 -n 0 -r 3)
+        TP=("$VLLMC" bench throughput --model "$M06" --device cuda --input-len 512 --output-len 128)
+        TP64=("${TP[@]}" --num-prompts 64 --max-num-seqs 64)
+        TP1=("${TP[@]}" --num-prompts 4 --max-num-seqs 1)
         for w in 0 1; do
-            ab "GEMV one warp per row, 0.6B tg128" "VLLMC_CUDA_GEMV_WARP=$w VLLMC_CUDA_GRAPHS=1" \
-                "$VLLMC" bench --model "$DATA/qwen3-0.6b-random" --device cuda -p 0 -n 128 -r 3
+            ab "GEMV one warp per row, 0.6B tg128" \
+                "VLLMC_CUDA_GEMV_WARP=$w VLLMC_CUDA_GRAPHS=1" "${TG128[@]}"
         done
         # Programmatic dependent launch (default on sm_90) against plain
         # launches and without the GEMV's L2 prefetch; the short-split decode
         # attention (default) against the pipelined kernel at 32-key splits.
         for e in VLLMC_CUDA_PDL=0 VLLMC_CUDA_PDL=1 VLLMC_CUDA_PDL_PREFETCH_MB=0 \
             "VLLMC_CUDA_DECODE_ATTENTION=2 VLLMC_CUDA_DECODE_SPLIT=128,2,32"; do
-            ab "launches and decode attention, 0.6B tg128" "$e" \
-                "$VLLMC" bench --model "$DATA/qwen3-0.6b-random" --device cuda -p 0 -n 128 -r 3
+            ab "launches and decode attention, 0.6B tg128" "$e" "${TG128[@]}"
         done
         for g in 0 1; do
-            ab "decode graphs, 0.6B tg128" "VLLMC_CUDA_GRAPHS=$g" \
-                "$VLLMC" bench --model "$DATA/qwen3-0.6b-random" --device cuda -p 0 -n 128 -r 3
-            ab "decode graphs, 0.6B 64 x 512/128" "VLLMC_CUDA_GRAPHS=$g" \
-                "$VLLMC" bench throughput --model "$DATA/qwen3-0.6b-random" --device cuda \
-                --num-prompts 64 --input-len 512 --output-len 128 --max-num-seqs 64
+            ab "decode graphs, 0.6B tg128" "VLLMC_CUDA_GRAPHS=$g" "${TG128[@]}"
+            ab "decode graphs, 0.6B 64 x 512/128" "VLLMC_CUDA_GRAPHS=$g" "${TP64[@]}"
         done
         # Asynchronous scheduling (default) against reading each step's tokens first.
         for a in no-async async; do
-            ab "async scheduling, 0.6B 64 x 512/128" "VLLMC_AB_SCHEDULING=$a" \
-                "$VLLMC" bench throughput --model "$DATA/qwen3-0.6b-random" --device cuda \
-                --num-prompts 64 --input-len 512 --output-len 128 --max-num-seqs 64 \
-                --$a-scheduling
-            ab "async scheduling, 0.6B 1 x 512/128" "VLLMC_AB_SCHEDULING=$a" \
-                "$VLLMC" bench throughput --model "$DATA/qwen3-0.6b-random" --device cuda \
-                --num-prompts 4 --input-len 512 --output-len 128 --max-num-seqs 1 \
-                --$a-scheduling
+            ab "async scheduling, 0.6B 64 x 512/128" \
+                "VLLMC_AB_SCHEDULING=$a" "${TP64[@]}" --$a-scheduling
+            ab "async scheduling, 0.6B 1 x 512/128" \
+                "VLLMC_AB_SCHEDULING=$a" "${TP1[@]}" --$a-scheduling
         done
         for f in 0 1; do
-            ab "fused q|k|v and gate|up projections, 0.6B tg128" "VLLMC_FUSE=$f" \
-                "$VLLMC" bench --model "$DATA/qwen3-0.6b-random" --device cuda -p 0 -n 128 -r 3
+            ab "fused q|k|v and gate|up projections, 0.6B tg128" "VLLMC_FUSE=$f" "${TG128[@]}"
         done
         # Sampling in vocabulary chunks (default) against one block a row,
         # at 64 sequences and at one (temperature 1, bench throughput's default).
         for sc in 0 1; do
-            ab "sampling in chunks, 0.6B 64 x 512/128" "VLLMC_CUDA_SAMPLE_CHUNKS=$sc" \
-                "$VLLMC" bench throughput --model "$DATA/qwen3-0.6b-random" --device cuda \
-                --num-prompts 64 --input-len 512 --output-len 128 --max-num-seqs 64
-            ab "sampling in chunks, 0.6B 1 x 512/128" "VLLMC_CUDA_SAMPLE_CHUNKS=$sc" \
-                "$VLLMC" bench throughput --model "$DATA/qwen3-0.6b-random" --device cuda \
-                --num-prompts 4 --input-len 512 --output-len 128 --max-num-seqs 1
+            ab "sampling in chunks, 0.6B 64 x 512/128" "VLLMC_CUDA_SAMPLE_CHUNKS=$sc" "${TP64[@]}"
+            ab "sampling in chunks, 0.6B 1 x 512/128" "VLLMC_CUDA_SAMPLE_CHUNKS=$sc" "${TP1[@]}"
         done
         # The norm inside the q|k|v and gate|up decode GEMVs (norm_matmul,
         # default) against the norm kernels before them.
         for nm in 0 1; do
-            ab "norm inside the decode GEMVs, 0.6B tg128" "VLLMC_CUDA_NORM_MATMUL=$nm" \
-                "$VLLMC" bench --model "$DATA/qwen3-0.6b-random" --device cuda -p 0 -n 128 -r 3
+            ab "norm inside the decode GEMVs, 0.6B tg128" "VLLMC_CUDA_NORM_MATMUL=$nm" "${TG128[@]}"
         done
         for split in 512,2 128,8; do
             ab "decode attention splits, 0.6B 64 x 512/128" "VLLMC_CUDA_DECODE_SPLIT=$split" \
-                "$VLLMC" bench throughput --model "$DATA/qwen3-0.6b-random" --device cuda \
-                --num-prompts 64 --input-len 512 --output-len 128 --max-num-seqs 64
+                "${TP64[@]}"
         done
         for x in 0 1; do
-            ab "bf16 activations, 0.6B pp512" "VLLMC_CUDA_BF16_ACTIVATIONS=$x" \
-                "$VLLMC" bench --model "$DATA/qwen3-0.6b-random" --device cuda -p 512 -n 0 -r 3
+            ab "bf16 activations, 0.6B pp512" "VLLMC_CUDA_BF16_ACTIVATIONS=$x" "${PP512[@]}"
         done
         ab "hi + lo activations, parity 0.6B b8" "VLLMC_CUDA_BF16_ACTIVATIONS=0" \
-            "$VLLMC" parity --model "$DATA/qwen3-0.6b-random" \
-            --reference "$DATA/qwen3-0.6b-random.refs.json" --pass default --device cuda --batch 8
+            "$VLLMC" parity --model "$M06" \
+            --reference "$M06.refs.json" --pass default --device cuda --batch 8
         # Prefill attention on CUDA cores instead of tensor cores (the default
         # run is the bench stage's pp512).
         ab "no tensor-core prefill attention, 0.6B pp512" \
-            "VLLMC_OP_PROVIDER_DISABLE=cuda-attn-prefill-tc,cuda-attn-prefill-tc-ldsm" \
-            "$VLLMC" bench --model "$DATA/qwen3-0.6b-random" --device cuda -p 512 -n 0 -r 3
+            "VLLMC_OP_PROVIDER_DISABLE=cuda-attn-prefill-tc,cuda-attn-prefill-tc-ldsm" "${PP512[@]}"
     fi
 fi
 

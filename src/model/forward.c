@@ -53,12 +53,20 @@ static int64_t scratch_width(const struct model_hparams *hp, enum scratch_region
     return 0;
 }
 
-// Region r's bytes for n_tokens rows in scratch at loc. Only device
-// backends run norm_matmul (fwd_norm_matmul), so host scratch has no SCR_X2.
+// Whether the forward pass asks for norm_matmul (fwd_norm_matmul), and so
+// carves the residual's second buffer SCR_X2, on a backend at loc: only
+// devices, whose decode GEMVs stage the norm (on the CPU the op is only its
+// reference composition).
+static bool fwd_norm_matmul_at(enum tensor_location loc)
+{
+    return loc == TENSOR_DEVICE;
+}
+
+// Region r's bytes for n_tokens rows in scratch at loc.
 static size_t scratch_region_bytes(const struct model_hparams *hp, enum scratch_region r,
                                    int n_tokens, enum tensor_location loc)
 {
-    if (r == SCR_X2 && loc != TENSOR_DEVICE)
+    if (r == SCR_X2 && !fwd_norm_matmul_at(loc))
         return 0;
     size_t n = (size_t)scratch_width(hp, r) * (size_t)n_tokens * sizeof(float);
     return (n + SCRATCH_ALIGN - 1) / SCRATCH_ALIGN * SCRATCH_ALIGN;
@@ -174,7 +182,7 @@ static bool fwd_norm_matmul(struct fwd *f, struct tensor *dst, struct tensor *no
                             struct tensor *w, struct tensor *bias, bool silu_mul,
                             enum vllmc_status *rc)
 {
-    if (backend_location(f->be) != TENSOR_DEVICE)
+    if (!fwd_norm_matmul_at(backend_location(f->be)))
         return false;
     struct tensor *sum = f->res == &f->x ? &f->x2 : &f->x;
     struct op_call c = {.op = OP_NORM_MATMUL,
@@ -354,7 +362,7 @@ enum vllmc_status model_forward(struct model *m, const struct model_batch *b, st
     fwd_view(&f, &f.up, SCR_UP, n);
     fwd_view(&f, &f.act, SCR_ACT, n);
     fwd_view(&f, &f.qkv, SCR_QKV, n);
-    if (backend_location(f.be) == TENSOR_DEVICE)
+    if (fwd_norm_matmul_at(backend_location(f.be)))
         fwd_view(&f, &f.x2, SCR_X2, n);
     f.res = &f.x;
     fwd_view_gate_up(&f, n);
