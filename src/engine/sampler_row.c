@@ -79,22 +79,87 @@ static inline __attribute__((always_inline)) vf8 vf8_exp_nonpos(vf8 x)
     return vf8_select(low, vf8_set1(0.0f), p);
 }
 
-// ---- maximum ----
+// ---- maximum and argmax ----
+
+// Four vectors a step, each into its own running maximum: one running
+// maximum would make every step wait on the last one's compare and select.
+// The maximum is exact whatever the order, so the result does not change.
+#define ROW_LANES 32
 
 static inline __attribute__((always_inline)) float row_max_body(const float *x, int n)
 {
-    vf8 m = vf8_set1(-INFINITY);
+    vf8 m[4] = {vf8_set1(-INFINITY), vf8_set1(-INFINITY), vf8_set1(-INFINITY), vf8_set1(-INFINITY)};
     int i = 0;
+    for (; i + ROW_LANES <= n; i += ROW_LANES)
+#pragma GCC unroll 4
+        for (int a = 0; a < 4; a++) {
+            vf8 v = vf8_load(x + i + 8 * a);
+            m[a] = vf8_select(v > m[a], v, m[a]);
+        }
     for (; i + 8 <= n; i += 8) {
         vf8 v = vf8_load(x + i);
-        m = vf8_select(v > m, v, m);
+        m[0] = vf8_select(v > m[0], v, m[0]);
     }
     float best = -INFINITY;
-    for (int j = 0; j < 8; j++)
-        best = m[j] > best ? m[j] : best;
+#pragma GCC unroll 4
+    for (int a = 0; a < 4; a++)
+        for (int j = 0; j < 8; j++)
+            best = m[a][j] > best ? m[a][j] : best;
     for (; i < n; i++)
         best = x[i] > best ? x[i] : best;
     return best;
+}
+
+// One pass: each lane keeps its largest value and the first index where it
+// saw it (a strict compare, and a lane's indices only grow); the first index
+// of the largest value is then the least index among the lanes that hold it.
+// NaN never compares greater, so it is ignored, as in row_max_body().
+static inline __attribute__((always_inline)) int32_t row_argmax_body(const float *x, int n)
+{
+    vf8 m[4];
+    vi8 at[4], step = {0, 1, 2, 3, 4, 5, 6, 7};
+#pragma GCC unroll 4
+    for (int a = 0; a < 4; a++) {
+        m[a] = vf8_set1(-INFINITY);
+        at[a] = (vi8){0} - 1;
+    }
+    int i = 0;
+    for (; i + ROW_LANES <= n; i += ROW_LANES)
+#pragma GCC unroll 4
+        for (int a = 0; a < 4; a++) {
+            vf8 v = vf8_load(x + i + 8 * a);
+            vi8 gt = v > m[a];
+            m[a] = vf8_select(gt, v, m[a]);
+            at[a] = (gt & (step + (i + 8 * a))) | (~gt & at[a]);
+        }
+    for (; i + 8 <= n; i += 8) {
+        vf8 v = vf8_load(x + i);
+        vi8 gt = v > m[0];
+        m[0] = vf8_select(gt, v, m[0]);
+        at[0] = (gt & (step + i)) | (~gt & at[0]);
+    }
+    float best = -INFINITY;
+    int32_t best_at = -1;
+#pragma GCC unroll 4
+    for (int a = 0; a < 4; a++)
+        for (int j = 0; j < 8; j++)
+            if (m[a][j] > best || (m[a][j] == best && best_at >= 0 && at[a][j] < best_at)) {
+                best = m[a][j];
+                best_at = at[a][j];
+            }
+    for (; i < n; i++)
+        if (x[i] > best) {
+            best = x[i];
+            best_at = i;
+        }
+    if (best_at >= 0)
+        return best_at;
+    // Nothing above -inf: the first -inf, as the largest value there is
+    // (0 when the row is all NaN).
+    for (int32_t j = 0; j < n; j++)
+        if (x[j] == -INFINITY)
+            return j;
+    return 0;
 }
 
 // ---- weights ----
@@ -146,6 +211,11 @@ __attribute__((target("avx2"))) static double weights_avx2(const float *x, int n
     return weights_body(x, n, scale, vmax, w, bsum);
 }
 
+__attribute__((target("avx2"))) static int32_t row_argmax_avx2(const float *x, int n)
+{
+    return row_argmax_body(x, n);
+}
+
 static bool has_avx2(void)
 {
     return __builtin_cpu_supports("avx2");
@@ -163,11 +233,11 @@ float sampler_row_max(const float *x, int n)
 
 int32_t sampler_row_argmax(const float *x, int n)
 {
-    float best = sampler_row_max(x, n);
-    for (int32_t i = 0; i < n; i++)
-        if (x[i] == best)
-            return i;
-    return 0; // only NaN in the row: nothing compares equal
+#ifdef SAMPLER_ROW_AVX2
+    if (has_avx2())
+        return row_argmax_avx2(x, n);
+#endif
+    return row_argmax_body(x, n);
 }
 
 double sampler_row_weights(const float *x, int n, float scale, float vmax, float *w, double *bsum)

@@ -1,13 +1,15 @@
 // Sampler: processors and penalties against hand-computed logits, the
 // temperature / min_p / top_k / top_p distributions against hand-computed
 // softmaxes (values from Python's math module), seeded reproducibility
-// whatever the batch, raw logprobs and ranks.
+// whatever the batch, raw logprobs and ranks; the row maximum and greedy
+// argmax against a plain loop.
 #include <math.h>
 #include <stdlib.h>
 
 #include "check.h"
 #include "core/alloc.h"
 #include "engine/sampler.h"
+#include "engine/sampler_row.h"
 
 static const float base_logits[5] = {2.0f, 1.0f, 0.5f, 0.0f, -1.0f};
 
@@ -384,6 +386,60 @@ static void test_oom(void)
     CHECK(n_fail >= 7);
 }
 
+// The plain definition: the largest non-NaN value, then its first index;
+// the first -inf when nothing is larger, 0 for a row of NaN only.
+static int32_t argmax_plain(const float *x, int n)
+{
+    float best = -INFINITY;
+    for (int i = 0; i < n; i++)
+        if (x[i] > best)
+            best = x[i];
+    for (int i = 0; i < n; i++)
+        if (x[i] == best)
+            return i;
+    return 0;
+}
+
+static void test_row_argmax(void)
+{
+    // Lengths around the kernel's 8- and 32-value steps, values from a small
+    // set so that ties are common, with NaN and both infinities mixed in.
+    float *x = mem_alloc(40000 * sizeof *x);
+    CHECK(x != NULL);
+    srand(7);
+    for (int iter = 0; iter < 20000; iter++) {
+        int n = 1 + rand() % (iter < 19000 ? 130 : 40000);
+        int kind = rand() % 4; // 0: plain, 1: specials, 2: no finite value, 3: max at the end
+        for (int i = 0; i < n; i++) {
+            int r = rand() % 12;
+            x[i] = (float)(rand() % 6) - 2.5f;
+            if (kind == 1 && r == 0)
+                x[i] = NAN;
+            if (kind == 1 && r == 1)
+                x[i] = -INFINITY;
+            if (kind == 1 && r == 2 && rand() % 8 == 0)
+                x[i] = INFINITY;
+            if (kind == 2)
+                x[i] = r < 6 ? NAN : -INFINITY;
+            if (kind == 2 && iter % 5 == 0)
+                x[i] = NAN;
+        }
+        if (kind == 3)
+            x[n - 1] = 100.0f;
+        int32_t want = argmax_plain(x, n), got = sampler_row_argmax(x, n);
+        if (got != want) {
+            fprintf(stderr, "  row_argmax: n %d kind %d: got %d, want %d\n", n, kind, (int)got,
+                    (int)want);
+            CHECK_EQ_INT(got, want);
+        }
+        float m = sampler_row_max(x, n), mw = -INFINITY;
+        for (int i = 0; i < n; i++)
+            mw = x[i] > mw ? x[i] : mw;
+        CHECK(m == mw);
+    }
+    mem_free(x);
+}
+
 int main(int argc, char **argv)
 {
     static const struct check_case cases[] = {
@@ -395,6 +451,7 @@ int main(int argc, char **argv)
         {"seed_batch_invariance", test_seed_batch_invariance},
         {"sampling_frequencies", test_sampling_frequencies},
         {"logprobs", test_logprobs},
+        {"row_argmax", test_row_argmax},
         {"oom", test_oom},
         {NULL, NULL},
     };
