@@ -148,12 +148,15 @@ static bool want(const char *op)
 
 static void bench_matmul(void)
 {
-    // Decode (m = 1) and prefill shapes of Qwen3-0.6B- and Llama-8B-sized layers.
+    // Decode (m = 1) and prefill shapes of Qwen3-0.6B- and Llama-8B-sized layers, and
+    // batched decode of the stories15M shape.
     static const int64_t shapes[][3] = {
         {1, 1024, 1024},   {1, 3072, 1024},   {1, 4096, 4096},   {1, 151936, 1024},
         {16, 4096, 4096},  {8, 1024, 1024},   {32, 1024, 1024},  {64, 1024, 1024},
         {128, 3072, 1024}, {512, 1024, 1024}, {512, 2048, 1024}, {512, 3072, 1024},
         {512, 1024, 2048}, {512, 1024, 3072},
+        // stories15M shape at 16 sequences: lm_head (32,000-token vocabulary), up, down.
+        {16, 32000, 288},  {16, 768, 288},    {16, 288, 768},
     };
     static const enum dtype types[] = {DTYPE_F32, DTYPE_F16, DTYPE_BF16};
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
@@ -255,6 +258,7 @@ static void bench_attention(void)
         {16, 1, 192, 6, 6, 48},    // the mean context of 128 in, 128 out
         {16, 1, 1024, 6, 6, 48},   // long contexts
         {1, 512, 512, 16, 8, 128}, // 0.6B shape prefill
+        {16, 128, 128, 6, 6, 48},  // stories15M shape prefill of 16 prompts
     };
     static const enum dtype caches[] = {DTYPE_F16, DTYPE_BF16, DTYPE_F32};
     struct backend *buf_be = NULL; // allocates the --cold copies
