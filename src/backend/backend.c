@@ -117,6 +117,21 @@ enum vllmc_status backend_buffer_alloc(struct backend *be, size_t n_bytes, void 
     return be->vt->buffer_alloc(be, n_bytes, out);
 }
 
+enum vllmc_status backend_buffer_alloc_zeroed(struct backend *be, size_t n_bytes, void **out)
+{
+    if (be->vt->buffer_alloc_zeroed)
+        return be->vt->buffer_alloc_zeroed(be, n_bytes, out);
+    enum vllmc_status rc = be->vt->buffer_alloc(be, n_bytes, out);
+    if (rc)
+        return rc;
+    rc = be->vt->fill(be, *out, 0, n_bytes);
+    if (rc) {
+        be->vt->buffer_free(be, *out);
+        *out = NULL;
+    }
+    return rc;
+}
+
 void backend_buffer_free(struct backend *be, void *p)
 {
     if (p)

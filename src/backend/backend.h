@@ -32,6 +32,10 @@ struct err *backend_err(struct backend *be);  // detail of the last failed call
 // Memory on the backend (host memory for cpu). Freed with backend_buffer_free().
 enum vllmc_status backend_buffer_alloc(struct backend *be, size_t n_bytes, void **out);
 void backend_buffer_free(struct backend *be, void *p);
+// The same, reading as zeros. A backend whose fresh memory is already zero
+// (cpu: large buffers are mapped from the kernel) writes nothing, so the
+// memory is committed only as it is used.
+enum vllmc_status backend_buffer_alloc_zeroed(struct backend *be, size_t n_bytes, void **out);
 enum vllmc_status backend_memset(struct backend *be, void *dst, int value, size_t n_bytes);
 // Copies between host and backend memory; ordered on the backend's stream.
 enum vllmc_status backend_upload(struct backend *be, void *dst, const void *host_src, size_t n);

@@ -21,6 +21,8 @@ struct backend_vtable {
     void (*destroy)(struct backend *be);
     enum vllmc_status (*buffer_alloc)(struct backend *be, size_t n_bytes, void **out);
     void (*buffer_free)(struct backend *be, void *p);
+    // optional: NULL means buffer_alloc, then fill with zeros
+    enum vllmc_status (*buffer_alloc_zeroed)(struct backend *be, size_t n_bytes, void **out);
     enum vllmc_status (*fill)(struct backend *be, void *dst, int value, size_t n_bytes);
     enum vllmc_status (*upload)(struct backend *be, void *dst, const void *host_src, size_t n);
     enum vllmc_status (*download)(struct backend *be, void *host_dst, const void *src, size_t n);

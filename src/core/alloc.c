@@ -5,6 +5,12 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#if !defined(MAP_ANONYMOUS) && defined(MAP_ANON)
+#define MAP_ANONYMOUS MAP_ANON
+#endif
 
 static atomic_long fail_countdown;
 static atomic_long n_allocs;
@@ -66,6 +72,48 @@ void *mem_alloc_aligned(size_t align, size_t n_bytes)
 void mem_free(void *p)
 {
     free(p);
+}
+
+// The mapping is n_bytes + align bytes long; the aligned block sits in it,
+// the unused head and tail go back at once, and one page after the block
+// stays mapped without access, so a write past the end faults instead of
+// landing in whatever mapping comes next.
+void *mem_pages_alloc(size_t align, size_t n_bytes)
+{
+    if (inject_failure())
+        return NULL;
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    if (align < page)
+        align = page;
+    if (n_bytes > SIZE_MAX - 2 * align)
+        return NULL;
+    size_t n = (n_bytes + page - 1) / page * page;
+    if (n == 0)
+        n = page;
+    size_t span = n + align; // the block, its guard page, and room to align
+    char *base = mmap(NULL, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (base == MAP_FAILED)
+        return NULL;
+    char *p = (char *)(((uintptr_t)base + align - 1) & ~(uintptr_t)(align - 1));
+    char *end = p + n + page; // past the guard page
+    if (p > base)
+        munmap(base, (size_t)(p - base));
+    if (base + span > end)
+        munmap(end, (size_t)(base + span - end));
+    if (mprotect(p + n, page, PROT_NONE)) {
+        munmap(p, n + page);
+        return NULL;
+    }
+    return p;
+}
+
+void mem_pages_free(void *p, size_t n_bytes)
+{
+    if (!p)
+        return;
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    size_t n = (n_bytes + page - 1) / page * page;
+    munmap(p, (n ? n : page) + page);
 }
 
 char *mem_strndup(const char *s, size_t n)

@@ -11,6 +11,14 @@ void *mem_realloc(void *p, size_t n_bytes);      // like realloc; p stays valid 
 void *mem_alloc_aligned(size_t align, size_t n_bytes); // align: power of two >= sizeof(void*)
 void mem_free(void *p);                          // NULL is a no-op
 char *mem_strdup(const char *s);                 // owned copy, NULL on failure
+
+// Whole pages straight from the kernel: n_bytes of zeros starting on an align
+// boundary (a power of two, at least the page size), committed page by page as
+// they are first touched, so a large buffer costs no time or memory until it
+// is used. NULL on failure. Free with mem_pages_free(p, n_bytes), the same
+// n_bytes.
+void *mem_pages_alloc(size_t align, size_t n_bytes);
+void mem_pages_free(void *p, size_t n_bytes);    // NULL is a no-op
 char *mem_strndup(const char *s, size_t n);      // copies at most n bytes and adds NUL
 
 // Test hook: the n-th allocation from now fails (1 = the next one); 0 disables.

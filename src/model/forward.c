@@ -378,7 +378,8 @@ enum vllmc_status model_forward(struct model *m, const struct model_batch *b, st
 
     // Each block's norm (with the residual add of the projection before it)
     // runs inside fwd_qkv and fwd_gate_up; f.h then takes the block's output.
-    for (int l = 0; l < hp->n_layers; l++) {
+    int n_layers = b->n_layers > 0 && b->n_layers < hp->n_layers ? b->n_layers : hp->n_layers;
+    for (int l = 0; l < n_layers; l++) {
         struct model_layer *L = &m->layers[l];
         if ((rc = fwd_qkv(&f, b, kv, l)) || (rc = fwd_attention(&f, b, kv, l)) ||
             (rc = fwd_matmul(&f, &f.h, &f.att2, &L->wo, NULL, &L->wo_perm)))

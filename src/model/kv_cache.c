@@ -59,15 +59,10 @@ enum vllmc_status kv_cache_create(const struct model *m, const struct kv_cache_p
     for (int l = 0; l < hp->n_layers; l++) {
         for (int kind = 0; kind < 2; kind++) {
             void **buf = &kv->bufs[2 * l + kind];
-            rc = backend_buffer_alloc(m->backend, layer_bytes, buf);
+            rc = backend_buffer_alloc_zeroed(m->backend, layer_bytes, buf);
             if (rc) {
-                err_set(err, rc, "kv cache: cannot allocate %zu bytes on %s for layer %d",
-                        layer_bytes, backend_name(m->backend), l);
-                goto fail;
-            }
-            rc = backend_memset(m->backend, *buf, 0, layer_bytes);
-            if (rc) {
-                err_copy(err, backend_err(m->backend));
+                err_set(err, rc, "kv cache: cannot allocate %zu bytes on %s for layer %d: %s",
+                        layer_bytes, backend_name(m->backend), l, backend_err(m->backend)->msg);
                 goto fail;
             }
             struct tensor *t = kind ? &kv->v[l] : &kv->k[l];

@@ -161,6 +161,10 @@ struct model_batch {
     int max_blocks_per_seq;        // block_tables' width: what the longest context needs
     int max_seq_len;               // >= max of seq_lens (a graph's bucket); 0 = compute
     int max_q_len;                 // max query tokens of one sequence; 0 = compute
+    // Layers to run, the first ones; 0 = all. A sizing pass runs one: every
+    // op meets its largest shape (and sizes its scratch) at a fraction of a
+    // full step's cost. The logits are then not the model's.
+    int n_layers;
     struct tensor input_ids;       // [n_tokens]
     struct tensor positions;       // [n_tokens]
     struct tensor slot_mapping;    // [n_tokens]: block_id * block_size + offset, < 0 = skip

@@ -1,4 +1,10 @@
-// Core: status texts, allocation failure injection, arena, fp16/bf16, tensor shapes.
+// Core: status texts, allocation failure injection, page allocations, arena,
+// fp16/bf16, tensor shapes.
+#include <setjmp.h>
+#include <signal.h>
+#include <stdint.h>
+#include <string.h>
+
 #include "check.h"
 #include "core/alloc.h"
 #include "core/arena.h"
@@ -30,6 +36,57 @@ static void test_alloc_fail_injection(void)
     mem_free(c);
     mem_fail_after(0);
     CHECK(mem_calloc(SIZE_MAX / 2, 4) == NULL);
+}
+
+static sigjmp_buf guard_jump;
+
+static void guard_fault(int sig)
+{
+    siglongjmp(guard_jump, sig);
+}
+
+// mem_pages_alloc: aligned, zeroed, writable to the last byte, the byte after
+// the block's last page faults, and failure injection covers it.
+static void test_pages(void)
+{
+    static const size_t sizes[] = {1, 4096, 5000, (size_t)3 << 20};
+    static const size_t aligns[] = {64, 4096, (size_t)2 << 20};
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
+        for (size_t a = 0; a < sizeof aligns / sizeof aligns[0]; a++) {
+            size_t n = sizes[i];
+            unsigned char *p = mem_pages_alloc(aligns[a], n);
+            CHECK(p != NULL);
+            if (!p)
+                continue;
+            CHECK((uintptr_t)p % aligns[a] == 0);
+            size_t nonzero = 0;
+            for (size_t j = 0; j < n; j++)
+                nonzero += p[j] != 0;
+            CHECK(nonzero == 0);
+            memset(p, 0xab, n);
+            CHECK(p[n - 1] == 0xab);
+            mem_pages_free(p, n);
+        }
+    // The guard page: a write past the block's last page faults.
+    volatile unsigned char *p = mem_pages_alloc(4096, 4096);
+    CHECK(p != NULL);
+    struct sigaction sa = {.sa_handler = guard_fault}, old_segv, old_bus;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGSEGV, &sa, &old_segv);
+    sigaction(SIGBUS, &sa, &old_bus);
+    int faulted = 0;
+    if (p && sigsetjmp(guard_jump, 1) == 0)
+        p[4096] = 1;
+    else
+        faulted = 1;
+    sigaction(SIGSEGV, &old_segv, NULL);
+    sigaction(SIGBUS, &old_bus, NULL);
+    CHECK(faulted);
+    mem_pages_free((void *)p, 4096);
+    mem_pages_free(NULL, 0);
+    mem_fail_after(1);
+    CHECK(mem_pages_alloc(4096, 4096) == NULL);
+    mem_fail_after(0);
 }
 
 static void test_arena(void)
@@ -89,6 +146,7 @@ int main(int argc, char **argv)
     static const struct check_case cases[] = {
         {"status_texts", test_status_texts},
         {"alloc_fail_injection", test_alloc_fail_injection},
+        {"pages", test_pages},
         {"arena", test_arena},
         {"half_conversions", test_half_conversions},
         {"tensor_shapes", test_tensor_shapes},

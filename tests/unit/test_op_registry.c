@@ -7,6 +7,10 @@
 
 #include "backend/backend_impl.h"
 #include "backend/cpu/cpu_backend.h"
+#if defined(__GLIBC__) || defined(__linux__)
+#include <malloc.h>
+#endif
+
 #include "check.h"
 
 // ---- test-local providers for OP_MATMUL ----
@@ -262,6 +266,35 @@ static void test_backend_create_and_memory(void)
     CHECK_EQ_INT(backend_memory_info(be, &free_bytes, &total_bytes), VLLMC_OK);
     CHECK(total_bytes > 0 && free_bytes <= total_bytes);
     backend_buffer_free(be, p);
+
+    // Zeroed buffers: a small one comes from the heap, which glibc's
+    // M_PERTURB (and ASan) fill with nonzero bytes, a large one is a fresh
+    // mapping; both read as zeros, both are 64-byte aligned and writable to
+    // their last byte.
+#ifdef M_PERTURB
+    mallopt(M_PERTURB, 0x5a);
+#endif
+    static const size_t sizes[] = {100, 4096, (size_t)5 << 20};
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        size_t n = sizes[i];
+        void *dirty = NULL;
+        CHECK_EQ_INT(backend_buffer_alloc(be, n, &dirty), VLLMC_OK);
+        CHECK_EQ_INT(backend_memset(be, dirty, 0x5a, n), VLLMC_OK);
+        backend_buffer_free(be, dirty);
+        unsigned char *z = NULL;
+        CHECK_EQ_INT(backend_buffer_alloc_zeroed(be, n, (void **)&z), VLLMC_OK);
+        CHECK(((uintptr_t)z & 63) == 0);
+        size_t nonzero = 0;
+        for (size_t j = 0; z && j < n; j++)
+            nonzero += z[j] != 0;
+        CHECK(nonzero == 0);
+        if (z)
+            z[n - 1] = 1;
+        backend_buffer_free(be, z);
+    }
+#ifdef M_PERTURB
+    mallopt(M_PERTURB, 0);
+#endif
     backend_free(be);
     backend_free(NULL);
 }
