@@ -132,6 +132,13 @@ enum vllmc_status backend_buffer_alloc_zeroed(struct backend *be, size_t n_bytes
     return rc;
 }
 
+enum vllmc_status backend_buffer_prefault(struct backend *be, void *buf, size_t offset, size_t n)
+{
+    if (!be->vt->buffer_prefault)
+        return VLLMC_ERR_UNSUPPORTED;
+    return be->vt->buffer_prefault(be, buf, offset, n);
+}
+
 void backend_buffer_free(struct backend *be, void *p)
 {
     if (p)

@@ -36,6 +36,11 @@ void backend_buffer_free(struct backend *be, void *p);
 // (cpu: large buffers are mapped from the kernel) writes nothing, so the
 // memory is committed only as it is used.
 enum vllmc_status backend_buffer_alloc_zeroed(struct backend *be, size_t n_bytes, void **out);
+// Makes bytes [offset, offset + n) of buffer buf (as allocated) resident
+// without changing them, so that their first use does not stop to fault them
+// in. Safe from any thread while others use the buffer. VLLMC_ERR_UNSUPPORTED
+// where there is nothing to do (device memory) or no way to do it.
+enum vllmc_status backend_buffer_prefault(struct backend *be, void *buf, size_t offset, size_t n);
 enum vllmc_status backend_memset(struct backend *be, void *dst, int value, size_t n_bytes);
 // Copies between host and backend memory; ordered on the backend's stream.
 enum vllmc_status backend_upload(struct backend *be, void *dst, const void *host_src, size_t n);

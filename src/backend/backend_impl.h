@@ -23,6 +23,10 @@ struct backend_vtable {
     void (*buffer_free)(struct backend *be, void *p);
     // optional: NULL means buffer_alloc, then fill with zeros
     enum vllmc_status (*buffer_alloc_zeroed)(struct backend *be, size_t n_bytes, void **out);
+    // optional: NULL means memory is resident once allocated. Makes bytes
+    // [offset, offset + n) of buffer buf resident without changing them; any
+    // thread, while other threads read and write the buffer.
+    enum vllmc_status (*buffer_prefault)(struct backend *be, void *buf, size_t offset, size_t n);
     enum vllmc_status (*fill)(struct backend *be, void *dst, int value, size_t n_bytes);
     enum vllmc_status (*upload)(struct backend *be, void *dst, const void *host_src, size_t n);
     enum vllmc_status (*download)(struct backend *be, void *host_dst, const void *src, size_t n);

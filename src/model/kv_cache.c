@@ -2,6 +2,8 @@
 // zeroed at creation so a kernel that reads past a sequence's end sees zeros.
 #include "model/kv_cache.h"
 
+#include <sched.h>
+
 #include "backend/backend.h"
 #include "core/alloc.h"
 #include "model/model.h"
@@ -78,10 +80,54 @@ fail:
     return rc;
 }
 
+// Runs of blocks of about this many bytes per layer buffer: one huge page.
+#define KV_PREFAULT_RUN_BYTES ((size_t)2 << 20)
+
+static void *kv_cache_prefault_main(void *arg)
+{
+    struct kv_cache *kv = arg;
+#if defined(__linux__) && defined(SCHED_IDLE)
+    // Idle priority: the engine's threads always come first.
+    struct sched_param sp = {.sched_priority = 0};
+    (void)pthread_setschedparam(pthread_self(), SCHED_IDLE, &sp);
+#endif
+    size_t block_bytes =
+        kv_cache_layer_bytes(1, kv->block_size, kv->n_kv_heads, kv->head_dim, kv->dtype);
+    int run = (int)(KV_PREFAULT_RUN_BYTES / block_bytes);
+    run = run < 1 ? 1 : run;
+    for (int b0 = 0; b0 < kv->n_blocks; b0 += run) {
+        int n = kv->n_blocks - b0 < run ? kv->n_blocks - b0 : run;
+        for (int i = 0; i < 2 * kv->n_layers; i++) {
+            if (atomic_load_explicit(&kv->prefault_stop, memory_order_relaxed))
+                return NULL;
+            if (backend_buffer_prefault(kv->backend, kv->bufs[i], (size_t)b0 * block_bytes,
+                                        (size_t)n * block_bytes))
+                return NULL; // the kernel cannot: first touches fault as before
+        }
+        atomic_store_explicit(&kv->n_blocks_prefaulted, b0 + n, memory_order_release);
+    }
+    return NULL;
+}
+
+enum vllmc_status kv_cache_prefault_start(struct kv_cache *kv)
+{
+    if (kv->prefault_started || kv->n_layers == 0 ||
+        backend_buffer_prefault(kv->backend, kv->bufs[0], 0, 0) == VLLMC_ERR_UNSUPPORTED)
+        return VLLMC_OK;
+    atomic_store(&kv->prefault_stop, false);
+    kv->prefault_started =
+        pthread_create(&kv->prefault_thread, NULL, kv_cache_prefault_main, kv) == 0;
+    return VLLMC_OK;
+}
+
 void kv_cache_free(struct kv_cache *kv)
 {
     if (!kv)
         return;
+    if (kv->prefault_started) {
+        atomic_store(&kv->prefault_stop, true);
+        pthread_join(kv->prefault_thread, NULL);
+    }
     if (kv->bufs)
         for (int i = 2 * kv->n_layers - 1; i >= 0; i--)
             if (kv->bufs[i])

@@ -4,6 +4,9 @@
 #ifndef VLLMC_MODEL_KV_CACHE_H
 #define VLLMC_MODEL_KV_CACHE_H
 
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "core/status.h"
@@ -33,6 +36,11 @@ struct kv_cache {
     struct tensor *k; // owned array [n_layers]; each [n_blocks, block_size, n_kv_heads, head_dim]
     struct tensor *v; // owned array [n_layers]; same shape
     void **bufs;      // owned backend memory, [2 * n_layers]
+    // The background prefault (kv_cache_prefault_start), joined by kv_cache_free.
+    pthread_t prefault_thread;
+    bool prefault_started;
+    atomic_bool prefault_stop;
+    atomic_int n_blocks_prefaulted; // blocks [0, n) resident in every layer
 };
 
 // Bytes one block takes over all layers, K and V together: what the engine
@@ -42,6 +50,15 @@ size_t kv_cache_bytes_per_block(const struct model_hparams *hp, int block_size, 
 // Allocates the cache for m on m's backend. *out owned; kv_cache_free().
 enum vllmc_status kv_cache_create(const struct model *m, const struct kv_cache_params *p,
                                   struct kv_cache **out, struct err *err);
-void kv_cache_free(struct kv_cache *kv); // NULL is a no-op
+void kv_cache_free(struct kv_cache *kv); // stops the prefault first; NULL is a no-op
+
+// Where the backend commits memory on first touch (the CPU's mapped
+// buffers), starts a thread of the lowest priority that makes the blocks
+// resident in block order, every layer's K and V of a run of blocks at a
+// time, until all are or kv_cache_free() stops it: the block pool hands out
+// low block ids first, so a step rarely stops to fault a page in, and the
+// work falls in the machine's idle time. Nothing happens (VLLMC_OK) where
+// the backend has nothing to do or the thread cannot start.
+enum vllmc_status kv_cache_prefault_start(struct kv_cache *kv);
 
 #endif

@@ -307,6 +307,56 @@ static void test_tiny_llama_loads_tied(void)
     tiny_free(m);
 }
 
+// The background prefault: every block made resident while the cache is in
+// use, what was written before stays, and freeing stops the thread.
+static void test_kv_cache_prefault(void)
+{
+    struct model *m = NULL;
+    struct err err = {0};
+    struct tiny_opts o = {0};
+    CHECK_EQ_INT(tiny_load(&o, &m, &err), VLLMC_OK);
+    if (!m)
+        return;
+    struct kv_cache_params kp;
+    kv_cache_params_default(&kp);
+    kp.n_blocks = 16384; // 4 MiB a buffer: mapped memory on the CPU
+    struct kv_cache *kv = NULL;
+    CHECK_EQ_INT(kv_cache_create(m, &kp, &kv, &err), VLLMC_OK);
+    if (!kv) {
+        tiny_free(m);
+        return;
+    }
+    float *k = kv->k[0].data, *v = kv->v[0].data;
+    size_t block_floats = (size_t)kp.block_size * 4; // one kv head of 4
+    for (size_t i = 0; i < block_floats; i++) {
+        k[100 * block_floats + i] = (float)i + 1.0f;
+        v[16000 * block_floats + i] = -(float)i - 1.0f;
+    }
+    CHECK_EQ_INT(kv_cache_prefault_start(kv), VLLMC_OK);
+    CHECK(kv->prefault_started);
+    // An idle-priority thread: under a loaded test run it may take a while.
+    for (int waited_ms = 0;
+         waited_ms < 120000 && atomic_load(&kv->n_blocks_prefaulted) < kp.n_blocks; waited_ms++)
+        usleep(1000);
+    CHECK_EQ_INT(atomic_load(&kv->n_blocks_prefaulted), kp.n_blocks);
+    size_t changed = 0, nonzero = 0;
+    for (size_t i = 0; i < block_floats; i++) {
+        changed += k[100 * block_floats + i] != (float)i + 1.0f;
+        changed += v[16000 * block_floats + i] != -(float)i - 1.0f;
+        nonzero += k[i] != 0.0f || v[(size_t)(kp.n_blocks - 1) * block_floats + i] != 0.0f;
+    }
+    CHECK(changed == 0);
+    CHECK(nonzero == 0);
+    kv_cache_free(kv);
+    // Freed while the thread runs: it stops and is joined.
+    kv = NULL;
+    CHECK_EQ_INT(kv_cache_create(m, &kp, &kv, &err), VLLMC_OK);
+    if (kv)
+        CHECK_EQ_INT(kv_cache_prefault_start(kv), VLLMC_OK);
+    kv_cache_free(kv);
+    tiny_free(m);
+}
+
 static void test_missing_tensor(void)
 {
     expect_error(&(struct tiny_opts){.skip = "blk.0.ffn_down.weight"}, VLLMC_ERR_FORMAT,
@@ -578,6 +628,7 @@ int main(int argc, char **argv)
         {"llama3_rope_frequencies", test_llama3_rope_frequencies},
         {"qwen2_gguf_matches_hf_llama", test_qwen2_gguf_matches_hf_llama},
         {"hf_config_mismatch", test_hf_config_mismatch},
+        {"kv_cache_prefault", test_kv_cache_prefault},
         {NULL, NULL},
     };
     int rc = check_run(cases, argc, argv);

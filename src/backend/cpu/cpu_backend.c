@@ -11,6 +11,7 @@
 #include <string.h>
 #if defined(__linux__)
 #include <sys/mman.h>
+#include <unistd.h>
 #endif
 
 #include "backend/backend_impl.h"
@@ -232,6 +233,28 @@ static enum vllmc_status cpu_buffer_alloc_zeroed(struct backend *be, size_t n_by
     return rc;
 }
 
+#if defined(__linux__) && !defined(MADV_POPULATE_WRITE)
+#define MADV_POPULATE_WRITE 23 // Linux 5.14; older kernels answer EINVAL
+#endif
+
+// Heap buffers are resident already; mapped ones are populated for writing,
+// which faults their pages in as zeros where untouched and leaves the rest
+// as they are. It leaves be->err alone: other threads use the backend.
+static enum vllmc_status cpu_buffer_prefault(struct backend *be, void *buf, size_t offset, size_t n)
+{
+    (void)be;
+    if (!cpu_head_of(buf)->map_bytes || n == 0)
+        return VLLMC_OK;
+#ifdef MADV_POPULATE_WRITE
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t lo = ((uintptr_t)buf + offset) & ~(page - 1);
+    uintptr_t hi = ((uintptr_t)buf + offset + n + page - 1) & ~(page - 1);
+    return madvise((void *)lo, hi - lo, MADV_POPULATE_WRITE) ? VLLMC_ERR_UNSUPPORTED : VLLMC_OK;
+#else
+    return VLLMC_ERR_UNSUPPORTED;
+#endif
+}
+
 static enum vllmc_status cpu_memset(struct backend *be, void *dst, int value, size_t n_bytes)
 {
     (void)be;
@@ -277,6 +300,7 @@ static const struct backend_vtable cpu_vtable = {
     .buffer_alloc = cpu_buffer_alloc,
     .buffer_free = cpu_buffer_free,
     .buffer_alloc_zeroed = cpu_buffer_alloc_zeroed,
+    .buffer_prefault = cpu_buffer_prefault,
     .fill = cpu_memset,
     .upload = cpu_copy,
     .download = cpu_copy,
