@@ -257,6 +257,11 @@ enum vllmc_status runner_profile(struct runner *r, int n_tokens, int max_model_l
         n_logits += want == BATCH_LOGITS_ALL ? n : want == BATCH_LOGITS_LAST;
         done += n;
     }
+    // Every dummy token maps into block 0, so their K/V writes would land on
+    // the same slots from several threads: they write nothing instead (the
+    // store still runs at its full shape).
+    for (int i = 0; i < r->bb.n_tokens && !rc; i++)
+        r->bb.slot_mapping[i] = -1;
     // On the host, one layer: every op kind runs at the step's largest shape
     // and grows its scratch to what serving needs, and the other layers
     // would only repeat it (a 2,048-token prefill of every layer took 5-6 s

@@ -96,8 +96,7 @@ void runner_graphs_free(struct runner *r);
 // Runs one forward pass of n_tokens dummy tokens over KV block 0 (the shape
 // of the largest step) so that every buffer the forward pass touches exists
 // before the KV cache is sized; on a host backend, of the first layer only
-// (every op at that shape, without the cost of the rest). The KV contents of
-// block 0 are garbage after.
+// (every op at that shape, without the cost of the rest). It writes no KV.
 enum vllmc_status runner_profile(struct runner *r, int n_tokens, int max_model_len);
 
 #endif

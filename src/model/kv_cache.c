@@ -6,6 +6,8 @@
 
 #include "backend/backend.h"
 #include "core/alloc.h"
+#include "core/clock.h"
+#include "core/log.h"
 #include "model/model.h"
 
 void kv_cache_params_default(struct kv_cache_params *p)
@@ -91,6 +93,7 @@ static void *kv_cache_prefault_main(void *arg)
     struct sched_param sp = {.sched_priority = 0};
     (void)pthread_setschedparam(pthread_self(), SCHED_IDLE, &sp);
 #endif
+    double t0 = time_now_s();
     size_t block_bytes =
         kv_cache_layer_bytes(1, kv->block_size, kv->n_kv_heads, kv->head_dim, kv->dtype);
     int run = (int)(KV_PREFAULT_RUN_BYTES / block_bytes);
@@ -101,11 +104,16 @@ static void *kv_cache_prefault_main(void *arg)
             if (atomic_load_explicit(&kv->prefault_stop, memory_order_relaxed))
                 return NULL;
             if (backend_buffer_prefault(kv->backend, kv->bufs[i], (size_t)b0 * block_bytes,
-                                        (size_t)n * block_bytes))
-                return NULL; // the kernel cannot: first touches fault as before
+                                        (size_t)n * block_bytes)) {
+                log_info("kv cache: not made resident ahead (pages come in as first used)");
+                return NULL;
+            }
         }
         atomic_store_explicit(&kv->n_blocks_prefaulted, b0 + n, memory_order_release);
     }
+    log_info("kv cache: resident, %.1f MiB in %.2f s",
+             (double)block_bytes * kv->n_blocks * 2 * kv->n_layers / (1024.0 * 1024.0),
+             time_now_s() - t0);
     return NULL;
 }
 

@@ -40,6 +40,11 @@ wait_ready() {
 }
 wait_ready "$dir/err"
 grep -q "curl http://" "$dir/err" || { echo "no curl example in the start-up output"; exit 1; }
+# The KV cache becomes resident in the background after start-up; the
+# hostile test's flat-memory check starts once it is.
+for _ in $(seq 1 1200); do grep -q "kv cache: .*resident" "$dir/err" && break; sleep 0.1; done
+line=$(grep -o "kv cache: .*resident.*" "$dir/err" || true)
+[ -n "$line" ] && echo "ok   $line" || { echo "FAIL: no word from the KV cache in 120 s"; exit 1; }
 
 fail=0
 expect() { # status method path body
