@@ -37,7 +37,7 @@ asan: deps
 tsan: deps
 	@cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug -DVLLMC_SANITIZE=thread >/dev/null
 	@cmake --build build-tsan -j $(JOBS)
-	ctest --test-dir build-tsan --output-on-failure -j $(JOBS) -L 'unit|e2e'
+	VLLMC_TEST_TSAN=1 ctest --test-dir build-tsan --output-on-failure -j $(JOBS) -L 'unit|e2e'
 
 # libFuzzer targets; FUZZ_SECONDS per target, new crashers go to the corpus.
 FUZZ_SECONDS ?= 60

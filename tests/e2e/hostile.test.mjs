@@ -93,7 +93,11 @@ test('malformed bodies all get 4xx answers and the server stays up', async () =>
   assert.equal(h.status, 200);
   const after = rssKiB();
   // Flat memory: growth bounded well below what leaking each body would cost.
-  assert.ok(after - before < 32 * 1024, `RSS grew from ${before} to ${after} KiB`);
+  // Under ThreadSanitizer the first request to reach a KV block also creates
+  // its shadow memory (the cache's pages came in without an instrumented
+  // write), up to a few times the 32 MiB cache; leaks are LSan's to find.
+  const slackKiB = (process.env.VLLMC_TEST_TSAN ? 160 : 32) * 1024;
+  assert.ok(after - before < slackKiB, `RSS grew from ${before} to ${after} KiB`);
 });
 
 test('garbage request lines, wrong methods and slow clients', async () => {
