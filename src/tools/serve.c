@@ -5,6 +5,7 @@
 #include <limits.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -291,7 +292,7 @@ static char *load_generation_config(const char *arg, const char *model_path)
 
 struct load_progress {
     const char *model;
-    volatile int done;
+    atomic_int done; // set by the loading thread when the engine is up (or failed)
 };
 
 // Prints an elapsed-time line while the model loads, so a slow load is visibly alive.
@@ -301,9 +302,9 @@ static void *progress_thread(void *arg)
     double t0 = time_now_s();
     bool tty = isatty(STDERR_FILENO);
     int ticks = 0;
-    while (!p->done) {
+    while (!atomic_load(&p->done)) {
         usleep(100000);
-        if (++ticks % 5 || p->done)
+        if (++ticks % 5 || atomic_load(&p->done))
             continue;
         if (tty)
             fprintf(stderr, "\rloading %s ... %.1fs", p->model, time_now_s() - t0);
@@ -333,7 +334,7 @@ int serve_main(int argc, char **argv)
     double t0 = time_now_s();
     struct vllmc_engine *engine = NULL;
     enum vllmc_status st = vllmc_engine_create(&a.engine, &engine);
-    progress.done = 1;
+    atomic_store(&progress.done, 1);
     if (have_thread)
         pthread_join(tid, NULL);
     if (st != VLLMC_OK) {
