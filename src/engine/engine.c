@@ -417,7 +417,7 @@ static enum vllmc_status engine_build(struct vllmc_engine *eng)
                     "--gpu-memory-utilization)",
                     err.msg);
     eng->runner->kv = eng->kv;
-    (void)kv_cache_prefault_start(eng->kv);
+    kv_cache_prefault_start(eng->kv);
     rc = kv_manager_create(n_blocks, eng->block_size, eng->max_model_len, p->enable_prefix_caching,
                            &eng->km);
     if (rc)

@@ -117,15 +117,16 @@ static void *kv_cache_prefault_main(void *arg)
     return NULL;
 }
 
-enum vllmc_status kv_cache_prefault_start(struct kv_cache *kv)
+void kv_cache_prefault_start(struct kv_cache *kv)
 {
+    // A zero-length prefault asks only whether the backend has one (device
+    // memory has nothing to fault in): no thread, and no log line, there.
     if (kv->prefault_started || kv->n_layers == 0 ||
         backend_buffer_prefault(kv->backend, kv->bufs[0], 0, 0) == VLLMC_ERR_UNSUPPORTED)
-        return VLLMC_OK;
+        return;
     atomic_store(&kv->prefault_stop, false);
     kv->prefault_started =
         pthread_create(&kv->prefault_thread, NULL, kv_cache_prefault_main, kv) == 0;
-    return VLLMC_OK;
 }
 
 void kv_cache_free(struct kv_cache *kv)

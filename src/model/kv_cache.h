@@ -57,8 +57,8 @@ void kv_cache_free(struct kv_cache *kv); // stops the prefault first; NULL is a 
 // resident in block order, every layer's K and V of a run of blocks at a
 // time, until all are or kv_cache_free() stops it: the block pool hands out
 // low block ids first, so a step rarely stops to fault a page in, and the
-// work falls in the machine's idle time. Nothing happens (VLLMC_OK) where
-// the backend has nothing to do or the thread cannot start.
-enum vllmc_status kv_cache_prefault_start(struct kv_cache *kv);
+// work falls in the machine's idle time. Nothing happens where the backend
+// has nothing to do or the thread cannot start: pages then come in as used.
+void kv_cache_prefault_start(struct kv_cache *kv);
 
 #endif
