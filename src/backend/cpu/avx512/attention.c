@@ -480,6 +480,41 @@ full_dots2(const int dtype, const int nd, const int fetch, const float *q0, cons
     _mm512_store_ps(sc1, _mm512_mul_ps(avx512_sums16_finish(quad1), sv));
 }
 
+// full_dots2 for a lone row (query heads that share no kv head, group 1):
+// eight keys at a time, eight independent sums, each key's the same
+// operations in the same order as chunk_dots1's, so the same bits.
+static inline __attribute__((always_inline)) void full_dots1(const int dtype, const int nd,
+                                                             const int fetch, const float *q,
+                                                             const char *k, const char *pf,
+                                                             size_t ks, float scale, float *sc)
+{
+    const size_t esz = dtype == DTYPE_F32 ? 4 : 2;
+    __m512 quad[4];
+#pragma GCC unroll 1
+    for (int j0 = 0; j0 < ATTN_CHUNK; j0 += 8) {
+        const char *kj = k + (size_t)j0 * ks, *pj = fetch ? pf + (size_t)j0 * ks : NULL;
+        __m512 d[8];
+#pragma GCC unroll 8
+        for (int j = 0; j < 8; j++)
+            d[j] = _mm512_setzero_ps();
+#pragma GCC unroll 16
+        for (int i = 0; i < nd; i++) {
+            __m512 qv = _mm512_loadu_ps(q + i * 16);
+#pragma GCC unroll 8
+            for (int j = 0; j < 8; j++) {
+                size_t at = (size_t)i * 16 * esz;
+                d[j] = _mm512_fmadd_ps(qv, avx512_load16(dtype, kj + (size_t)j * ks + at, 0xffff),
+                                       d[j]);
+                if (at % 64 == 0)
+                    fetch_line(fetch, pj + (size_t)j * ks + at);
+            }
+        }
+        quad[j0 / 4] = avx512_sums16_quad(d);
+        quad[j0 / 4 + 1] = avx512_sums16_quad(d + 4);
+    }
+    _mm512_store_ps(sc, _mm512_mul_ps(avx512_sums16_finish(quad), _mm512_set1_ps(scale)));
+}
+
 // chunk_values2 over a full chunk, values at v + j * vs, fetching the next
 // chunk's at pf + j * vs as full_dots2 does; the same bits.
 static inline __attribute__((always_inline)) void
@@ -516,6 +551,33 @@ full_values2(const int dtype, const int nd, const int fetch, const char *v, cons
     }
 }
 
+// full_values2 for a lone row: chunk_values1's operations in its order.
+static inline __attribute__((always_inline)) void
+full_values1(const int dtype, const int nd, const int fetch, const char *v, const char *pf,
+             size_t vs, const float *p, float corr, float *acc)
+{
+    const size_t esz = dtype == DTYPE_F32 ? 4 : 2;
+    __m512 cv = _mm512_set1_ps(corr), a[16];
+#pragma GCC unroll 16
+    for (int i = 0; i < nd; i++)
+        a[i] = _mm512_mul_ps(_mm512_load_ps(acc + i * 16), cv);
+#pragma GCC unroll 2
+    for (int j = 0; j < ATTN_CHUNK; j++) {
+        const char *vj = v + (size_t)j * vs, *pj = fetch ? pf + (size_t)j * vs : NULL;
+        __m512 pv = _mm512_set1_ps(p[j]);
+#pragma GCC unroll 16
+        for (int i = 0; i < nd; i++) {
+            size_t at = (size_t)i * 16 * esz;
+            a[i] = _mm512_fmadd_ps(pv, avx512_load16(dtype, vj + at, 0xffff), a[i]);
+            if (at % 64 == 0)
+                fetch_line(fetch, pj + at);
+        }
+    }
+#pragma GCC unroll 16
+    for (int i = 0; i < nd; i++)
+        _mm512_store_ps(acc + i * 16, a[i]);
+}
+
 // Sequence s's lone query token against the keys of kv heads kvh0 ..
 // kvh0 + n_h - 1, for all their query heads (rows = n_h * group, row r =
 // query head kvh0 * group + r). Each row runs attend_block's operations for
@@ -529,7 +591,7 @@ full_values2(const int dtype, const int nd, const int fetch, const char *v, cons
 // all at the chunk's start, or a head's rows at once, they stalled on the
 // core's outstanding misses.
 static inline __attribute__((always_inline)) void attend_decode(const int dtype, const int nd,
-                                                                const bool pairs,
+                                                                const int full_rows,
                                                                 const struct attn_ctx *ctx,
                                                                 int64_t s, int64_t kvh0, int n_h)
 {
@@ -581,10 +643,11 @@ static inline __attribute__((always_inline)) void attend_decode(const int dtype,
                 vn[j] = cpu_at(vc, nb, noff + j, kvh0);
             }
         }
-        // Pairs of rows over a full chunk whose next one is full or absent
-        // take full_dots2 and full_values2 (the same operations, no per-key
-        // tests).
-        bool full = pairs && n == ATTN_CHUNK && (n_next == ATTN_CHUNK || n_next == 0);
+        // A full chunk whose next one is full or absent takes full_dots2 and
+        // full_values2 for pairs of rows (full_rows 2), full_dots1 and
+        // full_values1 for lone rows (1): the same operations, no per-key
+        // tests.
+        bool full = full_rows && n == ATTN_CHUNK && (n_next == ATTN_CHUNK || n_next == 0);
         // attend_block's three passes (scores, softmax, values) over the
         // rows of all n_h heads; pairs of rows share a head's loads.
         for (int r = 0; r < rows;) {
@@ -596,7 +659,16 @@ static inline __attribute__((always_inline)) void attend_decode(const int dtype,
                 pn[j] = kn[j] + h_off;
             const char *const *pf = r % G == 0 ? pn : NULL; // a head's first rows fetch
             const float *q1 = nr == 2 ? q[r + 1] : NULL;
-            if (full && nr == 2) {
+            if (full && full_rows == 1) {
+                const char *kr = k0[0] + h_off, *pr = n_next ? kn[0] + h_off : NULL;
+                float scale = c->p.scale;
+                if (!n_next)
+                    full_dots1(dtype, nd, ATTN_FETCH_NONE, q[r], kr, pr, ks, scale, sc[r]);
+                else if (fetch_lvl == ATTN_FETCH_L2)
+                    full_dots1(dtype, nd, ATTN_FETCH_L2, q[r], kr, pr, ks, scale, sc[r]);
+                else
+                    full_dots1(dtype, nd, ATTN_FETCH_L1, q[r], kr, pr, ks, scale, sc[r]);
+            } else if (full && nr == 2) {
                 int lvl = n_next && r % G == 0 ? fetch_lvl : ATTN_FETCH_NONE;
                 const char *kr = k0[0] + h_off, *pr = lvl ? kn[0] + h_off : NULL;
                 float scale = c->p.scale;
@@ -630,7 +702,16 @@ static inline __attribute__((always_inline)) void attend_decode(const int dtype,
             for (int j = 0; j < n_next; j++)
                 pn[j] = vn[j] + h_off;
             const char *const *pf = r % G == 0 ? pn : NULL;
-            if (full && nr == 2) {
+            if (full && full_rows == 1) {
+                const char *vr = v0[0] + h_off, *pr = n_next ? vn[0] + h_off : NULL;
+                if (!n_next)
+                    full_values1(dtype, nd, ATTN_FETCH_NONE, vr, pr, vs, sc[r], corr[r],
+                                 acc + r * D);
+                else if (fetch_lvl == ATTN_FETCH_L2)
+                    full_values1(dtype, nd, ATTN_FETCH_L2, vr, pr, vs, sc[r], corr[r], acc + r * D);
+                else
+                    full_values1(dtype, nd, ATTN_FETCH_L1, vr, pr, vs, sc[r], corr[r], acc + r * D);
+            } else if (full && nr == 2) {
                 int lvl = n_next && r % G == 0 ? fetch_lvl : ATTN_FETCH_NONE;
                 const char *vr = v0[0] + h_off, *pr = lvl ? vn[0] + h_off : NULL;
                 float *a0 = acc + r * D, *a1 = acc + (r + 1) * D;
@@ -677,32 +758,45 @@ static void attn_decode_task(void *p, int task, int thread)
         return;
     int n_h = (int)(n_kv - kvh0 < ctx->heads_per_task ? n_kv - kvh0 : ctx->heads_per_task);
     int nd = (int)(ctx->head_dim / 16);
-    // pairs: every row pairs with the next (an even group, nd <= 8), so the
-    // full-chunk code serves them all; the other instances keep their code
-    // free of it (a stories-shaped decode, group 1, ran ~5% slower with it
-    // compiled in but never taken). Not for bf16 caches: their widening
-    // (two shuffles a load) made the 0.6B shape's call 8% slower
-    // (`bench_ops --cold`, 16 x 256 keys: 427-435 us against 393-404).
-    bool pairs = ctx->group % 2 == 0 && nd <= 8 && ctx->dtype != DTYPE_BF16;
-    switch (ctx->dtype * 64 + nd * 2 + pairs) {
-#define ATTN_DECODE_CASE(dt, nd_, pairs_)                                                          \
-    case dt * 64 + nd_ * 2 + pairs_:                                                               \
-        attend_decode(dt, nd_, pairs_, ctx, s, kvh0, n_h);                                         \
+    // full_rows 2: every row pairs with the next (an even group, nd <= 8),
+    // so the full-chunk code for pairs serves them all; 1: every row is
+    // alone (group 1), and full_dots1 / full_values1 serve them. The other
+    // instances keep their code free of it (a stories-shaped decode, group
+    // 1, ran ~5% slower with the pairs' code compiled in but never taken).
+    // Not for bf16 caches: their widening (two shuffles a load) made the 0.6B
+    // shape's call 8% slower with pairs (`bench_ops --cold`, 16 x 256 keys:
+    // 427-435 us against 393-404).
+    int full_rows = ctx->dtype == DTYPE_BF16         ? 0
+                    : ctx->group % 2 == 0 && nd <= 8 ? 2
+                    : ctx->group == 1                ? 1
+                                                     : 0;
+    switch (ctx->dtype * 64 + nd * 3 + full_rows) {
+#define ATTN_DECODE_CASE(dt, nd_, full_rows_)                                                      \
+    case dt * 64 + nd_ * 3 + full_rows_:                                                           \
+        attend_decode(dt, nd_, full_rows_, ctx, s, kvh0, n_h);                                     \
         break;
         ATTN_DECODE_CASE(DTYPE_F32, 3, 0)
         ATTN_DECODE_CASE(DTYPE_F32, 3, 1)
+        ATTN_DECODE_CASE(DTYPE_F32, 3, 2)
         ATTN_DECODE_CASE(DTYPE_F32, 4, 0)
         ATTN_DECODE_CASE(DTYPE_F32, 4, 1)
+        ATTN_DECODE_CASE(DTYPE_F32, 4, 2)
         ATTN_DECODE_CASE(DTYPE_F32, 8, 0)
         ATTN_DECODE_CASE(DTYPE_F32, 8, 1)
+        ATTN_DECODE_CASE(DTYPE_F32, 8, 2)
         ATTN_DECODE_CASE(DTYPE_F32, 16, 0)
+        ATTN_DECODE_CASE(DTYPE_F32, 16, 1)
         ATTN_DECODE_CASE(DTYPE_F16, 3, 0)
         ATTN_DECODE_CASE(DTYPE_F16, 3, 1)
+        ATTN_DECODE_CASE(DTYPE_F16, 3, 2)
         ATTN_DECODE_CASE(DTYPE_F16, 4, 0)
         ATTN_DECODE_CASE(DTYPE_F16, 4, 1)
+        ATTN_DECODE_CASE(DTYPE_F16, 4, 2)
         ATTN_DECODE_CASE(DTYPE_F16, 8, 0)
         ATTN_DECODE_CASE(DTYPE_F16, 8, 1)
+        ATTN_DECODE_CASE(DTYPE_F16, 8, 2)
         ATTN_DECODE_CASE(DTYPE_F16, 16, 0)
+        ATTN_DECODE_CASE(DTYPE_F16, 16, 1)
         ATTN_DECODE_CASE(DTYPE_BF16, 3, 0)
         ATTN_DECODE_CASE(DTYPE_BF16, 4, 0)
         ATTN_DECODE_CASE(DTYPE_BF16, 8, 0)
