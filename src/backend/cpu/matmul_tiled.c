@@ -14,12 +14,12 @@
 #define MM_ROW_BLOCK_MAX 128
 // Columns per task at most: a bf16 weight block [64, k] is 128 KiB at k = 1024.
 #define MM_COL_BLOCK 64
-// The same when all rows are one row block (batched decode, short prompts):
-// no other task reuses the weight block, so it need not fit L2, and longer
-// runs of columns mean fewer task starts, each of which waits on its first
-// weight rows. Output matrix of the stories15M shape at 16 rows
-// (32000 x 288), `bench_ops` 2 threads: f16 900-1047 us against 1144-1303
-// with 64, bf16 595 against 869.
+// The same when all rows are one row block (batched decode, short prompts)
+// and the output is wide enough to leave 16 tasks a thread: no other task
+// reuses the weight block, so it need not fit L2, and longer runs of columns
+// mean fewer task starts, each of which waits on its first weight rows. Output matrix of the
+// stories15M shape at 16 rows (32000 x 288), `bench_ops` 2 threads: f16 900-1047 us against
+// 1144-1303 with 64, bf16 595 against 869.
 #define MM_COL_BLOCK_ONE_ROW_BLOCK 256
 #define MM_COL_BLOCK_MAX 256 // the largest of the caps above and below
 // Rows and columns of a task whose tiles run k in parts (kernel->tile_part):
@@ -201,9 +201,15 @@ enum vllmc_status cpu_matmul_tiled_run_x(const struct op_call *c,
     int64_t n_threads = threadpool_n_threads(pool);
     int64_t block = (ctx.n + 4 * n_threads - 1) / (4 * n_threads);
     block = (block + ctx.c_step - 1) / ctx.c_step * ctx.c_step;
-    int64_t block_max = ctx.decode              ? MM_DECODE_BLOCK
-                        : ctx.n_row_blocks == 1 ? MM_COL_BLOCK_ONE_ROW_BLOCK
-                                                : MM_COL_BLOCK;
+    int64_t block_max = ctx.decode ? MM_DECODE_BLOCK : MM_COL_BLOCK;
+    if (!ctx.decode && ctx.n_row_blocks == 1) {
+        // Still 16 tasks a thread, for the balance: only wide outputs (the
+        // output matrix) get the longer runs.
+        int64_t wide = (ctx.n + 16 * n_threads - 1) / (16 * n_threads);
+        block_max = wide < MM_COL_BLOCK                 ? MM_COL_BLOCK
+                    : wide > MM_COL_BLOCK_ONE_ROW_BLOCK ? MM_COL_BLOCK_ONE_ROW_BLOCK
+                                                        : wide;
+    }
     if (block > block_max)
         block = block_max / ctx.c_step * ctx.c_step;
     if (block < ctx.c_step)
