@@ -416,7 +416,7 @@ static inline __attribute__((always_inline)) void attend(const int dtype,
 
 // ---- decode batches: one query token per sequence ----
 
-// Where full_dots2 / full_values2 fetch the next chunk's rows.
+// Where full_dots / full_values fetch the next chunk's rows.
 enum attn_fetch { ATTN_FETCH_NONE, ATTN_FETCH_L1, ATTN_FETCH_L2 };
 
 // One prefetch of p at level lvl (a constant: the hint must be one).
@@ -428,154 +428,114 @@ static inline __attribute__((always_inline)) void fetch_line(const int lvl, cons
         _mm_prefetch(p, _MM_HINT_T1);
 }
 
-// chunk_scores of two query rows of one head (chunk_dots2, then the scaled
-// sums into sc0 and sc1 [16]) over a full chunk of a decode task (16 keys
-// of one cache block): key j at k + j * ks (ks: the block's key stride in
-// bytes). The same operations in the same order (a key's sum runs over the
-// nd slices in order, its lanes add up in avx512_sums16's tree), so the
-// bits are chunk_scores'. What differs is the code: the rows come from one
-// pointer and a stride instead of a table, keys go 4 at a time (8
-// independent sums) with the slice loop inside, the next chunk's rows (pf +
-// j * ks) are fetched beside the loads, one line each, with no test left in
-// the loop, and each 4 keys' sums take the tree's first two levels at once
-// instead of going through memory. chunk_dots2's per-key tests of its fetch
-// table cost more than its loads and multiply-adds (0.6B shape, f16 cache
-// in L2: ~24 cycles a key and head for the dot products where a loop of
-// the same loads and multiply-adds takes ~10), and its 32 stored sums a
-// chunk made some stack placements ~1.7x slower (4 KiB aliasing with the
-// cache rows, by the look of it; seen as runs of a one-sequence decode
-// bimodal in the stack's offset).
+// chunk_scores of nr (1 or 2) query rows of one head (chunk_dots1 or
+// chunk_dots2, then the scaled sums into sc0 and sc1 [16]) over a full chunk
+// of a decode task (16 keys of one cache block): key j at k + j * ks (ks: the
+// block's key stride in bytes). The same operations in the same order (a
+// key's sum runs over the nd slices in order, its lanes add up in
+// avx512_sums16's tree), so the bits are chunk_scores'. What differs is the
+// code: the rows come from one pointer and a stride instead of a table, keys
+// go 8 / nr at a time (8 independent sums) with the slice loop inside, the
+// next chunk's rows (pf + j * ks) are fetched beside the loads, one line
+// each, with no test left in the loop, and each 4 keys' sums take the tree's
+// first two levels at once instead of going through memory. chunk_dots2's
+// per-key tests of its fetch table cost more than its loads and multiply-adds
+// (0.6B shape, f16 cache in L2: ~24 cycles a key and head for the dot
+// products where a loop of the same loads and multiply-adds takes ~10), and
+// its 32 stored sums a chunk made some stack placements ~1.7x slower (4 KiB
+// aliasing with the cache rows, by the look of it; seen as runs of a
+// one-sequence decode bimodal in the stack's offset).
 static inline __attribute__((always_inline)) void
-full_dots2(const int dtype, const int nd, const int fetch, const float *q0, const float *q1,
-           const char *k, const char *pf, size_t ks, float scale, float *sc0, float *sc1)
+full_dots(const int dtype, const int nd, const int fetch, const int nr, const float *q0,
+          const float *q1, const char *k, const char *pf, size_t ks, float scale, float *sc0,
+          float *sc1)
 {
     const size_t esz = dtype == DTYPE_F32 ? 4 : 2;
-    __m512 quad0[4], quad1[4]; // avx512_sums16's first levels of each 4 keys' sums
+    const int n_keys = 8 / nr; // keys a pass
+    const float *q[2] = {q0, q1};
+    __m512 quad[2][4]; // avx512_sums16's first levels of each 4 keys' sums
 #pragma GCC unroll 1
-    for (int j0 = 0; j0 < ATTN_CHUNK; j0 += 4) {
+    for (int j0 = 0; j0 < ATTN_CHUNK; j0 += n_keys) {
         const char *kj = k + (size_t)j0 * ks, *pj = fetch ? pf + (size_t)j0 * ks : NULL;
-        __m512 d0[4], d1[4];
-#pragma GCC unroll 4
-        for (int j = 0; j < 4; j++)
-            d0[j] = d1[j] = _mm512_setzero_ps();
+        __m512 d[2][8];
+#pragma GCC unroll 2
+        for (int h = 0; h < nr; h++)
 #pragma GCC unroll 8
-        for (int i = 0; i < nd; i++) {
-            __m512 qv0 = _mm512_loadu_ps(q0 + i * 16), qv1 = _mm512_loadu_ps(q1 + i * 16);
-#pragma GCC unroll 4
-            for (int j = 0; j < 4; j++) {
-                size_t at = (size_t)i * 16 * esz;
-                __m512 kv = avx512_load16(dtype, kj + (size_t)j * ks + at, 0xffff);
-                in_register(&kv);
-                d0[j] = _mm512_fmadd_ps(qv0, kv, d0[j]);
-                d1[j] = _mm512_fmadd_ps(qv1, kv, d1[j]);
-                if (at % 64 == 0)
-                    fetch_line(fetch, pj + (size_t)j * ks + at);
-            }
-        }
-        quad0[j0 / 4] = avx512_sums16_quad(d0);
-        quad1[j0 / 4] = avx512_sums16_quad(d1);
-    }
-    __m512 sv = _mm512_set1_ps(scale);
-    _mm512_store_ps(sc0, _mm512_mul_ps(avx512_sums16_finish(quad0), sv));
-    _mm512_store_ps(sc1, _mm512_mul_ps(avx512_sums16_finish(quad1), sv));
-}
-
-// full_dots2 for a lone row (query heads that share no kv head, group 1):
-// eight keys at a time, eight independent sums, each key's the same
-// operations in the same order as chunk_dots1's, so the same bits.
-static inline __attribute__((always_inline)) void full_dots1(const int dtype, const int nd,
-                                                             const int fetch, const float *q,
-                                                             const char *k, const char *pf,
-                                                             size_t ks, float scale, float *sc)
-{
-    const size_t esz = dtype == DTYPE_F32 ? 4 : 2;
-    __m512 quad[4];
-#pragma GCC unroll 1
-    for (int j0 = 0; j0 < ATTN_CHUNK; j0 += 8) {
-        const char *kj = k + (size_t)j0 * ks, *pj = fetch ? pf + (size_t)j0 * ks : NULL;
-        __m512 d[8];
-#pragma GCC unroll 8
-        for (int j = 0; j < 8; j++)
-            d[j] = _mm512_setzero_ps();
+            for (int j = 0; j < n_keys; j++)
+                d[h][j] = _mm512_setzero_ps();
 #pragma GCC unroll 16
         for (int i = 0; i < nd; i++) {
-            __m512 qv = _mm512_loadu_ps(q + i * 16);
+            __m512 qv[2];
+#pragma GCC unroll 2
+            for (int h = 0; h < nr; h++)
+                qv[h] = _mm512_loadu_ps(q[h] + i * 16);
 #pragma GCC unroll 8
-            for (int j = 0; j < 8; j++) {
+            for (int j = 0; j < n_keys; j++) {
                 size_t at = (size_t)i * 16 * esz;
-                d[j] = _mm512_fmadd_ps(qv, avx512_load16(dtype, kj + (size_t)j * ks + at, 0xffff),
-                                       d[j]);
+                __m512 kv = avx512_load16(dtype, kj + (size_t)j * ks + at, 0xffff);
+                if (nr == 2) // one row: the load folds into its multiply-add
+                    in_register(&kv);
+#pragma GCC unroll 2
+                for (int h = 0; h < nr; h++)
+                    d[h][j] = _mm512_fmadd_ps(qv[h], kv, d[h][j]);
                 if (at % 64 == 0)
                     fetch_line(fetch, pj + (size_t)j * ks + at);
             }
         }
-        quad[j0 / 4] = avx512_sums16_quad(d);
-        quad[j0 / 4 + 1] = avx512_sums16_quad(d + 4);
+#pragma GCC unroll 2
+        for (int h = 0; h < nr; h++)
+#pragma GCC unroll 2
+            for (int j = 0; j < n_keys; j += 4)
+                quad[h][(j0 + j) / 4] = avx512_sums16_quad(d[h] + j);
     }
-    _mm512_store_ps(sc, _mm512_mul_ps(avx512_sums16_finish(quad), _mm512_set1_ps(scale)));
+    float *sc[2] = {sc0, sc1};
+#pragma GCC unroll 2
+    for (int h = 0; h < nr; h++)
+        _mm512_store_ps(sc[h], _mm512_mul_ps(avx512_sums16_finish(quad[h]), _mm512_set1_ps(scale)));
 }
 
-// chunk_values2 over a full chunk, values at v + j * vs, fetching the next
-// chunk's at pf + j * vs as full_dots2 does; the same bits.
+// chunk_values1 or chunk_values2 for nr rows over a full chunk, values at
+// v + j * vs, fetching the next chunk's at pf + j * vs as full_dots does; the
+// same bits.
 static inline __attribute__((always_inline)) void
-full_values2(const int dtype, const int nd, const int fetch, const char *v, const char *pf,
-             size_t vs, const float *p0, const float *p1, const float *corr, float *acc0,
-             float *acc1)
+full_values(const int dtype, const int nd, const int fetch, const int nr, const char *v,
+            const char *pf, size_t vs, const float *p0, const float *p1, const float *corr,
+            float *acc0, float *acc1)
 {
     const size_t esz = dtype == DTYPE_F32 ? 4 : 2;
-    __m512 c0 = _mm512_set1_ps(corr[0]), c1 = _mm512_set1_ps(corr[1]), a0[8], a1[8];
-#pragma GCC unroll 8
-    for (int i = 0; i < nd; i++) {
-        a0[i] = _mm512_mul_ps(_mm512_load_ps(acc0 + i * 16), c0);
-        a1[i] = _mm512_mul_ps(_mm512_load_ps(acc1 + i * 16), c1);
-    }
+    const float *p[2] = {p0, p1};
+    float *acc[2] = {acc0, acc1};
+    __m512 a[2][16];
+#pragma GCC unroll 2
+    for (int h = 0; h < nr; h++)
+#pragma GCC unroll 16
+        for (int i = 0; i < nd; i++)
+            a[h][i] = _mm512_mul_ps(_mm512_load_ps(acc[h] + i * 16), _mm512_set1_ps(corr[h]));
 #pragma GCC unroll 2
     for (int j = 0; j < ATTN_CHUNK; j++) {
         const char *vj = v + (size_t)j * vs, *pj = fetch ? pf + (size_t)j * vs : NULL;
-        __m512 pv0 = _mm512_set1_ps(p0[j]), pv1 = _mm512_set1_ps(p1[j]);
-#pragma GCC unroll 8
+        __m512 pv[2];
+#pragma GCC unroll 2
+        for (int h = 0; h < nr; h++)
+            pv[h] = _mm512_set1_ps(p[h][j]);
+#pragma GCC unroll 16
         for (int i = 0; i < nd; i++) {
             size_t at = (size_t)i * 16 * esz;
             __m512 vv = avx512_load16(dtype, vj + at, 0xffff);
-            in_register(&vv);
-            a0[i] = _mm512_fmadd_ps(pv0, vv, a0[i]);
-            a1[i] = _mm512_fmadd_ps(pv1, vv, a1[i]);
-            if (at % 64 == 0)
-                fetch_line(fetch, pj + at);
-        }
-    }
-#pragma GCC unroll 8
-    for (int i = 0; i < nd; i++) {
-        _mm512_store_ps(acc0 + i * 16, a0[i]);
-        _mm512_store_ps(acc1 + i * 16, a1[i]);
-    }
-}
-
-// full_values2 for a lone row: chunk_values1's operations in its order.
-static inline __attribute__((always_inline)) void
-full_values1(const int dtype, const int nd, const int fetch, const char *v, const char *pf,
-             size_t vs, const float *p, float corr, float *acc)
-{
-    const size_t esz = dtype == DTYPE_F32 ? 4 : 2;
-    __m512 cv = _mm512_set1_ps(corr), a[16];
-#pragma GCC unroll 16
-    for (int i = 0; i < nd; i++)
-        a[i] = _mm512_mul_ps(_mm512_load_ps(acc + i * 16), cv);
+            if (nr == 2)
+                in_register(&vv);
 #pragma GCC unroll 2
-    for (int j = 0; j < ATTN_CHUNK; j++) {
-        const char *vj = v + (size_t)j * vs, *pj = fetch ? pf + (size_t)j * vs : NULL;
-        __m512 pv = _mm512_set1_ps(p[j]);
-#pragma GCC unroll 16
-        for (int i = 0; i < nd; i++) {
-            size_t at = (size_t)i * 16 * esz;
-            a[i] = _mm512_fmadd_ps(pv, avx512_load16(dtype, vj + at, 0xffff), a[i]);
+            for (int h = 0; h < nr; h++)
+                a[h][i] = _mm512_fmadd_ps(pv[h], vv, a[h][i]);
             if (at % 64 == 0)
                 fetch_line(fetch, pj + at);
         }
     }
+#pragma GCC unroll 2
+    for (int h = 0; h < nr; h++)
 #pragma GCC unroll 16
-    for (int i = 0; i < nd; i++)
-        _mm512_store_ps(acc + i * 16, a[i]);
+        for (int i = 0; i < nd; i++)
+            _mm512_store_ps(acc[h] + i * 16, a[h][i]);
 }
 
 // Sequence s's lone query token against the keys of kv heads kvh0 ..
@@ -605,7 +565,7 @@ static inline __attribute__((always_inline)) void attend_decode(const int dtype,
     size_t ks = kc->nb[2], vs = vc->nb[2]; // key (value) j of a block: ks (vs) bytes apart
     // Where the next chunk's rows of the task (keys and values, 2 x 16 x
     // n_h x head_dim values) would not fit the 48 KiB L1 beside the chunk
-    // being read, full_dots2 / full_values2 fetch them into L2 only: fetched
+    // being read, full_dots / full_values fetch them into L2 only: fetched
     // into L1 they evict the current chunk's rows (0.6B shape at 16
     // sequences, 64 KiB of f16 rows a chunk, `bench_ops --cold`: 402-406 us
     // a call against 420-430 fetching into L1, the same code otherwise).
@@ -643,10 +603,9 @@ static inline __attribute__((always_inline)) void attend_decode(const int dtype,
                 vn[j] = cpu_at(vc, nb, noff + j, kvh0);
             }
         }
-        // A full chunk whose next one is full or absent takes full_dots2 and
-        // full_values2 for pairs of rows (full_rows 2), full_dots1 and
-        // full_values1 for lone rows (1): the same operations, no per-key
-        // tests.
+        // A full chunk whose next one is full or absent takes full_dots and
+        // full_values, for pairs of rows (full_rows 2) or lone rows (1): the
+        // same operations, no per-key tests.
         bool full = full_rows && n == ATTN_CHUNK && (n_next == ATTN_CHUNK || n_next == 0);
         // attend_block's three passes (scores, softmax, values) over the
         // rows of all n_h heads; pairs of rows share a head's loads.
@@ -659,28 +618,19 @@ static inline __attribute__((always_inline)) void attend_decode(const int dtype,
                 pn[j] = kn[j] + h_off;
             const char *const *pf = r % G == 0 ? pn : NULL; // a head's first rows fetch
             const float *q1 = nr == 2 ? q[r + 1] : NULL;
-            if (full && full_rows == 1) {
-                const char *kr = k0[0] + h_off, *pr = n_next ? kn[0] + h_off : NULL;
-                float scale = c->p.scale;
-                if (!n_next)
-                    full_dots1(dtype, nd, ATTN_FETCH_NONE, q[r], kr, pr, ks, scale, sc[r]);
-                else if (fetch_lvl == ATTN_FETCH_L2)
-                    full_dots1(dtype, nd, ATTN_FETCH_L2, q[r], kr, pr, ks, scale, sc[r]);
-                else
-                    full_dots1(dtype, nd, ATTN_FETCH_L1, q[r], kr, pr, ks, scale, sc[r]);
-            } else if (full && nr == 2) {
+            if (full) { // nr is full_rows here
                 int lvl = n_next && r % G == 0 ? fetch_lvl : ATTN_FETCH_NONE;
                 const char *kr = k0[0] + h_off, *pr = lvl ? kn[0] + h_off : NULL;
-                float scale = c->p.scale;
+                float scale = c->p.scale, *sc1 = sc[r + full_rows - 1];
                 if (lvl == ATTN_FETCH_L2)
-                    full_dots2(dtype, nd, ATTN_FETCH_L2, q[r], q1, kr, pr, ks, scale, sc[r],
-                               sc[r + 1]);
+                    full_dots(dtype, nd, ATTN_FETCH_L2, full_rows, q[r], q1, kr, pr, ks, scale,
+                              sc[r], sc1);
                 else if (lvl == ATTN_FETCH_L1)
-                    full_dots2(dtype, nd, ATTN_FETCH_L1, q[r], q1, kr, pr, ks, scale, sc[r],
-                               sc[r + 1]);
+                    full_dots(dtype, nd, ATTN_FETCH_L1, full_rows, q[r], q1, kr, pr, ks, scale,
+                              sc[r], sc1);
                 else
-                    full_dots2(dtype, nd, ATTN_FETCH_NONE, q[r], q1, kr, pr, ks, scale, sc[r],
-                               sc[r + 1]);
+                    full_dots(dtype, nd, ATTN_FETCH_NONE, full_rows, q[r], q1, kr, pr, ks, scale,
+                              sc[r], sc1);
             } else if (n == ATTN_CHUNK && nr == 2)
                 chunk_scores(dtype, nd, false, 2, q[r], q1, NULL, kp, ATTN_CHUNK, c->p.scale,
                              sc + r, pf, n_next);
@@ -702,28 +652,20 @@ static inline __attribute__((always_inline)) void attend_decode(const int dtype,
             for (int j = 0; j < n_next; j++)
                 pn[j] = vn[j] + h_off;
             const char *const *pf = r % G == 0 ? pn : NULL;
-            if (full && full_rows == 1) {
-                const char *vr = v0[0] + h_off, *pr = n_next ? vn[0] + h_off : NULL;
-                if (!n_next)
-                    full_values1(dtype, nd, ATTN_FETCH_NONE, vr, pr, vs, sc[r], corr[r],
-                                 acc + r * D);
-                else if (fetch_lvl == ATTN_FETCH_L2)
-                    full_values1(dtype, nd, ATTN_FETCH_L2, vr, pr, vs, sc[r], corr[r], acc + r * D);
-                else
-                    full_values1(dtype, nd, ATTN_FETCH_L1, vr, pr, vs, sc[r], corr[r], acc + r * D);
-            } else if (full && nr == 2) {
+            if (full) {
                 int lvl = n_next && r % G == 0 ? fetch_lvl : ATTN_FETCH_NONE;
                 const char *vr = v0[0] + h_off, *pr = lvl ? vn[0] + h_off : NULL;
-                float *a0 = acc + r * D, *a1 = acc + (r + 1) * D;
+                float *a0 = acc + r * D, *a1 = acc + (r + full_rows - 1) * D;
+                const float *p1 = sc[r + full_rows - 1];
                 if (lvl == ATTN_FETCH_L2)
-                    full_values2(dtype, nd, ATTN_FETCH_L2, vr, pr, vs, sc[r], sc[r + 1], corr + r,
-                                 a0, a1);
+                    full_values(dtype, nd, ATTN_FETCH_L2, full_rows, vr, pr, vs, sc[r], p1,
+                                corr + r, a0, a1);
                 else if (lvl == ATTN_FETCH_L1)
-                    full_values2(dtype, nd, ATTN_FETCH_L1, vr, pr, vs, sc[r], sc[r + 1], corr + r,
-                                 a0, a1);
+                    full_values(dtype, nd, ATTN_FETCH_L1, full_rows, vr, pr, vs, sc[r], p1,
+                                corr + r, a0, a1);
                 else
-                    full_values2(dtype, nd, ATTN_FETCH_NONE, vr, pr, vs, sc[r], sc[r + 1], corr + r,
-                                 a0, a1);
+                    full_values(dtype, nd, ATTN_FETCH_NONE, full_rows, vr, pr, vs, sc[r], p1,
+                                corr + r, a0, a1);
             } else if (n == ATTN_CHUNK && nr == 2)
                 chunk_values2(dtype, nd, false, NULL, vp, ATTN_CHUNK, sc[r], sc[r + 1], corr + r,
                               acc + r * D, acc + (r + 1) * D, pf, n_next);
@@ -760,7 +702,7 @@ static void attn_decode_task(void *p, int task, int thread)
     int nd = (int)(ctx->head_dim / 16);
     // full_rows 2: every row pairs with the next (an even group, nd <= 8),
     // so the full-chunk code for pairs serves them all; 1: every row is
-    // alone (group 1), and full_dots1 / full_values1 serve them. The other
+    // alone (group 1), and full_dots / full_values for one row serve them. The other
     // instances keep their code free of it (a stories-shaped decode, group
     // 1, ran ~5% slower with the pairs' code compiled in but never taken).
     // Not for bf16 caches: their widening (two shuffles a load) made the 0.6B
