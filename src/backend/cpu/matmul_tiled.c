@@ -17,11 +17,10 @@
 // The same when all rows are one row block (batched decode, short prompts)
 // and the output is wide enough to leave 16 tasks a thread: no other task
 // reuses the weight block, so it need not fit L2, and longer runs of columns
-// mean fewer task starts, each of which waits on its first weight rows. Output matrix of the
-// stories15M shape at 16 rows (32000 x 288), `bench_ops` 2 threads: f16 900-1047 us against
-// 1144-1303 with 64, bf16 595 against 869.
+// mean fewer task starts, each of which waits on its first weight rows.
+// Output matrix of the stories15M shape at 16 rows (32000 x 288), `bench_ops`
+// 2 threads: f16 900-1047 us against 1144-1303 with 64, bf16 595 against 869.
 #define MM_COL_BLOCK_ONE_ROW_BLOCK 256
-#define MM_COL_BLOCK_MAX 256 // the largest of the caps above and below
 // Rows and columns of a task whose tiles run k in parts (kernel->tile_part):
 // the partial accumulators of one column tile for the row block live on the
 // stack, [64, 8, 16] f32 = 32 KiB.
@@ -29,6 +28,10 @@
 #define MM_PART_COLS 8
 // The same for a kernel's decode: 128 rows read as 8 streams of 16 rows.
 #define MM_DECODE_BLOCK 128
+// The most columns a task can have, any of the three above.
+#define MM_COL_BLOCK_MAX MM_COL_BLOCK_ONE_ROW_BLOCK
+_Static_assert(MM_COL_BLOCK <= MM_COL_BLOCK_MAX && MM_DECODE_BLOCK <= MM_COL_BLOCK_MAX,
+               "a task's columns must fit bias_v");
 
 struct mm_ctx {
     const struct op_call *c;
