@@ -154,9 +154,10 @@ static int tput_parse(struct tput_opts *o, int argc, char **argv)
 // request a token, and one after its final output. The time is taken here, not
 // when the reader gets to it, so a busy reader does not merge steps.
 // The reader is woken only from a request's last token on (it drains the
-// queues every 50 ms besides): woken for every token, it took a core from the
-// thread pool in every step on a 2-core machine, a cost vLLM's offline
-// LLM.generate, which this measures like, does not have.
+// queues every 50 ms besides, and the elapsed time ends at the last call, so
+// a request that ends early costs no accuracy): woken for every token, it
+// took a core from the thread pool in every step on a 2-core machine, a cost
+// vLLM's offline LLM.generate, which this measures like, does not have.
 static void tput_on_output(void *user)
 {
     struct tput_req *r = user;
@@ -335,7 +336,16 @@ static int tput_run(struct tput *t)
         seen = atomic_load(&t->n_signals);
         pthread_mutex_unlock(&t->mu);
     }
-    double elapsed = time_now_s() - t0, cpu_s = tput_cpu_s() - cpu0;
+    double cpu_s = tput_cpu_s() - cpu0;
+    // The run ends at the engine's last callback, not when this thread woke
+    // to notice it (up to 50 ms later when a request ended early).
+    double t_end = 0;
+    for (int i = 0; i < t->n; i++) {
+        int n_cb = atomic_load_explicit(&t->reqs[i].n_cb, memory_order_acquire);
+        if (n_cb > 0 && t->reqs[i].tok_s[n_cb - 1] > t_end)
+            t_end = t->reqs[i].tok_s[n_cb - 1];
+    }
+    double elapsed = (t_end > t0 ? t_end : time_now_s()) - t0;
 
     long total_in = 0, total_out = 0;
     int n_failed = 0;
