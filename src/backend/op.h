@@ -68,6 +68,9 @@ struct backend;
     /* [n_seqs, max_blocks_per_seq]; src4 seq_lens i32 [n_seqs] (context length after this */     \
     /* step); src5 query_start_loc i32 [n_seqs + 1]. Query j of sequence s sits at position */     \
     /* seq_lens[s] - n_q(s) + j and sees keys at positions <= its own. Scale in params. */        \
+    /* p.prologue (optional): a QKV_ROPE_STORE call whose dst is src0 q and whose caches are */    \
+    /* src1 and src2, run as part of the op (decode rotates q and the new key itself); a */       \
+    /* token's slot must be no other key's (the block being written is one sequence's). */         \
     X(ATTENTION, "attention")                                                                      \
     /* dst i32 [n_rows] = ids sampled from src0 logits f32 [n_logits, n_vocab] (unchanged on */   \
     /* return) for src1 rows (struct sample_row as i32 [n_rows, words]) after src2 adjustments */  \
@@ -107,6 +110,7 @@ struct op_params {
     int max_seq_len;  // ATTENTION: max of seq_lens (a bound for kernels; may be 0 = compute)
     int max_q_len;    // ATTENTION: max query tokens of one sequence in this call (0 = compute)
     bool silu_mul;    // NORM_MATMUL: W is gate|up and dst the SiLU-mul of its two halves
+    const struct op_call *prologue; // ATTENTION: the QKV_ROPE_STORE that makes its q, or NULL
 };
 
 struct op_call {

@@ -137,6 +137,14 @@ static enum vllmc_status check_attention(const struct op_call *c, struct err *er
         FAIL("op=attention: block_tables must be [n_seqs = %lld, max_blocks_per_seq]",
              (long long)n_seqs);
     TRY(need_i32(c, c->src[5], "query_start_loc", n_seqs + 1, err));
+    const struct op_call *pro = c->p.prologue;
+    if (pro) {
+        if (pro->op != OP_QKV_ROPE_STORE || !pro->dst || pro->dst->data != q->data ||
+            !tensor_same_shape(pro->dst, q) || !pro->src[5] || !pro->src[6] ||
+            pro->src[5]->data != kc->data || pro->src[6]->data != vc->data)
+            FAIL("op=attention: the prologue must be a qkv_rope_store into q and this cache");
+        TRY(op_check(pro, err));
+    }
     return VLLMC_OK;
 }
 

@@ -176,8 +176,9 @@ void op_call_describe(const struct op_call *c, char *buf, size_t n)
     case OP_ATTENTION:
         snprintf(buf, n,
                  "n_tokens=%lld n_seqs=%lld n_heads=%lld n_kv_heads=%lld head_dim=%lld "
-                 "block_size=%lld cache=%s",
-                 ne(s0, 2), ne(c->src[4], 0), ne(s0, 1), ne(s1, 1), ne(s0, 0), ne(s1, 2), dt(s1));
+                 "block_size=%lld cache=%s%s",
+                 ne(s0, 2), ne(c->src[4], 0), ne(s0, 1), ne(s1, 1), ne(s0, 0), ne(s1, 2), dt(s1),
+                 c->p.prologue ? " after qkv_rope_store" : "");
         break;
     case OP_SAMPLE:
         snprintf(buf, n, "n_seqs=%lld n_vocab=%lld", ne(s0, 1), ne(s0, 0));
@@ -217,6 +218,7 @@ static uint64_t selection_key(const struct op_call *c, const struct op_provider 
     uint64_t h = hash_mix(0x51ed270b27aull, (uint64_t)c->op);
     h = hash_mix(h, (uint64_t)(uintptr_t)p);
     h = hash_mix(h, (uint64_t)c->p.rope_dim * 2u + c->p.rope_neox);
+    h = hash_mix(h, (uint64_t)c->p.silu_mul * 2u + (c->p.prologue != NULL));
     for (int i = -1; i < OP_MAX_SRC; i++) {
         const struct tensor *t = i < 0 ? c->dst : c->src[i];
         if (!t) {

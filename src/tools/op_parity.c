@@ -17,10 +17,16 @@
 #include "core/alloc.h"
 #include "tools/commands.h"
 
-#define SLOTS (1 + OP_MAX_SRC) // slot 0 is dst, slot 1 + i is src[i]
+// Slot 0 is dst, slot 1 + i is src[i]. With an ATTENTION prologue, slot
+// PRO + 1 + i is the prologue's src[i]; its dst is the call's q and its
+// caches the call's (those slots stay unused).
+#define PRO (1 + OP_MAX_SRC)
+#define SLOTS (PRO + 1 + OP_MAX_SRC)
 
 struct pcase {
     enum op_kind op;
+    bool has_prologue; // a QKV_ROPE_STORE with pro_p before the ATTENTION call
+    struct op_params pro_p;
     char shape[96];
     char dtype[32];
     enum dtype wtype;       // decides the bar
@@ -112,6 +118,7 @@ static enum vllmc_status pc_run(const struct pcase *pc, struct backend *be,
     void *buf[SLOTS] = {0};
     struct tensor dev[SLOTS];
     struct op_call call = {.op = pc->op, .p = pc->p, .backend = be};
+    struct op_call pro = {.op = OP_QKV_ROPE_STORE, .p = pc->pro_p, .backend = be};
     enum vllmc_status rc = VLLMC_OK;
     *declined = false;
     for (int s = 0; s < SLOTS; s++) {
@@ -128,8 +135,16 @@ static enum vllmc_status pc_run(const struct pcase *pc, struct backend *be,
         dev[s].location = backend_location(be);
         if (s == 0)
             call.dst = &dev[0];
-        else
+        else if (s < PRO)
             call.src[s - 1] = &dev[s];
+        else
+            pro.src[s - PRO - 1] = &dev[s];
+    }
+    if (pc->has_prologue) {
+        pro.dst = call.src[0];
+        pro.src[5] = call.src[1];
+        pro.src[6] = call.src[2];
+        call.p.prologue = &pro;
     }
     if (!p->supports(&call)) {
         *declined = true;
@@ -182,6 +197,31 @@ static void free_outs(float *out[SLOTS])
     for (int s = 0; s < SLOTS; s++) {
         mem_free(out[s]);
         out[s] = NULL;
+    }
+}
+
+// For a failed case: each output's own nmse and its largest difference (the
+// element's index in ne[0] units), so a failure points at the output and row.
+static void pc_explain(const struct pcase *pc, float *const got[SLOTS], float *const ref[SLOTS])
+{
+    for (int s = 0; s < SLOTS; s++) {
+        if (!(pc->outputs & (1u << s)))
+            continue;
+        double err = 0, norm = 0, worst = -1;
+        int64_t at = 0, n = tensor_n_elements(&pc->t[s]), n0 = pc->t[s].ne[0];
+        for (int64_t e = 0; e < n; e++) {
+            double d = (double)got[s][e] - ref[s][e];
+            err += d * d;
+            norm += (double)ref[s][e] * ref[s][e];
+            if (fabs(d) > worst) {
+                worst = fabs(d);
+                at = e;
+            }
+        }
+        printf("  output slot %d: nmse=%.1e, largest difference %.3g at row %lld col %lld "
+               "(got %.6g, want %.6g)\n",
+               s, norm > 0 ? err / norm : err, worst, (long long)(at / n0), (long long)(at % n0),
+               (double)got[s][at], (double)ref[s][at]);
     }
 }
 
@@ -240,6 +280,8 @@ static void pc_check(struct parity *pr, struct pcase *pc)
         else
             printf("op=%s shape=%s dtype=%s provider=%s nmse=%.1e %s\n", op_name, pc->shape,
                    pc->dtype, p->name, nmse, ok ? "ok" : "FAIL");
+        if (!ok && !rc)
+            pc_explain(pc, got, ref);
         free_outs(got);
     }
     free_outs(ref);
@@ -708,6 +750,100 @@ static void grid_attention(struct parity *pr)
     }
 }
 
+static int64_t gcd64(int64_t a, int64_t b)
+{
+    while (b) {
+        int64_t t = a % b;
+        a = b;
+        b = t;
+    }
+    return a;
+}
+
+// Decode attention with its qkv_rope_store prologue: one token a sequence,
+// short and long contexts, both RoPE layouts, with and without the q/k norm,
+// every cache dtype; the new token's slot is its place in the block table.
+// Outputs: the attention, q, and both caches.
+static void grid_attention_prologue(struct parity *pr)
+{
+    static const struct attn_config configs[] = {
+        {16, 8, 128, 16, 1, {1}, {1}},
+        {16, 8, 128, 16, 1, {100}, {1}},
+        {32, 8, 128, 16, 1, {130}, {1}},
+        {8, 8, 64, 16, 3, {40, 2, 77}, {1, 1, 1}},
+        {16, 4, 128, 16, 2, {600, 33}, {1, 1}},
+        {16, 8, 128, 16, 8, {600, 513, 64, 1, 700, 129, 300, 17}, {1, 1, 1, 1, 1, 1, 1, 1}},
+    };
+    static const enum dtype caches[] = {DTYPE_F32, DTYPE_F16, DTYPE_BF16};
+    for (size_t i = 0; i < sizeof configs / sizeof configs[0]; i++) {
+        const struct attn_config *a = &configs[i];
+        // Every table entry its own block (3 spare): the new token's slot is
+        // then read by no other key, as in the engine, where the block being
+        // written belongs to one sequence (ATTENTION's prologue contract).
+        int64_t max_blocks = 0;
+        for (int s = 0; s < a->n_seqs; s++) {
+            int64_t nb = (a->seq_len[s] + a->block_size - 1) / a->block_size;
+            max_blocks = nb > max_blocks ? nb : max_blocks;
+        }
+        const int64_t n_blocks = a->n_seqs * max_blocks + 3;
+        const int64_t D = a->head_dim, H = a->n_heads, KVH = a->n_kv_heads, BS = a->block_size;
+        const int64_t T = a->n_seqs;
+        for (int variant = 0; variant < 6; variant++) {
+            const enum dtype ct = caches[variant % 3];
+            const bool neox = variant < 3, norm = variant % 2 == 0;
+            struct pcase pc = {.op = OP_ATTENTION, .wtype = ct, .has_prologue = true};
+            pc.outputs = 1u | (1u << 1) | (1u << 2) | (1u << 3);
+            pc.p.scale = 1.0f / sqrtf((float)D);
+            pc.p.max_q_len = 1;
+            for (int s = 0; s < a->n_seqs; s++)
+                if (a->seq_len[s] > pc.p.max_seq_len)
+                    pc.p.max_seq_len = a->seq_len[s];
+            pc.pro_p = (struct op_params){.eps = 1e-6f, .rope_dim = (int)D, .rope_neox = neox};
+            int len = snprintf(pc.shape, sizeof pc.shape,
+                               "h=%lld,kv=%lld,d=%lld,%s%s,ctx=", (long long)H, (long long)KVH,
+                               (long long)D, neox ? "neox" : "pairs", norm ? ",qk_norm" : "");
+            for (int s = 0; s < a->n_seqs && len < (int)sizeof pc.shape; s++)
+                len += snprintf(pc.shape + len, sizeof pc.shape - (size_t)len, "%s%d", s ? "+" : "",
+                                (int)a->seq_len[s]);
+            snprintf(pc.dtype, sizeof pc.dtype, "cache=%s,after qkv_rope_store", dtype_name(ct));
+            bool ok = pc_add(&pc, 0, DTYPE_F32, 3, (int64_t[]){D, H, T}) &&
+                      pc_add(&pc, 1, DTYPE_F32, 3, (int64_t[]){D, H, T}) &&
+                      pc_add(&pc, 2, ct, 4, (int64_t[]){D, KVH, BS, n_blocks}) &&
+                      pc_add(&pc, 3, ct, 4, (int64_t[]){D, KVH, BS, n_blocks}) &&
+                      pc_add(&pc, 4, DTYPE_I32, 2, (int64_t[]){max_blocks, T}) &&
+                      pc_add(&pc, 5, DTYPE_I32, 1, (int64_t[]){T}) &&
+                      pc_add(&pc, 6, DTYPE_I32, 1, (int64_t[]){T + 1}) &&
+                      pc_add(&pc, PRO + 1, DTYPE_F32, 2, (int64_t[]){(H + 2 * KVH) * D, T}) &&
+                      pc_add(&pc, PRO + 2, DTYPE_I32, 1, (int64_t[]){T}) &&
+                      pc_add(&pc, PRO + 3, DTYPE_F32, 1, (int64_t[]){D / 2}) &&
+                      (!norm || (pc_add(&pc, PRO + 4, DTYPE_BF16, 1, (int64_t[]){D}) &&
+                                 pc_add(&pc, PRO + 5, DTYPE_BF16, 1, (int64_t[]){D}))) &&
+                      pc_add(&pc, PRO + 8, DTYPE_I32, 1, (int64_t[]){T});
+            if (ok) {
+                int32_t next = 0, *tables = pc_i32(&pc, 4), *qsl = pc_i32(&pc, 6);
+                int32_t stride = 5; // coprime with n_blocks: a permutation
+                while (gcd64(n_blocks, stride) != 1)
+                    stride++;
+                for (int s = 0; s < a->n_seqs; s++) {
+                    for (int64_t b = 0; b < max_blocks; b++)
+                        tables[s * max_blocks + b] = (int32_t)((next++ * stride) % n_blocks);
+                    const int32_t p = a->seq_len[s] - 1;
+                    pc_i32(&pc, 5)[s] = a->seq_len[s];
+                    qsl[s + 1] = qsl[s] + 1;
+                    pc_i32(&pc, PRO + 2)[s] = p;
+                    pc_i32(&pc, PRO + 8)[s] =
+                        (int32_t)(tables[s * max_blocks + p / BS] * BS + p % BS);
+                }
+                float *f = pc.t[PRO + 3].data;
+                for (int64_t j = 0; j < D / 2; j++)
+                    f[j] = powf(10000.0f, -2.0f * (float)j / (float)D);
+                pc_check(pr, &pc);
+            }
+            pc_free(&pc);
+        }
+    }
+}
+
 static void usage(FILE *f)
 {
     fprintf(f, "usage: vllmc op-parity [--device cpu|cuda] [--op NAME] [--threads N]\n"
@@ -780,8 +916,10 @@ int op_parity_main(int argc, char **argv)
         grid_norm_matmul(&pr);
     if (want(&pr, OP_QKV_ROPE_STORE))
         grid_qkv_rope_store(&pr);
-    if (want(&pr, OP_ATTENTION))
+    if (want(&pr, OP_ATTENTION)) {
         grid_attention(&pr);
+        grid_attention_prologue(&pr);
+    }
     if (want(&pr, OP_SELECT_IDS))
         grid_select_ids(&pr);
     printf("op-parity: device=%s checks=%d failed=%d\n", device, pr.n_checks, pr.n_failed);

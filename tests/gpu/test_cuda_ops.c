@@ -9,6 +9,7 @@
 
 #include "backend/backend.h"
 #include "backend/cpu/quant/quantize.h"
+#include "backend/cpu/ref/ref.h"
 #include "backend/cuda/attention.cuh"
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/matmul.cuh"
@@ -831,6 +832,104 @@ static void attention_case(const char *label, int n_heads, int n_kv, int hd, enu
     att_batch_free(&a);
 }
 
+// Decode attention with its qkv_rope_store prologue (provider cuda-paged-rope):
+// dst, q and both caches against cpu-ref's composition (qkv_rope_store, then
+// attention). bad_slot gives sequence 0 a negative slot: nothing is stored
+// for it and its attention reads the cache's row, as the two ops would.
+static void attention_rope_case(const char *label, int n_heads, int n_kv, int hd, enum dtype ct,
+                                int n_seqs, const int *ctx, bool neox, bool qk_norm, bool bad_slot)
+{
+    int q_len[8];
+    VLLMC_ASSERT(n_seqs <= 8);
+    for (int i = 0; i < n_seqs; i++)
+        q_len[i] = 1;
+    struct att_batch a;
+    att_batch_init(&a, n_heads, n_kv, hd, ct, n_seqs, ctx, q_len, true);
+    const int64_t W = (int64_t)(n_heads + 2 * n_kv) * hd, bs = a.kc.h.ne[2];
+    const int64_t max_blocks = a.bt.h.ne[0];
+    struct pair qkv, pos, freq, wq, wk, slots;
+    int64_t ne_qkv[2] = {W, n_seqs}, ne_t[1] = {n_seqs}, ne_f[1] = {hd / 2}, ne_hd[1] = {hd};
+    const enum dtype wt = neox ? DTYPE_BF16 : DTYPE_F32;
+    pair_init(&qkv, DTYPE_F32, 2, ne_qkv);
+    pair_init(&pos, DTYPE_I32, 1, ne_t);
+    pair_init(&freq, DTYPE_F32, 1, ne_f);
+    pair_init(&wq, wt, 1, ne_hd);
+    pair_init(&wk, wt, 1, ne_hd);
+    pair_init(&slots, DTYPE_I32, 1, ne_t);
+    pair_random(&qkv, 2.0f);
+    pair_random(&wq, 1.0f);
+    pair_random(&wk, 1.0f);
+    pair_poison(&a.q);
+    const int32_t *tables = a.bt.h.data;
+    for (int s = 0; s < n_seqs; s++) {
+        const int p = ctx[s] - 1; // the new token's position and key
+        ((int32_t *)pos.h.data)[s] = p;
+        ((int32_t *)slots.h.data)[s] =
+            bad_slot && s == 0 ? -1 : (int32_t)(tables[s * max_blocks + p / bs] * bs + p % bs);
+    }
+    pair_upload(&pos);
+    pair_upload(&slots);
+    rope_inv_freq(&freq, hd);
+    struct op_call pro[2], att[2]; // [0] host, [1] device
+    for (int side = 0; side < 2; side++) {
+#define T(pr) (side ? &(pr).d : &(pr).h)
+        pro[side] = (struct op_call){.op = OP_QKV_ROPE_STORE,
+                                     .dst = T(a.q),
+                                     .src = {T(qkv), T(pos), T(freq), qk_norm ? T(wq) : NULL,
+                                             qk_norm ? T(wk) : NULL, T(a.kc), T(a.vc), T(slots)},
+                                     .p = {.eps = 1e-6f, .rope_dim = hd, .rope_neox = neox},
+                                     .backend = side ? gpu : cpu};
+        att[side] = (struct op_call){.op = OP_ATTENTION,
+                                     .dst = T(a.dst),
+                                     .src = {T(a.q), T(a.kc), T(a.vc), T(a.bt), T(a.sl), T(a.qsl)},
+                                     .p = a.prm,
+                                     .backend = side ? gpu : cpu};
+        att[side].p.prologue = &pro[side];
+#undef T
+    }
+    const struct op_provider *sel = backend_select_provider(gpu, &att[1]);
+    CHECK(sel && !strcmp(sel->name, "cuda-paged-rope"));
+    CHECK(cpu_ref_attention.supports(&att[0]));
+    CHECK_EQ_INT(cpu_ref_attention.run(&att[0]), VLLMC_OK);
+    enum vllmc_status rc = backend_run_op(gpu, &att[1]);
+    if (rc)
+        fprintf(stderr, "  cuda: %s\n", backend_err(gpu)->msg);
+    CHECK_EQ_INT(rc, VLLMC_OK);
+    CHECK_EQ_INT(backend_sync(gpu), VLLMC_OK);
+    char what[200];
+    snprintf(what, sizeof what, "attention+qkv_rope_store %s heads=%d/%d hd=%d cache=%s %s%s%s",
+             label, n_heads, n_kv, hd, dtype_name(ct), neox ? "neox" : "pairs",
+             qk_norm ? " qk_norm" : "", bad_slot ? " slot -1" : "");
+    report(what, pair_nmse(&a.dst), bar_for(ct));
+    report("  q", pair_nmse(&a.q), 1e-6);
+    report("  k_cache", pair_nmse(&a.kc), bar_for(ct));
+    report("  v_cache", pair_nmse(&a.vc), bar_for(ct));
+    struct pair *all[] = {&qkv, &pos, &freq, &wq, &wk, &slots};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        pair_free(all[i]);
+    att_batch_free(&a);
+}
+
+static void test_attention_rope(void)
+{
+    static const int ctx1[] = {1}, ctx5[] = {5}, ctx40[] = {40}, ctx100[] = {100}, ctx130[] = {130},
+                     ctx600[] = {600}, ctx3[] = {17, 64, 9},
+                     ctx8[] = {700, 650, 701, 700, 690, 640, 700, 699};
+    for (size_t t = 0; t < 3; t++) {
+        const enum dtype ct = float_types[t];
+        attention_rope_case("1 x 1", 16, 8, 128, ct, 1, ctx1, true, true, false);
+        attention_rope_case("1 x 5", 16, 8, 128, ct, 1, ctx5, true, false, false);
+        attention_rope_case("1 x 40", 32, 8, 128, ct, 1, ctx40, true, true, false);
+        attention_rope_case("1 x 100", 16, 8, 128, ct, 1, ctx100, false, true, false);
+        attention_rope_case("1 x 130", 8, 8, 64, ct, 1, ctx130, true, true, false);
+        attention_rope_case("1 x 600", 16, 8, 128, ct, 1, ctx600, true, true, false);
+        attention_rope_case("3 seqs", 16, 4, 64, ct, 3, ctx3, false, false, false);
+        attention_rope_case("3 seqs", 16, 8, 128, ct, 3, ctx3, true, true, true);
+        // long splits: another decode kernel, so the prologue's own kernel runs first
+        attention_rope_case("8 x 700", 16, 8, 128, ct, 8, ctx8, true, true, false);
+    }
+}
+
 // Attention as the producer of the split handoff: the prefill tensor-core
 // kernel and the decode split merge write their output's bf16 terms for the
 // o projection's GEMM, which reads the output as x [n_tokens, heads x D].
@@ -965,6 +1064,7 @@ int main(int argc, char **argv)
         {"kv_store", test_kv_store},
         {"attention", test_attention},
         {"attention_decode_mma", test_attention_decode_mma},
+        {"attention_rope", test_attention_rope},
         {"silu_mul_packed", test_silu_mul_packed},
         {"matmul_silu_mul", test_matmul_silu_mul},
         {"norm_matmul", test_norm_matmul},

@@ -398,6 +398,74 @@ static void test_norm_matmul_ref(void)
     backend_free(be);
 }
 
+// attention with its qkv_rope_store prologue: cpu-ref gives, byte for byte,
+// what qkv_rope_store then attention give as two calls; the contract takes
+// only a qkv_rope_store into the call's q and cache.
+static void test_attention_prologue(void)
+{
+    enum { H = 2, KVH = 1, D = 8, W = (H + 2 * KVH) * D, BS = 4, NB = 3, CTX = 6 };
+    unsigned st = 5;
+    float qkv[W], q[2][H * D], out[2][H * D], kc[2][NB * BS * KVH * D], vc[2][NB * BS * KVH * D];
+    float inv_freq[D / 2];
+    int32_t pos = CTX - 1, tables[2] = {2, 0}, seq_len = CTX, qsl[2] = {0, 1};
+    int32_t slot = 0 * BS + (CTX - 1) % BS; // position 5 sits in block tables[1] = 0, row 1
+    for (int i = 0; i < W; i++)
+        qkv[i] = frand(&st);
+    for (int i = 0; i < NB * BS * KVH * D; i++)
+        kc[0][i] = kc[1][i] = frand(&st), vc[0][i] = vc[1][i] = frand(&st);
+    for (int i = 0; i < D / 2; i++)
+        inv_freq[i] = powf(10000.0f, -2.0f * (float)i / (float)D);
+    struct tensor tqkv, tpos, tfreq, tslot, tbt, tsl, tqsl, tq[2], tout[2], tkc[2], tvc[2];
+    tensor_init_2d(&tqkv, DTYPE_F32, qkv, W, 1);
+    tensor_init_1d(&tpos, DTYPE_I32, &pos, 1);
+    tensor_init_1d(&tfreq, DTYPE_F32, inv_freq, D / 2);
+    tensor_init_1d(&tslot, DTYPE_I32, &slot, 1);
+    tensor_init_2d(&tbt, DTYPE_I32, tables, 2, 1);
+    tensor_init_1d(&tsl, DTYPE_I32, &seq_len, 1);
+    tensor_init_1d(&tqsl, DTYPE_I32, qsl, 2);
+    struct op_call pro[2], att[2];
+    for (int i = 0; i < 2; i++) {
+        tensor_init_3d(&tq[i], DTYPE_F32, q[i], D, H, 1);
+        tensor_init_3d(&tout[i], DTYPE_F32, out[i], D, H, 1);
+        tensor_init(&tkc[i], DTYPE_F32, kc[i], 4, (int64_t[]){D, KVH, BS, NB});
+        tensor_init(&tvc[i], DTYPE_F32, vc[i], 4, (int64_t[]){D, KVH, BS, NB});
+        pro[i] =
+            (struct op_call){.op = OP_QKV_ROPE_STORE,
+                             .dst = &tq[i],
+                             .src = {&tqkv, &tpos, &tfreq, NULL, NULL, &tkc[i], &tvc[i], &tslot},
+                             .p = {.eps = 1e-6f, .rope_dim = D, .rope_neox = true}};
+        att[i] = (struct op_call){.op = OP_ATTENTION,
+                                  .dst = &tout[i],
+                                  .src = {&tq[i], &tkc[i], &tvc[i], &tbt, &tsl, &tqsl},
+                                  .p = {.scale = 0.35f,
+                                        .max_seq_len = CTX,
+                                        .max_q_len = 1,
+                                        .prologue = i == 0 ? &pro[0] : NULL}};
+    }
+    struct backend *be = cpu_backend();
+    CHECK_EQ_INT(run_op(be, &cpu_ref_attention, &att[0]), VLLMC_OK);
+    CHECK_EQ_INT(run_op(be, &cpu_ref_qkv_rope_store, &pro[1]), VLLMC_OK);
+    CHECK_EQ_INT(run_op(be, &cpu_ref_attention, &att[1]), VLLMC_OK);
+    CHECK(!memcmp(q[0], q[1], sizeof q[0]) && !memcmp(out[0], out[1], sizeof out[0]));
+    CHECK(!memcmp(kc[0], kc[1], sizeof kc[0]) && !memcmp(vc[0], vc[1], sizeof vc[0]));
+    // the new key went to its slot: block 0, row 1
+    CHECK(memcmp(&vc[0][1 * KVH * D], &qkv[(H + KVH) * D], D * sizeof(float)) == 0);
+    // the CPU's own attention providers leave prologue calls to cpu-ref
+    CHECK(backend_select_provider(be, &att[0]) == &cpu_ref_attention);
+    // the contract
+    struct op_call bad = att[0], bad_pro = pro[0];
+    bad.p.prologue = &bad_pro;
+    bad_pro.dst = &tq[1]; // another q
+    CHECK_EQ_INT(backend_run_op(be, &bad), VLLMC_ERR_INVALID_ARG);
+    bad_pro = pro[0];
+    bad_pro.src[5] = &tkc[1]; // another cache
+    CHECK_EQ_INT(backend_run_op(be, &bad), VLLMC_ERR_INVALID_ARG);
+    bad_pro = pro[0];
+    bad_pro.op = OP_ROPE;
+    CHECK_EQ_INT(backend_run_op(be, &bad), VLLMC_ERR_INVALID_ARG);
+    backend_free(be);
+}
+
 int main(int argc, char **argv)
 {
     static const struct check_case cases[] = {
@@ -407,6 +475,7 @@ int main(int argc, char **argv)
         {"silu_mul_packed", test_silu_mul_packed},
         {"matmul_silu_mul_ref", test_matmul_silu_mul_ref},
         {"norm_matmul_ref", test_norm_matmul_ref},
+        {"attention_prologue", test_attention_prologue},
         {NULL, NULL},
     };
     return check_run(cases, argc, argv);

@@ -11,6 +11,7 @@
 #include "backend/cuda/attention.cuh"
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/mma.cuh"
+#include "backend/cuda/qkv_rope_store.cuh"
 
 namespace cg = cooperative_groups;
 
@@ -49,6 +50,18 @@ struct att_params {
     int64_t split_k;         // (cuda_split_begin_rows): [n_tokens, split_k], lo at
     int64_t split_lo_off;    // split_hi + split_lo_off
     bool cluster_merge;      // decode splits as one cluster, merged in it (att_split_merge_cluster)
+    // ATTENTION's QKV_ROPE_STORE prologue, run by the short-split decode kernel
+    // itself (att_decode_rope_prologue); qkv NULL otherwise.
+    const float *qkv; // [n_tokens, (n_heads + 2 n_kv_heads) head_dim], row pitch qkv_pitch
+    int64_t qkv_pitch;
+    float *q_out;                         // the prologue's q, the same tensor as q
+    const int32_t *rope_pos, *rope_slots; // [n_tokens]
+    int64_t n_slots;                      // cache slots (n_blocks x block_size)
+    const float *inv_freq;                // [head_dim / 2]
+    const void *wq, *wk;                  // [head_dim] q/k norm weights, or both NULL
+    int w_type;
+    float rope_eps;
+    bool rope_neox;
 };
 
 // ---- kernels ----
@@ -733,6 +746,166 @@ template <typename TC, int GMAX> static __global__ void __launch_bounds__(ATT_TH
     att_split_write(p, red, n_kg, kvh, q0, split, n_keys, ms, ls);
 }
 
+// ---- decode: the QKV_ROPE_STORE prologue inside the short-split kernel ----
+
+// One head [head_dim = L x VEC] spread over L consecutive lanes, VEC dims a
+// lane (lane_in's dims lane_in * VEC ..): in place, its RMSNorm with w (when
+// set) and its RoPE at angle pos over the whole head, with qkv_rope_store's
+// arithmetic. Every lane of the warp calls it (shuffles).
+template <int VEC>
+static __device__ __forceinline__ void att_rope_head(float (&x)[VEC], int lane_in, int L,
+                                                     const struct att_params &p, const void *w,
+                                                     float pos)
+{
+    const int D = L * VEC, half = D / 2;
+    if (w) {
+        float ss = 0.0f;
+#pragma unroll
+        for (int i = 0; i < VEC; i++)
+            ss += x[i] * x[i];
+        for (int off = L / 2; off > 0; off >>= 1)
+            ss += __shfl_xor_sync(0xffffffffu, ss, off);
+        const float scale = rsqrtf(ss / (float)D + p.rope_eps);
+#pragma unroll
+        for (int i = 0; i < VEC; i++)
+            x[i] = x[i] * scale * cuda_bias_at(w, p.w_type, lane_in * VEC + i);
+    }
+    if (p.rope_neox) { // pairs (d, d + half): the partner is half / VEC lanes away
+        float y[VEC];
+#pragma unroll
+        for (int i = 0; i < VEC; i++)
+            y[i] = __shfl_xor_sync(0xffffffffu, x[i], half / VEC);
+#pragma unroll
+        for (int i = 0; i < VEC; i++) {
+            const int d = lane_in * VEC + i;
+            const bool lo = d < half;
+            float sn, co;
+            sincosf(pos * p.inv_freq[lo ? d : d - half], &sn, &co);
+            x[i] = lo ? x[i] * co - y[i] * sn : x[i] * co + y[i] * sn;
+        }
+    } else { // pairs (2i, 2i + 1) within the lane
+#pragma unroll
+        for (int i = 0; i < VEC; i += 2) {
+            const int d = lane_in * VEC + i;
+            float sn, co;
+            sincosf(pos * p.inv_freq[d / 2], &sn, &co);
+            const float a = x[i], b = x[i + 1];
+            x[i] = a * co - b * sn;
+            x[i + 1] = b * co + a * sn;
+        }
+    }
+}
+
+template <typename TC, int VEC>
+static __device__ __forceinline__ uint4 att_pack16(const float (&x)[VEC])
+{
+    static_assert(VEC * sizeof(TC) == 16, "one 16-byte chunk");
+    TC t[VEC];
+#pragma unroll
+    for (int i = 0; i < VEC; i++)
+        t[i] = cuda_from_f32<TC>(x[i]);
+    uint4 u;
+    memcpy(&u, t, sizeof u);
+    return u;
+}
+
+// The short-split kernel's q and new key from the q|k|v rows instead of the
+// q buffer and the cache (ATTENTION with a QKV_ROPE_STORE prologue; one
+// 16-byte chunk a lane, CH 1): every thread norms and rotates its chunk of
+// the G query heads into qr (scaled) and split 0's first key slot writes them
+// to q_out; the threads holding the sequence's last key (index `last` of
+// this split) in kr and vr replace what they loaded from the cache with the
+// rotated key and the value, rounded to the cache dtype, and store both at
+// the token's slot, when that slot is the block table's place for the key
+// (else the cache's row stays, as the two ops in turn would read it). No
+// other key may sit in that slot (op.h): its split could read the row before
+// this one writes it.
+template <typename TC, int GMAX, int CHMAX>
+static __device__ __forceinline__ void att_decode_rope_prologue(
+    const struct att_params &p, int q0, int kvh, int split, int last, int first, int lane_in, int L,
+    int key_slot, int keys_per_pass, int cc, int kg, int n_kg, const int (&kblk)[ATT_UNROLL],
+    const int (&vblk)[ATT_UNROLL], float (&qr)[GMAX][CHMAX * (16 / sizeof(TC))],
+    uint4 (&kr)[ATT_UNROLL][CHMAX], uint4 (&vr)[ATT_UNROLL])
+{
+    constexpr int VEC = 16 / (int)sizeof(TC);
+    const int D = p.head_dim, G = p.group, bs = p.block_size;
+    const float *row = p.qkv + (int64_t)q0 * p.qkv_pitch;
+    const int32_t slot = p.rope_slots[q0];
+    const float pos = (float)p.rope_pos[q0];
+    float qx[GMAX][VEC];
+#pragma unroll
+    for (int h = 0; h < GMAX; h++)
+#pragma unroll
+        for (int i = 0; i < VEC; i++)
+            qx[h][i] = h < G ? row[(int64_t)(kvh * G + h) * D + lane_in * VEC + i] : 0.0f;
+    int ku = -1, vu = -1;
+#pragma unroll
+    for (int u = 0; u < ATT_UNROLL; u++) {
+        if (u * keys_per_pass + key_slot == last)
+            ku = u;
+        if (kg < n_kg && kg + u * n_kg == last)
+            vu = u;
+    }
+    float kx[VEC], vx[VEC];
+#pragma unroll
+    for (int i = 0; i < VEC; i++) {
+        kx[i] = ku >= 0 ? row[(int64_t)(p.n_heads + kvh) * D + lane_in * VEC + i] : 0.0f;
+        vx[i] = vu >= 0 ? row[(int64_t)(p.n_heads + p.n_kv_heads + kvh) * D + cc * VEC + i] : 0.0f;
+    }
+#pragma unroll
+    for (int h = 0; h < GMAX; h++)
+#pragma unroll
+        for (int i = 0; i < CHMAX * VEC; i++)
+            qr[h][i] = 0.0f;
+#pragma unroll
+    for (int h = 0; h < GMAX; h++) {
+        if (h < G) {
+            att_rope_head<VEC>(qx[h], lane_in, L, p, p.wq, pos);
+#pragma unroll
+            for (int i = 0; i < VEC; i++) {
+                qr[h][i] = qx[h][i] * p.scale;
+                if (split == 0 && key_slot == 0)
+                    p.q_out[(int64_t)q0 * p.q_stride + (int64_t)(kvh * G + h) * D + lane_in * VEC +
+                            i] = qx[h][i];
+            }
+        }
+    }
+    // The cache is written here (the op's prologue): its pointers are const for the attention.
+    TC *kc = (TC *)p.k_cache, *vc = (TC *)p.v_cache;
+    const int64_t at = ((int64_t)slot * p.n_kv_heads + kvh) * D;
+    const bool slot_ok = slot >= 0 && slot < p.n_slots;
+    const int r = first + last;
+    if (__any_sync(0xffffffffu, ku >= 0)) { // this warp holds the new key's lanes
+        att_rope_head<VEC>(kx, lane_in, L, p, p.wk, pos);
+        int blk = 0;
+#pragma unroll
+        for (int u = 0; u < ATT_UNROLL; u++)
+            if (u == ku)
+                blk = kblk[u];
+        if (ku >= 0 && slot_ok && (int64_t)blk * bs + att_key_slot(p, r) == slot) {
+            const uint4 k16 = att_pack16<TC, VEC>(kx);
+#pragma unroll
+            for (int u = 0; u < ATT_UNROLL; u++)
+                if (u == ku)
+                    kr[u][0] = k16;
+            *(uint4 *)(kc + at + lane_in * VEC) = k16;
+        }
+    }
+    int vblk_last = 0;
+#pragma unroll
+    for (int u = 0; u < ATT_UNROLL; u++)
+        if (u == vu)
+            vblk_last = vblk[u];
+    if (vu >= 0 && slot_ok && (int64_t)vblk_last * bs + att_key_slot(p, r) == slot) {
+        const uint4 v16 = att_pack16<TC, VEC>(vx);
+#pragma unroll
+        for (int u = 0; u < ATT_UNROLL; u++)
+            if (u == vu)
+                vr[u] = v16;
+        *(uint4 *)(vc + at + cc * VEC) = v16;
+    }
+}
+
 // Decode of splits short enough that each of the split's keys is one K load
 // and one V load of some thread (att_decode_short_keys): what depends on no
 // other load (q_start, seq_lens and the block-table entries of the thread's
@@ -803,7 +976,13 @@ static __global__ void __launch_bounds__(ATT_THREADS)
         }
     }
     float qr[GMAX][CHMAX * VEC];
-    att_decode_load_q<TC, GMAX, CHMAX>(p, q0, kvh, lane_in, L, CH, qr);
+    if (p.qkv) { // the prologue (one chunk a lane): q and the new key from the q|k|v rows
+        att_decode_rope_prologue<TC, GMAX, CHMAX>(p, q0, kvh, split, ctx - 1 - k_begin, first,
+                                                  lane_in, L, key_slot, keys_per_pass, cc, kg, n_kg,
+                                                  kblk, vblk, qr, kr, vr);
+    } else {
+        att_decode_load_q<TC, GMAX, CHMAX>(p, q0, kvh, lane_in, L, CH, qr);
+    }
 
     // Scores.
 #pragma unroll
@@ -1376,11 +1555,18 @@ static bool att_decode_pipe_enabled = true, att_decode_short_enabled = true;
 // one thread-block cluster that merges them (sm_90+; mode 4, the default).
 static bool att_decode_cluster_enabled = true;
 
+// Whether a decode batch of these splits takes the short-split kernel
+// (att_decode_launch), for a cache of elem-byte elements.
+static bool att_decode_takes_short(const struct att_params *p, int elem)
+{
+    return att_decode_short_enabled && p->group <= 8 && p->head_dim >= 32 &&
+           p->split_len <= att_decode_short_keys(p->head_dim, elem);
+}
+
 template <typename TC>
 static cudaError_t att_decode_launch(const struct att_params *p, int n_seqs, cudaStream_t stream)
 {
-    if (att_decode_short_enabled && p->group <= 8 && p->head_dim >= 32 &&
-        p->split_len <= att_decode_short_keys(p->head_dim, (int)sizeof(TC))) {
+    if (att_decode_takes_short(p, (int)sizeof(TC))) {
         if (p->group <= 2)
             return att_decode_short_launch<TC, 2>(p, n_seqs, stream);
         if (p->group <= 4)
@@ -1415,7 +1601,8 @@ extern "C" bool cuda_attention_supports(const struct op_call *c)
 {
     const struct tensor *q = c->src[0], *kc = c->src[1], *vc = c->src[2];
     const struct tensor *bt = c->src[3], *sl = c->src[4], *qsl = c->src[5];
-    if (c->op != OP_ATTENTION || !att_rows_ok(q) || !att_rows_ok(c->dst) || !kc || !vc)
+    if (c->op != OP_ATTENTION || c->p.prologue || !att_rows_ok(q) || !att_rows_ok(c->dst) || !kc ||
+        !vc)
         return false;
     if (!cuda_dtype_is_float(kc->dtype) || !cuda_tensor_dense_ok(kc, kc->dtype) ||
         !cuda_tensor_dense_ok(vc, kc->dtype) || !tensor_same_shape(kc, vc))
@@ -1505,6 +1692,35 @@ static int att_decode_split_len(const struct cuda_device *dev, const struct att_
     return split_len;
 }
 
+// Whether the short-split kernel can run ATTENTION's prologue `pro` itself
+// (att_decode_rope_prologue): one 16-byte chunk a lane, the whole head
+// rotated, rotate-half partners a power-of-two lanes away, q the prologue's
+// dst with q's strides.
+static bool att_rope_prologue_fits(const struct att_params *p, const struct op_call *pro, int elem)
+{
+    const int vec = 16 / elem, n_cc = p->head_dim / vec, half_lanes = p->head_dim / 2 / vec;
+    return n_cc <= 32 && pro->p.rope_dim == p->head_dim && p->head_dim % (2 * vec) == 0 &&
+           (!pro->p.rope_neox || (half_lanes & (half_lanes - 1)) == 0);
+}
+
+// Points p at the prologue's operands (QKV_ROPE_STORE, op.h) for the kernel.
+static void att_rope_prologue_set(struct att_params *p, const struct op_call *pro)
+{
+    const struct tensor *qkv = pro->src[0], *kc = pro->src[5], *wq = pro->src[3];
+    p->qkv = (const float *)qkv->data;
+    p->qkv_pitch = cuda_row_pitch(qkv);
+    p->q_out = (float *)pro->dst->data;
+    p->rope_pos = (const int32_t *)pro->src[1]->data;
+    p->inv_freq = (const float *)pro->src[2]->data;
+    p->wq = wq ? wq->data : nullptr;
+    p->wk = wq ? pro->src[4]->data : nullptr;
+    p->w_type = wq ? (int)wq->dtype : (int)DTYPE_F32;
+    p->rope_slots = (const int32_t *)pro->src[7]->data;
+    p->n_slots = kc->ne[3] * kc->ne[2];
+    p->rope_eps = pro->p.eps;
+    p->rope_neox = pro->p.rope_neox;
+}
+
 // Decode batches: keys split so that the grid covers the GPU about twice.
 static enum vllmc_status att_decode_run(const struct op_call *c, struct cuda_device *dev,
                                         struct att_params *p, int n_seqs, int max_seq,
@@ -1553,6 +1769,17 @@ static enum vllmc_status att_decode_run(const struct op_call *c, struct cuda_dev
     // Set for every decode kernel, taken by the short-split one only.
     p->cluster_merge = att_decode_cluster_enabled && dev->cc_major >= 9 && p->n_splits >= 2 &&
                        p->n_splits <= ATT_CLUSTER_MAX;
+    // The prologue inside the short-split kernel, or its own kernel first.
+    const struct op_call *pro = c->p.prologue;
+    if (pro && !mma && att_decode_takes_short(p, elem) && att_rope_prologue_fits(p, pro, elem)) {
+        att_rope_prologue_set(p, pro);
+    } else if (pro) {
+        struct op_call store = *pro;
+        store.backend = c->backend;
+        enum vllmc_status rc = cuda_qkv_rope_store_run(&store);
+        if (rc)
+            return rc;
+    }
     if (mma && cache_type == DTYPE_F16) {
         CUDA_TRY(att_decode_mma_launch<__half>(p, n_seqs, dev->stream));
         return VLLMC_OK;
@@ -1615,6 +1842,13 @@ extern "C" enum vllmc_status cuda_attention_run(const struct op_call *c)
                         (uintptr_t)kc->data % 16 == 0 && (uintptr_t)p.v_cache % 16 == 0;
     if (decode)
         return att_decode_run(c, dev, &p, n_seqs, c->p.max_seq_len, kc->dtype);
+    if (c->p.prologue) {
+        struct op_call store = *c->p.prologue;
+        store.backend = c->backend;
+        enum vllmc_status rc = cuda_qkv_rope_store_run(&store);
+        if (rc)
+            return rc;
+    }
 
     // Bounds for the grid; callers that know them save idle blocks.
     const int max_q = c->p.max_q_len > 0 ? c->p.max_q_len : (int)p.n_tokens;
@@ -1661,4 +1895,27 @@ extern "C" enum vllmc_status cuda_attention_run(const struct op_call *c)
         break;
     }
     return VLLMC_OK;
+}
+
+// ---- ATTENTION with its QKV_ROPE_STORE prologue (decode batches) ----
+
+// Decode-only calls whose attention and prologue the kernels above take; the
+// short-split kernel runs the prologue itself where it fits
+// (att_rope_prologue_fits), else its own kernel runs first.
+extern "C" bool cuda_attention_rope_supports(const struct op_call *c)
+{
+    const struct op_call *pro = c->p.prologue;
+    if (!pro || !cuda_attention_prologue || c->p.max_q_len != 1 ||
+        !cuda_qkv_rope_store_supports(pro))
+        return false;
+    struct op_call inner = *c;
+    inner.p.prologue = nullptr;
+    const struct tensor *q = c->src[0];
+    return cuda_attention_supports(&inner) && pro->dst->nb[1] == q->nb[1] &&
+           pro->dst->nb[2] == q->nb[2];
+}
+
+extern "C" enum vllmc_status cuda_attention_rope_run(const struct op_call *c)
+{
+    return cuda_attention_run(c);
 }

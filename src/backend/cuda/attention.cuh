@@ -33,6 +33,11 @@ void cuda_attention_set_decode_split(int max_keys, int blocks_per_sm, int min_ke
 
 bool cuda_attention_supports(const struct op_call *c);
 enum vllmc_status cuda_attention_run(const struct op_call *c);
+// ATTENTION with its QKV_ROPE_STORE prologue (p.prologue) in decode batches:
+// the short-split decode kernel rotates q and the new key and stores k and v
+// itself where it can, else the prologue's kernel runs first.
+bool cuda_attention_rope_supports(const struct op_call *c);
+enum vllmc_status cuda_attention_rope_run(const struct op_call *c);
 
 // The same op on tensor cores (attention_prefill.cu) for calls with many query
 // tokens per sequence; f16/bf16 operands, so op parity holds it to 5e-4.

@@ -66,6 +66,8 @@ CUDA_PROVIDER(cuda_p_norm_gemv, "cuda-norm-gemv", OP_NORM_MATMUL, 100, cuda_norm
 CUDA_PROVIDER(cuda_p_norm_gemv_silu, "cuda-norm-gemv-silu", OP_NORM_MATMUL, 100,
               cuda_norm_gemv_silu);
 CUDA_PROVIDER(cuda_p_attention, "cuda-paged", OP_ATTENTION, 100, cuda_attention);
+// Decode attention that runs the q/k norm, RoPE and cache store before it.
+CUDA_PROVIDER(cuda_p_attention_rope, "cuda-paged-rope", OP_ATTENTION, 100, cuda_attention_rope);
 // Prefill attention on tensor cores wins calls with many query tokens by its
 // gate (attention_prefill.cu); its f16/bf16 operands get the 5e-4 parity bar.
 static const struct op_provider cuda_p_attention_tc = {
@@ -110,6 +112,7 @@ static const struct op_provider *const cuda_provider_table[] = {
     &cuda_p_add,
     &cuda_p_kv_store,
     &cuda_p_attention,
+    &cuda_p_attention_rope,
     &cuda_p_attention_tc,
     &cuda_p_attention_tc_ldsm,
     &cuda_p_qembedding,
@@ -656,6 +659,7 @@ int64_t cuda_pdl_prefetch_bytes;
 bool cuda_gemv_load_early = true;
 bool cuda_norm_matmul = true;
 bool cuda_sample_chunks = true;
+bool cuda_attention_prologue = true;
 
 // An environment setting A[,B[,C[,D]]] as four ints (0 where missing); false
 // when the variable is unset or empty.
@@ -726,6 +730,8 @@ enum vllmc_status cuda_backend_create(const struct backend_options *o, struct ba
     cuda_gemv_load_early = !(early && *early && atoi(early) == 0);
     const char *norm_mm = getenv("VLLMC_CUDA_NORM_MATMUL");
     cuda_norm_matmul = !(norm_mm && *norm_mm && atoi(norm_mm) == 0);
+    const char *att_pro = getenv("VLLMC_CUDA_ATTENTION_PROLOGUE");
+    cuda_attention_prologue = !(att_pro && *att_pro && atoi(att_pro) == 0);
     const char *sample_chunks = getenv("VLLMC_CUDA_SAMPLE_CHUNKS");
     cuda_sample_chunks = !(sample_chunks && *sample_chunks && atoi(sample_chunks) == 0);
     const char *decode_att = getenv("VLLMC_CUDA_DECODE_ATTENTION");

@@ -92,6 +92,9 @@ extern bool cuda_norm_matmul;
 // (sample.cu): on unless VLLMC_CUDA_SAMPLE_CHUNKS=0, which leaves every row
 // to one block.
 extern bool cuda_sample_chunks;
+// Whether decode attention takes the QKV_ROPE_STORE before it as its
+// prologue (attention.cuh): on unless VLLMC_CUDA_ATTENTION_PROLOGUE=0.
+extern bool cuda_attention_prologue;
 
 // Records a failed CUDA runtime (or cuBLAS, with is_cublas) call in e with the
 // statement text, file and line, and returns VLLMC_ERR_BACKEND.

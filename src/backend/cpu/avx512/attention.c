@@ -799,8 +799,9 @@ static bool attention_supports(const struct op_call *c)
 {
     const struct tensor *kc = c->src[1], *vc = c->src[2];
     int64_t group = c->src[0]->ne[1] / (kc->ne[1] ? kc->ne[1] : 1);
-    return cpu_f32_rows(c->dst) && cpu_f32_rows(c->src[0]) && cpu_is_plain_float(kc->dtype) &&
-           vc->dtype == kc->dtype && tensor_rows_contiguous(kc) && tensor_rows_contiguous(vc) &&
+    return !c->p.prologue && cpu_f32_rows(c->dst) && cpu_f32_rows(c->src[0]) &&
+           cpu_is_plain_float(kc->dtype) && vc->dtype == kc->dtype && tensor_rows_contiguous(kc) &&
+           tensor_rows_contiguous(vc) &&
            (kc->ne[0] == 48 || kc->ne[0] == 64 || kc->ne[0] == 128 || kc->ne[0] == 256) &&
            group <= ATTN_MAX_GROUP;
 }

@@ -1,6 +1,7 @@
 // cpu-ref attention: paged, causal, varlen, grouped-query. For each query
 // token and head: scores over every visible key, a max-subtracted softmax,
-// then the weighted sum of values, all in f32 and in key order.
+// then the weighted sum of values, all in f32 and in key order. With a
+// qkv_rope_store prologue, that op's cpu-ref runs first.
 #include <math.h>
 
 #include "backend/cpu/cpu_ops.h"
@@ -11,11 +12,19 @@ static bool attention_supports(const struct op_call *c)
 {
     const struct tensor *kc = c->src[1], *vc = c->src[2];
     return cpu_f32_rows(c->dst) && cpu_f32_rows(c->src[0]) && cpu_is_plain_float(kc->dtype) &&
-           vc->dtype == kc->dtype && tensor_rows_contiguous(kc) && tensor_rows_contiguous(vc);
+           vc->dtype == kc->dtype && tensor_rows_contiguous(kc) && tensor_rows_contiguous(vc) &&
+           (!c->p.prologue || cpu_ref_qkv_rope_store.supports(c->p.prologue));
 }
 
 static enum vllmc_status attention_run(const struct op_call *c)
 {
+    if (c->p.prologue) { // the composition: q and the new keys first
+        struct op_call pro = *c->p.prologue;
+        pro.backend = c->backend;
+        enum vllmc_status rc = cpu_ref_qkv_rope_store.run(&pro);
+        if (rc)
+            return rc;
+    }
     const struct tensor *q = c->src[0], *kc = c->src[1], *vc = c->src[2];
     const int32_t *tables = c->src[3]->data, *seq_lens = c->src[4]->data;
     const int32_t *qsl = c->src[5]->data;
