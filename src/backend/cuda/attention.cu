@@ -50,6 +50,7 @@ struct att_params {
     int64_t split_k;         // (cuda_split_begin_rows): [n_tokens, split_k], lo at
     int64_t split_lo_off;    // split_hi + split_lo_off
     bool cluster_merge;      // decode splits as one cluster, merged in it (att_split_merge_cluster)
+    bool early_loads; // the short-split kernel's loads before its sync (att_decode_short_kernel)
     // ATTENTION's QKV_ROPE_STORE prologue, run by the short-split decode kernel
     // itself (att_decode_rope_prologue); qkv NULL otherwise.
     const float *qkv; // [n_tokens, (n_heads + 2 n_kv_heads) head_dim], row pitch qkv_pitch
@@ -913,12 +914,23 @@ static __device__ __forceinline__ void att_decode_rope_prologue(
 // K and V row of the split at once. A block so waits on two memory round
 // trips before it computes, where att_decode_pipe_kernel waits on four
 // (q_start, the table, K, V); at batch 1 decode attention is nothing but
-// that latency.
+// that latency. Round trip 1 reads the batch's metadata, which only uploads
+// write (cuda_common.cuh), so it goes out before cuda_pdl_sync, during the
+// q|k|v GEMV's tail. With the prologue so does round trip 2's K and V: the
+// GEMV writes no cache, every other row of this layer's cache was written
+// by kernels that have finished (the GEMV's own sync waited for them), and
+// the new key's row this kernel writes itself. Loads before the sync go
+// through L2 only (__ldcg), the point where other SMs' writes meet. Only q
+// and the q|k|v rows then wait for the sync: one round trip after the GEMV
+// (early_loads; without it the sync comes first).
 template <typename TC, int GMAX, bool CLUSTER>
 static __global__ void __launch_bounds__(ATT_THREADS)
     att_decode_short_kernel(const struct att_params p)
 {
-    cuda_pdl_sync();
+    // Where the sync goes: 0 first, 1 after the metadata, 2 after K and V too.
+    const int sync_at = !p.early_loads ? 0 : p.qkv ? 2 : 1;
+    if (sync_at == 0)
+        cuda_pdl_sync();
     extern __shared__ float smem[];
     constexpr int VEC = 16 / (int)sizeof(TC);
     constexpr int CHMAX = sizeof(TC) == 4 ? 2 : 1;
@@ -934,18 +946,21 @@ static __global__ void __launch_bounds__(ATT_THREADS)
     const int32_t *bt = p.block_tables + (int64_t)seq * p.bt_stride;
 
     // Round trip 1. Key kk of the split sits at r = first + kk of its blocks.
-    const int q0 = p.q_start[seq], q1 = p.q_start[seq + 1], ctx = p.seq_lens[seq];
+    const int q0 = __ldcg(p.q_start + seq), q1 = __ldcg(p.q_start + seq + 1);
+    const int ctx = __ldcg(p.seq_lens + seq);
     int kblk[ATT_UNROLL], vblk[ATT_UNROLL];
 #pragma unroll
     for (int u = 0; u < ATT_UNROLL; u++) {
         const int kk = u * keys_per_pass + key_slot, vk = kg + u * n_kg;
         const int kb = blk0 + att_key_block(p, first + kk);
         const int vb = blk0 + att_key_block(p, first + vk);
-        kblk[u] = kk < p.split_len && kb < p.bt_cols ? bt[kb] : 0;
-        vblk[u] = vk < p.split_len && kg < n_kg && vb < p.bt_cols ? bt[vb] : 0;
+        kblk[u] = kk < p.split_len && kb < p.bt_cols ? __ldcg(bt + kb) : 0;
+        vblk[u] = vk < p.split_len && kg < n_kg && vb < p.bt_cols ? __ldcg(bt + vb) : 0;
     }
+    if (sync_at == 1) // the new key's row comes from the kernel before (qkv_rope_store)
+        cuda_pdl_sync();
     if (q1 - q0 != 1)
-        return;
+        return; // the whole cluster: q0, q1 are the sequence's
     const int n_keys = max(min(ctx, k_begin + p.split_len) - k_begin, 0);
     float *ps = smem;                    // [G][split_len]: scores, then probabilities
     float *ms = ps + GMAX * p.split_len; // [G]
@@ -966,15 +981,17 @@ static __global__ void __launch_bounds__(ATT_THREADS)
 #pragma unroll
             for (int c = 0; c < CHMAX; c++)
                 if (c < CH)
-                    kr[u][c] = *(const uint4 *)(row + (lane_in + c * L) * VEC);
+                    kr[u][c] = __ldcg((const uint4 *)(row + (lane_in + c * L) * VEC));
         }
         if (kg < n_kg && vk < n_keys) {
             const int r = first + vk;
             const int slot = att_key_slot(p, r);
-            vr[u] = *(const uint4 *)(vc + ((int64_t)vblk[u] * bs + slot) * kv_row + head_off +
-                                     cc * VEC);
+            vr[u] = __ldcg((const uint4 *)(vc + ((int64_t)vblk[u] * bs + slot) * kv_row + head_off +
+                                           cc * VEC));
         }
     }
+    if (sync_at == 2) // q|k|v rows: the GEMV before writes them
+        cuda_pdl_sync();
     float qr[GMAX][CHMAX * VEC];
     if (p.qkv) { // the prologue (one chunk a lane): q and the new key from the q|k|v rows
         att_decode_rope_prologue<TC, GMAX, CHMAX>(p, q0, kvh, split, ctx - 1 - k_begin, first,
@@ -1766,6 +1783,7 @@ static enum vllmc_status att_decode_run(const struct op_call *c, struct cuda_dev
         p->split_k = k;
         p->split_lo_off = p->n_tokens * k;
     }
+    p->early_loads = cuda_attention_early_loads;
     // Set for every decode kernel, taken by the short-split one only.
     p->cluster_merge = att_decode_cluster_enabled && dev->cc_major >= 9 && p->n_splits >= 2 &&
                        p->n_splits <= ATT_CLUSTER_MAX;

@@ -660,6 +660,7 @@ bool cuda_gemv_load_early = true;
 bool cuda_norm_matmul = true;
 bool cuda_sample_chunks = true;
 bool cuda_attention_prologue = true;
+bool cuda_attention_early_loads = true;
 
 // An environment setting A[,B[,C[,D]]] as four ints (0 where missing); false
 // when the variable is unset or empty.
@@ -732,6 +733,8 @@ enum vllmc_status cuda_backend_create(const struct backend_options *o, struct ba
     cuda_norm_matmul = !(norm_mm && *norm_mm && atoi(norm_mm) == 0);
     const char *att_pro = getenv("VLLMC_CUDA_ATTENTION_PROLOGUE");
     cuda_attention_prologue = !(att_pro && *att_pro && atoi(att_pro) == 0);
+    const char *att_early = getenv("VLLMC_CUDA_ATTENTION_EARLY");
+    cuda_attention_early_loads = !(att_early && *att_early && atoi(att_early) == 0);
     const char *sample_chunks = getenv("VLLMC_CUDA_SAMPLE_CHUNKS");
     cuda_sample_chunks = !(sample_chunks && *sample_chunks && atoi(sample_chunks) == 0);
     const char *decode_att = getenv("VLLMC_CUDA_DECODE_ATTENTION");

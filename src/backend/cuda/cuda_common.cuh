@@ -234,8 +234,13 @@ static inline struct cuda_norm_in cuda_norm_in_of(const struct op_call *c)
 // the previous kernel to finish and flush. The sync also lets the next kernel
 // launch, so at most one kernel waits ahead. Every kernel launched this way
 // must call cuda_pdl_sync before it reads or writes anything another kernel
-// touches, in every thread that can do so (weights excepted: only uploads,
-// stream-ordered copies that never overlap a kernel, write them).
+// touches, in every thread that can do so (weights and the batch's metadata,
+// block tables, lengths, starts, positions and slots, excepted: only
+// uploads, stream-ordered copies that never overlap a kernel, write them).
+// What kernels that have finished wrote may be read before it too, through
+// L2 (__ldcg), where the previous kernel writes none of it: the previous
+// kernel passed its own sync only once they had finished (decode attention's
+// KV rows behind its prologue, attention.cu).
 
 __device__ __forceinline__ void cuda_pdl_sync()
 {

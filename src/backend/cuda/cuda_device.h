@@ -95,6 +95,10 @@ extern bool cuda_sample_chunks;
 // Whether decode attention takes the QKV_ROPE_STORE before it as its
 // prologue (attention.cuh): on unless VLLMC_CUDA_ATTENTION_PROLOGUE=0.
 extern bool cuda_attention_prologue;
+// Whether the short-split decode attention issues its metadata (and, behind
+// its prologue, its K and V) loads before its dependent-launch sync
+// (attention.cu): on unless VLLMC_CUDA_ATTENTION_EARLY=0.
+extern bool cuda_attention_early_loads;
 
 // Records a failed CUDA runtime (or cuBLAS, with is_cublas) call in e with the
 // statement text, file and line, and returns VLLMC_ERR_BACKEND.
