@@ -89,7 +89,6 @@ struct fwd {
     struct tensor x2;                                    // [n, dim], the residual's other buffer
     struct tensor *res;                                  // the residual stream now: &x or &x2
     bool pending; // h holds a projection output not yet added to *res
-    bool store_in_attention; // the next attention runs the layer's qkv_rope_store first
     struct tensor qkv;                                   // [n, (n_heads + 2 n_kv_heads) head_dim]
     struct tensor gate_up;                               // [n, 2 ff_dim] over gate and up
     struct tensor q3, k3, v3, att3;                      // [n, heads, head_dim] views
@@ -215,7 +214,7 @@ static enum vllmc_status fwd_rope(struct fwd *f, struct tensor *t, const struct 
 }
 
 // The step after the fused q|k|v matmul: q/k norm and RoPE of its output, q
-// to its buffer, k and v into the cache.
+// to its buffer, k and v into the cache (run by fwd_attention).
 static struct op_call fwd_qkv_rope_store_call(struct fwd *f, const struct model_batch *b,
                                               struct kv_cache *kv, int l)
 {
@@ -230,40 +229,6 @@ static struct op_call fwd_qkv_rope_store_call(struct fwd *f, const struct model_
         .p = {.eps = hp->rms_eps, .rope_dim = hp->rope_dim, .rope_neox = hp->rope_neox},
         .backend = f->be};
     return c;
-}
-
-static struct op_call fwd_attention_call(struct fwd *f, const struct model_batch *b,
-                                         struct kv_cache *kv, int l)
-{
-    const struct model_hparams *hp = &f->m->hp;
-    struct op_call att = {.op = OP_ATTENTION,
-                          .dst = &f->att3,
-                          .src = {&f->q3, &kv->k[l], &kv->v[l], (struct tensor *)&b->block_tables,
-                                  (struct tensor *)&b->seq_lens,
-                                  (struct tensor *)&b->query_start_loc},
-                          .p = {.scale = 1.0f / sqrtf((float)hp->head_dim),
-                                .max_seq_len = b->max_seq_len,
-                                .max_q_len = b->max_q_len},
-                          .backend = f->be};
-    return att;
-}
-
-// The qkv_rope_store after the fused q|k|v matmul, or nothing now when a
-// device provider takes it as the attention's prologue (fwd_attention then
-// passes it).
-static enum vllmc_status fwd_qkv_rope_store(struct fwd *f, const struct model_batch *b,
-                                            struct kv_cache *kv, int l)
-{
-    struct op_call store = fwd_qkv_rope_store_call(f, b, kv, l);
-    if (backend_location(f->be) == TENSOR_DEVICE) {
-        struct op_call att = fwd_attention_call(f, b, kv, l);
-        att.p.prologue = &store;
-        if (backend_select_provider(f->be, &att)) {
-            f->store_in_attention = true;
-            return VLLMC_OK;
-        }
-    }
-    return fwd_run(f, &store);
 }
 
 // Separate projections: RoPE (with q/k norm) of q and k, then k and v into the cache.
@@ -293,7 +258,7 @@ static enum vllmc_status fwd_qkv(struct fwd *f, const struct model_batch *b, str
         if (!fwd_norm_matmul(f, &f->qkv, &L->attn_norm, &L->wqkv, &L->bqkv, false, &rc) &&
             !(rc = fwd_norm(f, &L->attn_norm)))
             rc = fwd_matmul(f, &f->qkv, &f->h, &L->wqkv, &L->bqkv, NULL);
-        return rc ? rc : fwd_qkv_rope_store(f, b, kv, l);
+        return rc; // its qkv_rope_store: fwd_attention
     }
     if ((rc = fwd_norm(f, &L->attn_norm)) ||
         (rc = fwd_matmul(f, &f->q2, &f->h, &L->wq, &L->bq, &L->wq_perm)) ||
@@ -339,17 +304,32 @@ static enum vllmc_status fwd_gate_up(struct fwd *f, struct model_layer *L)
     return fwd_run(f, &silu);
 }
 
+// Attention. A fused q|k|v layer's qkv_rope_store (fwd_qkv leaves it here)
+// goes in as the attention's prologue where a device provider takes that,
+// else it runs first as its own op (on the CPU always: cpu-ref alone takes
+// prologues there).
 static enum vllmc_status fwd_attention(struct fwd *f, const struct model_batch *b,
                                        struct kv_cache *kv, int l)
 {
-    struct op_call att = fwd_attention_call(f, b, kv, l);
-    struct op_call store;
-    if (f->store_in_attention) {
-        store = fwd_qkv_rope_store_call(f, b, kv, l);
-        att.p.prologue = &store;
-        f->store_in_attention = false;
-    }
-    return fwd_run(f, &att);
+    const struct model_hparams *hp = &f->m->hp;
+    struct op_call att = {.op = OP_ATTENTION,
+                          .dst = &f->att3,
+                          .src = {&f->q3, &kv->k[l], &kv->v[l], (struct tensor *)&b->block_tables,
+                                  (struct tensor *)&b->seq_lens,
+                                  (struct tensor *)&b->query_start_loc},
+                          .p = {.scale = 1.0f / sqrtf((float)hp->head_dim),
+                                .max_seq_len = b->max_seq_len,
+                                .max_q_len = b->max_q_len},
+                          .backend = f->be};
+    if (!f->m->layers[l].wqkv.data)
+        return fwd_run(f, &att);
+    struct op_call store = fwd_qkv_rope_store_call(f, b, kv, l);
+    att.p.prologue = &store;
+    if (backend_location(f->be) == TENSOR_DEVICE && backend_select_provider(f->be, &att))
+        return fwd_run(f, &att);
+    att.p.prologue = NULL;
+    enum vllmc_status rc = fwd_run(f, &store);
+    return rc ? rc : fwd_run(f, &att);
 }
 
 static enum vllmc_status fwd_check(struct fwd *f, const struct model_batch *b,
