@@ -1738,6 +1738,15 @@ static void att_rope_prologue_set(struct att_params *p, const struct op_call *pr
     p->rope_neox = pro->p.rope_neox;
 }
 
+// ATTENTION's prologue as its own kernel, before the attention's (on the
+// attention's backend, whatever the prologue's call names).
+static enum vllmc_status att_prologue_run(const struct op_call *c)
+{
+    struct op_call store = *c->p.prologue;
+    store.backend = c->backend;
+    return cuda_qkv_rope_store_run(&store);
+}
+
 // Decode batches: keys split so that the grid covers the GPU about twice.
 static enum vllmc_status att_decode_run(const struct op_call *c, struct cuda_device *dev,
                                         struct att_params *p, int n_seqs, int max_seq,
@@ -1792,9 +1801,7 @@ static enum vllmc_status att_decode_run(const struct op_call *c, struct cuda_dev
     if (pro && !mma && att_decode_takes_short(p, elem) && att_rope_prologue_fits(p, pro, elem)) {
         att_rope_prologue_set(p, pro);
     } else if (pro) {
-        struct op_call store = *pro;
-        store.backend = c->backend;
-        enum vllmc_status rc = cuda_qkv_rope_store_run(&store);
+        enum vllmc_status rc = att_prologue_run(c);
         if (rc)
             return rc;
     }
@@ -1861,9 +1868,7 @@ extern "C" enum vllmc_status cuda_attention_run(const struct op_call *c)
     if (decode)
         return att_decode_run(c, dev, &p, n_seqs, c->p.max_seq_len, kc->dtype);
     if (c->p.prologue) {
-        struct op_call store = *c->p.prologue;
-        store.backend = c->backend;
-        enum vllmc_status rc = cuda_qkv_rope_store_run(&store);
+        enum vllmc_status rc = att_prologue_run(c);
         if (rc)
             return rc;
     }
