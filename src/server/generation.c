@@ -20,6 +20,8 @@ struct gen_choice {
     size_t text_len;
     size_t text_cap;
     int n_tokens;
+    size_t n_chars;    // characters (code points) of the choice's text so far, echo included:
+                       // where the next token's text_offset points
     json_t *logprobs;  // owned: completions {tokens, token_logprobs, top_logprobs, text_offset}
                        // or chat {content: [...]}; NULL when not requested
     enum vllmc_finish_reason finish;
@@ -34,6 +36,9 @@ struct gen {
     struct vllmc_request **reqs;     // owned [n_prompts]
     bool *req_final;                 // [n_prompts]
     char **echo_text;                // owned [n_prompts]: prompt text for echo, or NULL
+    json_t **prompt_lp;              // owned [n_prompts]: vLLM's prompt_logprobs, or NULL
+    json_t **echo_lp;                // owned [n_prompts]: echo's prompt tokens in the
+                                     // completions logprobs format, or NULL
     struct gen_choice *choices;      // owned [n_prompts * n]
     int n_choices;
     char id[64];
@@ -100,9 +105,22 @@ static json_t *float_or_null(float v)
     return isfinite(v) ? json_real(v) : json_real(-9999.0);
 }
 
-// Adds one position's logprobs to a completions-style logprobs object.
+// Characters (code points) of the UTF-8 text s[0..n): OpenAI's text_offset
+// counts characters, as Python's len() does in vLLM.
+static size_t utf8_chars(const char *s, size_t n)
+{
+    size_t c = 0;
+    for (size_t i = 0; i < n; i++)
+        c += ((unsigned char)s[i] & 0xC0) != 0x80;
+    return c;
+}
+
+// Adds one position's logprobs, with at most n_top alternatives, to a
+// completions-style logprobs object. The token's text_offset is *offset,
+// which then moves past the token's text, as vLLM counts it (the length of
+// the token decoded alone).
 static void completion_logprobs_add(struct server *srv, json_t *lp, const struct vllmc_logprob *l,
-                                    size_t text_offset, bool is_first_prompt_token)
+                                    int n_top, size_t *offset, bool is_first_prompt_token)
 {
     json_t *tok = token_string(srv, l->token_id);
     json_array_append_new(json_object_get(lp, "tokens"), json_incref(tok));
@@ -112,15 +130,44 @@ static void completion_logprobs_add(struct server *srv, json_t *lp, const struct
     if (!is_first_prompt_token) {
         top = json_object();
         json_object_set_new(top, json_string_value(tok), float_or_null(l->logprob));
-        for (int k = 0; k < l->n_top; k++) {
+        for (int k = 0; k < l->n_top && k < n_top; k++) {
             json_t *alt = token_string(srv, l->top[k].token_id);
             json_object_set_new(top, json_string_value(alt), float_or_null(l->top[k].logprob));
             json_decref(alt);
         }
     }
     json_array_append_new(json_object_get(lp, "top_logprobs"), top);
-    json_array_append_new(json_object_get(lp, "text_offset"), json_integer((json_int_t)text_offset));
+    json_array_append_new(json_object_get(lp, "text_offset"), json_integer((json_int_t)*offset));
+    *offset += utf8_chars(json_string_value(tok), json_string_length(tok));
     json_decref(tok);
+}
+
+// One prompt position in vLLM's prompt_logprobs format: {"<token id>":
+// {"logprob", "rank", "decoded_token"}} for the top alternatives and the
+// prompt token itself; null for the first token, which has no logprob.
+static json_t *prompt_logprob_entry(struct server *srv, const struct vllmc_logprob *l, bool first)
+{
+    if (first)
+        return json_null();
+    json_t *e = json_object();
+    char key[16];
+    bool seen = false;
+    for (int k = 0; k < l->n_top; k++) {
+        snprintf(key, sizeof key, "%d", (int)l->top[k].token_id);
+        json_object_set_new(e, key,
+                            json_pack("{s:o, s:i, s:o}", "logprob",
+                                      float_or_null(l->top[k].logprob), "rank", k + 1,
+                                      "decoded_token", token_string(srv, l->top[k].token_id)));
+        seen = seen || l->top[k].token_id == l->token_id;
+    }
+    if (!seen) {
+        snprintf(key, sizeof key, "%d", (int)l->token_id);
+        json_object_set_new(e, key,
+                            json_pack("{s:o, s:i, s:o}", "logprob", float_or_null(l->logprob),
+                                      "rank", (int)l->rank, "decoded_token",
+                                      token_string(srv, l->token_id)));
+    }
+    return e;
 }
 
 static json_t *chat_logprob_entry(struct server *srv, const struct vllmc_logprob *l)
@@ -148,7 +195,8 @@ static json_t *new_logprobs(enum oai_kind kind)
                      "text_offset");
 }
 
-// Logprobs of the tokens of one output, in the endpoint's format.
+// Logprobs of the tokens of one output, in the endpoint's format; the first
+// token's text_offset is text_offset.
 static json_t *output_logprobs(struct gen *g, const struct vllmc_output *o, size_t text_offset)
 {
     if (g->r.logprobs < 0 || !o->logprobs)
@@ -159,9 +207,30 @@ static json_t *output_logprobs(struct gen *g, const struct vllmc_output *o, size
             json_array_append_new(json_object_get(lp, "content"),
                                   chat_logprob_entry(g->srv, &o->logprobs[i]));
         else
-            completion_logprobs_add(g->srv, lp, &o->logprobs[i], text_offset, false);
+            completion_logprobs_add(g->srv, lp, &o->logprobs[i], g->r.logprobs, &text_offset,
+                                    false);
     }
     return lp;
+}
+
+// The prompt's logprobs, which come once per request: kept in vLLM's
+// prompt_logprobs format and, for echo with logprobs, as the completions
+// logprobs of the echoed prompt tokens (their text_offset from 0).
+static void keep_prompt_logprobs(struct gen *g, int p, const struct vllmc_output *o)
+{
+    if (!o->prompt_logprobs || g->prompt_lp[p])
+        return;
+    g->prompt_lp[p] = json_array();
+    for (int i = 0; i < o->n_prompt_logprobs; i++)
+        json_array_append_new(g->prompt_lp[p],
+                              prompt_logprob_entry(g->srv, &o->prompt_logprobs[i], i == 0));
+    if (!g->echo_text[p] || g->r.logprobs < 0)
+        return;
+    g->echo_lp[p] = new_logprobs(OAI_COMPLETION);
+    size_t offset = 0;
+    for (int i = 0; i < o->n_prompt_logprobs; i++)
+        completion_logprobs_add(g->srv, g->echo_lp[p], &o->prompt_logprobs[i], g->r.logprobs,
+                                &offset, i == 0);
 }
 
 static void merge_logprobs(json_t *into, json_t *from)
@@ -274,11 +343,14 @@ static void apply_output(struct gen *g, int p, const struct vllmc_output *o, boo
                          : o->stop_token_id >= 0 ? json_integer(o->stop_token_id)
                                                  : json_null();
     }
-    json_t *lp = output_logprobs(g, o, c->text_len);
+    keep_prompt_logprobs(g, p, o);
+    json_t *lp = output_logprobs(g, o, c->n_chars);
+    c->n_chars += utf8_chars(o->text, o->text_len);
     bool first = !c->started;
     if (stream) {
         if (first && g->r.kind == OAI_COMPLETION && g->echo_text[p])
-            emit_choice(g, index, g->echo_text[p], strlen(g->echo_text[p]), NULL, NULL, false);
+            emit_choice(g, index, g->echo_text[p], strlen(g->echo_text[p]),
+                        g->echo_lp[p] ? json_deep_copy(g->echo_lp[p]) : NULL, NULL, false);
         // Chat streams open with a role-only delta, as OpenAI's do.
         if (first && g->r.kind == OAI_CHAT)
             emit_choice(g, index, "", 0, NULL, NULL, true);
@@ -348,6 +420,8 @@ static void gen_free(struct gen *g)
     for (int p = 0; p < g->n_prompts; p++) {
         vllmc_request_free(g->reqs ? g->reqs[p] : NULL);
         mem_free(g->echo_text ? g->echo_text[p] : NULL);
+        json_decref(g->prompt_lp ? g->prompt_lp[p] : NULL);
+        json_decref(g->echo_lp ? g->echo_lp[p] : NULL);
     }
     for (int i = 0; i < g->n_choices; i++) {
         mem_free(g->choices[i].text);
@@ -358,6 +432,8 @@ static void gen_free(struct gen *g)
     mem_free(g->reqs);
     mem_free(g->req_final);
     mem_free(g->echo_text);
+    mem_free(g->prompt_lp);
+    mem_free(g->echo_lp);
     mem_free(g->choices);
     mem_free(g->t_first);
     mem_free(g->t_last);
@@ -380,6 +456,12 @@ static json_t *full_response(struct gen *g)
         json_t *choice;
         json_t *lp = c->logprobs ? json_incref(c->logprobs)
                                  : (g->r.logprobs >= 0 ? new_logprobs(g->r.kind) : json_null());
+        if (g->echo_lp[p] && json_is_object(lp)) { // echo: the prompt's tokens first
+            json_t *all = json_deep_copy(g->echo_lp[p]);
+            merge_logprobs(all, lp);
+            json_decref(lp);
+            lp = all;
+        }
         if (g->r.kind == OAI_CHAT) {
             json_t *msg = json_pack("{s:s, s:s%, s:[]}", "role", "assistant", "content",
                                     c->text ? c->text : "", c->text_len, "tool_calls");
@@ -392,13 +474,16 @@ static json_t *full_response(struct gen *g)
             json_t *text = g->echo_text[p]
                                ? json_sprintf("%s%.*s", g->echo_text[p], (int)c->text_len, gen)
                                : json_stringn(gen, c->text_len);
-            choice = json_pack("{s:i, s:o, s:o}", "index", i, "text", text, "logprobs", lp);
+            choice = json_pack("{s:i, s:o, s:o, s:O}", "index", i, "text", text, "logprobs", lp,
+                               "prompt_logprobs", g->prompt_lp[p] ? g->prompt_lp[p] : json_null());
         }
         json_object_set_new(choice, "finish_reason", json_string(finish_str(c->finish)));
         json_object_set(choice, "stop_reason", c->stop_reason ? c->stop_reason : json_null());
         json_array_append_new(choices, choice);
     }
     json_object_set_new(body, "usage", usage_json(g));
+    if (g->r.kind == OAI_CHAT) // vLLM's chat response carries them beside the choices
+        json_object_set(body, "prompt_logprobs", g->prompt_lp[0] ? g->prompt_lp[0] : json_null());
     return body;
 }
 
@@ -480,7 +565,11 @@ static void fill_sampling(struct server *srv, const struct oai_request *r, int p
     s->logit_bias = (const struct vllmc_logit_bias *)r->logit_bias;
     s->n_logit_bias = (int)r->n_logit_bias;
     s->logprobs = r->logprobs;
-    s->prompt_logprobs = r->prompt_logprobs;
+    // Echo with logprobs shows the prompt's tokens too, so it asks for the
+    // prompt's logprobs, as vLLM does.
+    s->prompt_logprobs = r->prompt_logprobs >= 0 ? r->prompt_logprobs
+                         : r->kind == OAI_COMPLETION && r->echo && r->logprobs >= 0 ? r->logprobs
+                                                                                    : -1;
     s->skip_special_tokens = r->skip_special_tokens;
 }
 
@@ -506,13 +595,15 @@ void generation_handle(struct server *srv, struct http_exchange *x, struct oai_r
     g->reqs = mem_calloc((size_t)n_prompts, sizeof *g->reqs);
     g->req_final = mem_calloc((size_t)n_prompts, sizeof *g->req_final);
     g->echo_text = mem_calloc((size_t)n_prompts, sizeof *g->echo_text);
+    g->prompt_lp = mem_calloc((size_t)n_prompts, sizeof *g->prompt_lp);
+    g->echo_lp = mem_calloc((size_t)n_prompts, sizeof *g->echo_lp);
     g->choices = mem_calloc((size_t)g->n_choices, sizeof *g->choices);
     g->t_first = mem_calloc((size_t)n_prompts, sizeof *g->t_first);
     g->t_last = mem_calloc((size_t)n_prompts, sizeof *g->t_last);
     g->prompt_lens = mem_calloc((size_t)n_prompts, sizeof *g->prompt_lens);
     g->queue_s = mem_calloc((size_t)n_prompts, sizeof *g->queue_s);
-    if (!g->reqs || !g->req_final || !g->echo_text || !g->choices || !g->t_first || !g->t_last ||
-        !g->prompt_lens || !g->queue_s) {
+    if (!g->reqs || !g->req_final || !g->echo_text || !g->prompt_lp || !g->echo_lp || !g->choices ||
+        !g->t_first || !g->t_last || !g->prompt_lens || !g->queue_s) {
         oai_fail(&err, 500, "InternalServerError", NULL, "out of memory");
         goto fail;
     }
@@ -528,6 +619,10 @@ void generation_handle(struct server *srv, struct http_exchange *x, struct oai_r
                 g->echo_text[p] = mem_strdup(t ? t : "");
                 vllmc_text_free(t);
             }
+            // The generated text's offsets start after the echoed prompt.
+            size_t n = g->echo_text[p] ? utf8_chars(g->echo_text[p], strlen(g->echo_text[p])) : 0;
+            for (int s = 0; s < g->r.n; s++)
+                g->choices[p * g->r.n + s].n_chars = n;
         }
         struct vllmc_request_params rp;
         vllmc_request_params_default(&rp);

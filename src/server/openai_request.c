@@ -434,6 +434,10 @@ bool oai_request_parse(const char *body, size_t n, enum oai_kind kind, struct oa
         goto done;
     }
     ok = parse_stream(o, out, err) && parse_sampling(o, out, err);
+    // vLLM's rule: prompt logprobs come in the whole response only.
+    if (ok && out->stream && out->prompt_logprobs > 0)
+        ok = bad_request(err, "prompt_logprobs",
+                         "`prompt_logprobs` are not available when `stream=True`.");
 done:
     json_decref(o);
     if (!ok)

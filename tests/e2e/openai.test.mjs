@@ -86,6 +86,86 @@ test('logprobs with top alternatives', async () => {
   assert.ok(Math.abs(best - l.token_logprobs[0]) < 1e-4);
 });
 
+// The log-softmax of the golden first-step logits (the float64 reference
+// forward pass) at token id.
+function goldenFirstLogprob(id) {
+  const l = golden.first_step_logits;
+  const m = Math.max(...l);
+  return l[id] - (m + Math.log(l.reduce((s, x) => s + Math.exp(x - m), 0)));
+}
+
+// A completion's logprobs gathered from its stream, chunk by chunk.
+async function streamLogprobs(params) {
+  const stream = await client.completions.create({ ...params, stream: true });
+  const lp = { tokens: [], token_logprobs: [], text_offset: [] };
+  let text = '';
+  for await (const chunk of stream) {
+    for (const ch of chunk.choices) {
+      text += ch.text;
+      if (!ch.logprobs) continue;
+      for (const k of Object.keys(lp)) lp[k].push(...ch.logprobs[k]);
+    }
+  }
+  return { text, lp };
+}
+
+test('text_offset points at each token in the text, streamed or not, after an echo', async () => {
+  const params = { model, prompt: golden.prompt, max_tokens: 12, temperature: 0, logprobs: 1 };
+  const whole = (await client.completions.create(params)).choices[0];
+  const l = whole.logprobs;
+  assert.equal(l.tokens.length, 12);
+  // The golden logits give the first token's logprob independently.
+  assert.ok(Math.abs(l.token_logprobs[0] - goldenFirstLogprob(golden.generated_token_ids[0])) < 1e-3);
+  for (let i = 0; i < l.tokens.length; i++) {
+    // A token decoded alone may lose the leading space it has in the text.
+    const at = whole.text.indexOf(l.tokens[i], l.text_offset[i]);
+    assert.ok(at === l.text_offset[i] || at === l.text_offset[i] + 1, `token ${i} ${JSON.stringify(l.tokens[i])} at ${l.text_offset[i]}`);
+    if (i > 0) assert.ok(l.text_offset[i] > l.text_offset[i - 1]);
+  }
+  const s = await streamLogprobs(params);
+  assert.equal(s.text, whole.text);
+  assert.deepEqual(s.lp.text_offset, l.text_offset);
+  assert.deepEqual(s.lp.tokens, l.tokens);
+
+  // echo: the prompt's tokens come first, the first without a logprob, and
+  // the generated tokens' offsets start after the prompt's text.
+  const e = (await client.completions.create({ ...params, echo: true })).choices[0];
+  const n = golden.prompt_token_ids.length;
+  assert.equal(e.text, golden.prompt + whole.text);
+  assert.equal(e.logprobs.tokens.length, n + 12);
+  assert.equal(e.logprobs.token_logprobs[0], null);
+  assert.equal(e.logprobs.top_logprobs[0], null);
+  assert.deepEqual(e.logprobs.tokens.slice(n), l.tokens);
+  assert.deepEqual(e.logprobs.text_offset.slice(n), l.text_offset.map((x) => x + golden.prompt.length));
+  const se = await streamLogprobs({ ...params, echo: true });
+  assert.equal(se.text, e.text);
+  assert.deepEqual(se.lp.text_offset, e.logprobs.text_offset);
+});
+
+test('prompt_logprobs in vLLM\'s shape, against the reference forward pass', async () => {
+  const next = golden.generated_token_ids[0];
+  const ids = [...golden.prompt_token_ids, next];
+  const c = await client.completions.create({ model, prompt: ids, max_tokens: 1, temperature: 0, prompt_logprobs: 2 });
+  const plp = c.choices[0].prompt_logprobs;
+  assert.equal(plp.length, ids.length);
+  assert.equal(plp[0], null);
+  for (let i = 1; i < ids.length; i++) {
+    const e = plp[i][String(ids[i])];
+    assert.ok(e && e.rank >= 1 && e.logprob <= 0 && typeof e.decoded_token === 'string', `position ${i}`);
+  }
+  // The last position predicts the golden first token from the whole prompt.
+  const last = plp[ids.length - 1];
+  assert.equal(last[String(next)].rank, 1);
+  assert.ok(Math.abs(last[String(next)].logprob - goldenFirstLogprob(next)) < 1e-3);
+  const top2 = Object.entries(last).filter(([, v]) => v.rank <= 2).sort((a, b) => a[1].rank - b[1].rank);
+  assert.deepEqual(top2.map(([k]) => Number(k)), golden.first_step_top10.slice(0, 2).map(([id]) => id));
+  await assert.rejects(client.completions.create({ model, prompt: 'x', stream: true, prompt_logprobs: 1 }), (e) => {
+    assert.equal(e.status, 400);
+    assert.equal(e.error.param, 'prompt_logprobs');
+    return true;
+  });
+});
+
 test('n samples with a seed are reproducible', async () => {
   const a = await client.completions.create({ model, prompt: 'Lily', max_tokens: 8, n: 3, seed: 7, temperature: 1 });
   const b = await client.completions.create({ model, prompt: 'Lily', max_tokens: 8, n: 3, seed: 7, temperature: 1 });

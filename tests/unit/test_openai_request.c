@@ -107,6 +107,12 @@ static void test_rejections(void)
     expect_reject("{\"prompt\":\"x\",\"stream\":\"yes\"}", OAI_COMPLETION, 400, "stream");
     expect_reject("{\"prompt\":\"x\",\"stream_options\":{\"include_usage\":true}}",
                   OAI_COMPLETION, 400, "stream_options");
+    // vLLM refuses prompt logprobs above 0 on a stream; 0 passes.
+    expect_reject("{\"prompt\":\"x\",\"stream\":true,\"prompt_logprobs\":1}", OAI_COMPLETION, 400,
+                  "prompt_logprobs");
+    expect_reject("{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"stream\":true,"
+                  "\"prompt_logprobs\":2}",
+                  OAI_CHAT, 400, "prompt_logprobs");
     expect_reject("{\"prompt\":\"x\",\"logit_bias\":{\"a\":1}}", OAI_COMPLETION, 400,
                   "logit_bias");
     expect_reject("{\"prompt\":\"x\",\"logit_bias\":{\"5\":101}}", OAI_COMPLETION, 400,
