@@ -557,12 +557,24 @@ static void serve_float_repr(double v, char *buf, size_t n)
         snprintf(buf, n, "inf");
         return;
     }
-    for (int prec = 1; prec <= 17; prec++) {
-        snprintf(buf, n, "%.*g", prec, v);
+    // Python's repr: the fewest significant digits that read back as v,
+    // written positionally for exponents -4 to 15 ("50.0", "0.25"), else in
+    // scientific notation ("1e+16").
+    int prec = 1;
+    for (; prec < 17; prec++) {
+        snprintf(buf, n, "%.*e", prec - 1, v);
         if (strtod(buf, NULL) == v)
             break;
     }
-    if (!strpbrk(buf, ".e"))
+    const char *e = strchr(buf, 'e');
+    int exp10 = e ? atoi(e + 1) : 0;
+    if (exp10 < -4 || exp10 >= 16) {
+        snprintf(buf, n, "%.*g", prec, v);
+        return;
+    }
+    int decimals = prec - 1 - exp10;
+    snprintf(buf, n, "%.*f", decimals > 0 ? decimals : 0, v);
+    if (!strchr(buf, '.'))
         snprintf(buf + strlen(buf), n - strlen(buf), ".0");
 }
 

@@ -97,6 +97,18 @@ assert r["completed"] == 6 and r["total_output_tokens"] == 24, r
 assert len(r["itls"]) == 6 and all(len(x) == 3 for x in r["itls"]), r["itls"]
 assert "p99_ttft_ms" in r and "p50_e2el_ms" in r
 ' "$tmp/res" || fail "bad result file"
+# A finite rate prints and names the file as Python's repr does ("50.0",
+# "1e+16"). One prompt at a high rate: its arrival is one short draw away.
+for rate in 50 12.5 1e16; do
+    "$bin" bench serve --base-url "http://127.0.0.1:$port" --random-input-len 8 \
+        --random-output-len 2 --num-prompts 1 --request-rate $rate --save-result \
+        --result-dir "$tmp/rate" >"$tmp/rate-$rate.out" 2>/dev/null
+done
+need "$tmp/rate-50.out" "Traffic request rate: 50.0"
+need "$tmp/rate-1e16.out" "Traffic request rate: 1e+16"
+for want in 50.0 12.5 1e+16; do
+    ls "$tmp/rate" | grep -q "^openai-${want}qps-" || fail "no result file for ${want}qps: $(ls "$tmp/rate")"
+done
 "$bin" bench serve --base-url "http://127.0.0.1:1" --model x --random-vocab-size 10 \
     --num-prompts 1 >/dev/null 2>&1 && fail "bench serve succeeded without a server"
 
