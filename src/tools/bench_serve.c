@@ -171,8 +171,7 @@ static int serve_parse(struct serve_opts *o, int argc, char **argv)
         } else if (cli_opt(argc, argv, &i, "--random-output-len", "--output-len", &v)) {
             ok = v && cli_parse_int(a, v, 1, 1 << 24, &o->output_len);
         } else if (cli_opt(argc, argv, &i, "--random-range-ratio", NULL, &v)) {
-            ok = v && cli_parse_float(a, v, &o->range_ratio) && o->range_ratio >= 0 &&
-                 o->range_ratio < 1;
+            ok = v && cli_parse_float_in(a, v, 0, 1, CLI_OPEN_HI, &o->range_ratio);
         } else if (cli_opt(argc, argv, &i, "--random-prefix-len", NULL, &v)) {
             ok = v && cli_parse_int(a, v, 0, 1 << 24, &o->prefix_len);
         } else if (cli_opt(argc, argv, &i, "--random-vocab-size", NULL, &v)) {
@@ -185,11 +184,11 @@ static int serve_parse(struct serve_opts *o, int argc, char **argv)
             if (v && (!strcmp(v, "inf") || !strcmp(v, "Infinity")))
                 o->request_rate = INFINITY;
             else
-                ok = v && cli_parse_float(a, v, &o->request_rate) && o->request_rate > 0;
+                ok = v && cli_parse_float_in(a, v, 0, INFINITY, CLI_OPEN_LO, &o->request_rate);
         } else if (cli_opt(argc, argv, &i, "--num-warmups", NULL, &v)) {
             ok = v && cli_parse_int(a, v, 0, 1 << 20, &o->num_warmups);
         } else if (cli_opt(argc, argv, &i, "--temperature", NULL, &v)) {
-            ok = v && cli_parse_float(a, v, &o->temperature) && o->temperature >= 0;
+            ok = v && cli_parse_float_in(a, v, 0, INFINITY, CLI_CLOSED, &o->temperature);
         } else if (cli_opt(argc, argv, &i, "--seed", NULL, &v)) {
             ok = v && cli_parse_int(a, v, 0, 0x7fffffffL, &o->seed);
         } else if (cli_opt(argc, argv, &i, "--percentile-metrics", NULL, &v)) {

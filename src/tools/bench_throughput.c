@@ -108,8 +108,7 @@ static int tput_parse(struct tput_opts *o, int argc, char **argv)
         } else if (cli_opt(argc, argv, &i, "--output-len", "--random-output-len", &v)) {
             ok = v && cli_parse_int(a, v, 1, 1 << 24, &o->output_len);
         } else if (cli_opt(argc, argv, &i, "--random-range-ratio", NULL, &v)) {
-            ok = v && cli_parse_float(a, v, &o->range_ratio) && o->range_ratio >= 0 &&
-                 o->range_ratio < 1;
+            ok = v && cli_parse_float_in(a, v, 0, 1, CLI_OPEN_HI, &o->range_ratio);
         } else if (cli_opt(argc, argv, &i, "--max-num-seqs", NULL, &v)) {
             ok = v && cli_parse_int(a, v, 1, 1 << 20, &o->max_num_seqs);
         } else if (cli_opt(argc, argv, &i, "--max-num-batched-tokens", NULL, &v)) {
@@ -131,7 +130,7 @@ static int tput_parse(struct tput_opts *o, int argc, char **argv)
         } else if (cli_opt(argc, argv, &i, "--seed", NULL, &v)) {
             ok = v && cli_parse_int(a, v, 0, 0x7fffffffL, &o->seed);
         } else if (cli_opt(argc, argv, &i, "--temperature", NULL, &v)) {
-            ok = v && cli_parse_float(a, v, &o->temperature) && o->temperature >= 0;
+            ok = v && cli_parse_float_in(a, v, 0, INFINITY, CLI_CLOSED, &o->temperature);
         } else if (cli_opt(argc, argv, &i, "--output-json", NULL, &v)) {
             o->output_json = v;
         } else {

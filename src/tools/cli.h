@@ -22,6 +22,11 @@ bool cli_opt(int argc, char **argv, int *i, const char *name, const char *short_
 // Strict number parsing for option values; false (with a message) on junk.
 bool cli_parse_int(const char *opt, const char *s, long min, long max, long *out);
 bool cli_parse_float(const char *opt, const char *s, double *out);
+// A number within [lo, hi], an end left out where open is CLI_OPEN_LO,
+// CLI_OPEN_HI or both; the message names the interval (hi INFINITY: no bound).
+enum { CLI_CLOSED = 0, CLI_OPEN_LO = 1, CLI_OPEN_HI = 2 };
+bool cli_parse_float_in(const char *opt, const char *s, double lo, double hi, int open,
+                        double *out);
 // Parses "1,2,3" into a new array (mem_free) of *n ids.
 bool cli_parse_ids(const char *s, int32_t **ids, int *n);
 

@@ -60,6 +60,25 @@ bool cli_parse_float(const char *opt, const char *s, double *out)
     return true;
 }
 
+bool cli_parse_float_in(const char *opt, const char *s, double lo, double hi, int open, double *out)
+{
+    double v;
+    if (!cli_parse_float(opt, s, &v))
+        return false;
+    bool below = (open & CLI_OPEN_LO) ? v <= lo : v < lo;
+    bool above = (open & CLI_OPEN_HI) || isinf(hi) ? v >= hi : v > hi;
+    if (below || above) {
+        char hi_s[32];
+        snprintf(hi_s, sizeof hi_s, isinf(hi) ? "inf" : "%g", hi);
+        fprintf(stderr, "vllmc: %s expects a number in %c%g, %s%c, not '%s'\n", opt,
+                (open & CLI_OPEN_LO) ? '(' : '[', lo, hi_s,
+                (open & CLI_OPEN_HI) || isinf(hi) ? ')' : ']', s);
+        return false;
+    }
+    *out = v;
+    return true;
+}
+
 bool cli_parse_ids(const char *s, int32_t **ids, int *n)
 {
     int cap = 1;

@@ -1,6 +1,7 @@
 // `vllmc generate`: completes one prompt through the engine's public API
 // (include/vllmc.h only), streaming text to stdout and a stats line to
 // stderr. Greedy at temperature 0; else vLLM's sampling with top-k/top-p.
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -67,11 +68,11 @@ static int gen_parse(struct gen_opts *o, int argc, char **argv)
         } else if (cli_opt(argc, argv, &i, "--max-tokens", "-n", &v)) {
             ok = v && cli_parse_int(a, v, 0, 1 << 24, &o->max_tokens);
         } else if (cli_opt(argc, argv, &i, "--temperature", "--temp", &v)) {
-            ok = v && cli_parse_float(a, v, &o->temperature) && o->temperature >= 0;
+            ok = v && cli_parse_float_in(a, v, 0, INFINITY, CLI_CLOSED, &o->temperature);
         } else if (cli_opt(argc, argv, &i, "--top-k", NULL, &v)) {
             ok = v && cli_parse_int(a, v, 0, 1 << 30, &o->top_k);
         } else if (cli_opt(argc, argv, &i, "--top-p", NULL, &v)) {
-            ok = v && cli_parse_float(a, v, &o->top_p) && o->top_p > 0 && o->top_p <= 1;
+            ok = v && cli_parse_float_in(a, v, 0, 1, CLI_OPEN_LO, &o->top_p);
         } else if (cli_opt(argc, argv, &i, "--seed", "-s", &v)) {
             ok = v && cli_parse_int(a, v, 0, 0x7fffffffL, &seed);
             o->seed = ok ? (unsigned long long)seed : 0;

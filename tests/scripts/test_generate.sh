@@ -52,4 +52,12 @@ fi
 if "$bin" generate --max-tokens lots >/dev/null 2>&1; then
     echo "a bad --max-tokens succeeded"; exit 1
 fi
+# A value out of its range is a usage error that says which option and why.
+for bad in "--top-p 0" "--top-p 1.5" "--temperature -1" "--top-k -1" "--max-tokens"; do
+    rc=0
+    "$bin" generate -n 1 $bad >/dev/null 2>"$tmp/err" || rc=$?
+    opt=${bad%% *}
+    [ "$rc" -eq 2 ] && grep -q -- "$opt" "$tmp/err" ||
+        { echo "generate $bad: exit $rc, stderr: $(cat "$tmp/err")"; exit 1; }
+done
 echo "test_generate: ok"
