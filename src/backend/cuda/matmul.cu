@@ -694,10 +694,46 @@ done:
 }
 
 // dst [m, n] = y [m, n] + y [m + row, n] (+ bias): the two halves of a GEMM
-// over stacked [hi; lo] activations.
+// over stacked [hi; lo] activations. Grid (ceil(n / 1024), m): four
+// consecutive columns a thread, 16-byte loads of y (its pitch is a multiple
+// of 4 and its rows 16-byte aligned, lt_stack_bytes) and 16-byte stores when
+// dst's rows allow them (vec). Launched by cuda_launch: it may start while
+// the GEMM drains, and waits for it before reading y.
 static __global__ void split_sum_kernel(float *dst, int64_t dst_pitch, const float *y,
                                         int64_t y_pitch, int m, int n, const void *bias,
-                                        int bias_type)
+                                        int bias_type, bool vec)
+{
+    cuda_pdl_sync();
+    const int r = (int)blockIdx.y, j = 4 * ((int)blockIdx.x * (int)blockDim.x + (int)threadIdx.x);
+    if (j >= n)
+        return;
+    const float *y0 = y + (int64_t)r * y_pitch + j, *y1 = y0 + (int64_t)m * y_pitch;
+    float *d = dst + (int64_t)r * dst_pitch + j;
+    if (vec) {
+        const float4 a = *(const float4 *)y0, b = *(const float4 *)y1;
+        float4 v = make_float4(a.x + b.x, a.y + b.y, a.z + b.z, a.w + b.w);
+        if (bias) {
+            v.x += cuda_bias_at(bias, bias_type, j);
+            v.y += cuda_bias_at(bias, bias_type, j + 1);
+            v.z += cuda_bias_at(bias, bias_type, j + 2);
+            v.w += cuda_bias_at(bias, bias_type, j + 3);
+        }
+        *(float4 *)d = v;
+        return;
+    }
+    for (int i = 0; i < 4 && j + i < n; i++) {
+        float v = y0[i] + y1[i];
+        if (bias)
+            v += cuda_bias_at(bias, bias_type, j + i);
+        d[i] = v;
+    }
+}
+
+// The same, one element a thread (the kernel before split_sum_kernel; kept
+// for side-by-side runs, VLLMC_CUDA_SPLIT_SUM=0).
+static __global__ void split_sum_flat_kernel(float *dst, int64_t dst_pitch, const float *y,
+                                             int64_t y_pitch, int m, int n, const void *bias,
+                                             int bias_type)
 {
     const int64_t total = (int64_t)m * n;
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total;
@@ -709,6 +745,13 @@ static __global__ void split_sum_kernel(float *dst, int64_t dst_pitch, const flo
             v += cuda_bias_at(bias, bias_type, j);
         dst[r * dst_pitch + j] = v;
     }
+}
+
+static bool split_sum_vec = true;
+
+extern "C" void cuda_matmul_set_split_sum(bool vectorized)
+{
+    split_sum_vec = vectorized;
 }
 
 // Up to this many tokens the hi and lo terms go through one GEMM of 2m rows:
@@ -765,8 +808,17 @@ static enum vllmc_status lt_run(struct cuda_device *dev, const struct matmul_arg
             rc = lt_matmul(dev, &s2, CUDA_R_16BF, hi, a.k, 0.0f);
             if (rc)
                 return rc;
-            split_sum_kernel<<<matmul_grid_1d((int64_t)a.m * a.n), 256, 0, dev->stream>>>(
-                a.dst, a.dst_pitch, y, s2.dst_pitch, a.m, a.n, a.bias, a.bias_type);
+            if (split_sum_vec && a.m <= 65535) { // rows on the grid's y
+                const bool vec = a.n % 4 == 0 && a.dst_pitch % 4 == 0 && (uintptr_t)a.dst % 16 == 0;
+                const dim3 grid((unsigned)((a.n + 1023) / 1024), (unsigned)a.m);
+                CUDA_TRY(cuda_launch(split_sum_kernel, grid, 256, 0, dev->stream, a.dst,
+                                     a.dst_pitch, (const float *)y, s2.dst_pitch, a.m, a.n, a.bias,
+                                     a.bias_type, vec));
+            } else {
+                split_sum_flat_kernel<<<matmul_grid_1d((int64_t)a.m * a.n), 256, 0,
+                                        dev->stream>>>(a.dst, a.dst_pitch, y, s2.dst_pitch, a.m,
+                                                       a.n, a.bias, a.bias_type);
+            }
             CUDA_TRY_LAUNCH();
             return VLLMC_OK;
         }
