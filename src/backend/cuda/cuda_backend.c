@@ -713,9 +713,6 @@ enum vllmc_status cuda_backend_create(const struct backend_options *o, struct ba
     const char *stack_m = getenv("VLLMC_CUDA_LT_STACK_MAX_M");
     if (stack_m && *stack_m)
         cuda_matmul_set_stack_max_m(atoi(stack_m));
-    const char *split_sum = getenv("VLLMC_CUDA_SPLIT_SUM");
-    if (split_sum && *split_sum)
-        cuda_matmul_set_split_sum(atoi(split_sum) != 0);
     int v[4];
     if (env_ints("VLLMC_CUDA_MMA_GEMM", v))
         cuda_mma_gemm_set(v[0], v[1], v[2], v[3]);

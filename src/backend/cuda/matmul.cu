@@ -729,31 +729,6 @@ static __global__ void split_sum_kernel(float *dst, int64_t dst_pitch, const flo
     }
 }
 
-// The same, one element a thread (the kernel before split_sum_kernel; kept
-// for side-by-side runs, VLLMC_CUDA_SPLIT_SUM=0).
-static __global__ void split_sum_flat_kernel(float *dst, int64_t dst_pitch, const float *y,
-                                             int64_t y_pitch, int m, int n, const void *bias,
-                                             int bias_type)
-{
-    const int64_t total = (int64_t)m * n;
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total;
-         i += (int64_t)gridDim.x * blockDim.x) {
-        const int64_t r = i / n;
-        const int j = (int)(i % n);
-        float v = y[r * y_pitch + j] + y[(r + m) * y_pitch + j];
-        if (bias)
-            v += cuda_bias_at(bias, bias_type, j);
-        dst[r * dst_pitch + j] = v;
-    }
-}
-
-static bool split_sum_vec = true;
-
-extern "C" void cuda_matmul_set_split_sum(bool vectorized)
-{
-    split_sum_vec = vectorized;
-}
-
 // Up to this many tokens the hi and lo terms go through one GEMM of 2m rows:
 // small batches are bound by reading the weights, which two GEMMs read twice
 // (H200, Qwen3-8B shape, 64 sequences: two GEMMs made each decode step read
@@ -762,8 +737,8 @@ static int lt_stack_max_m = 128;
 
 extern "C" void cuda_matmul_set_stack_max_m(int m)
 {
-    if (m >= 0)
-        lt_stack_max_m = m;
+    if (m >= 0) // the sum kernel's rows are its grid's y (at most 65535)
+        lt_stack_max_m = m < 65535 ? m : 65535;
 }
 
 // Scratch bytes of lt_run's stacked output, 256-byte aligned.
@@ -808,17 +783,11 @@ static enum vllmc_status lt_run(struct cuda_device *dev, const struct matmul_arg
             rc = lt_matmul(dev, &s2, CUDA_R_16BF, hi, a.k, 0.0f);
             if (rc)
                 return rc;
-            if (split_sum_vec && a.m <= 65535) { // rows on the grid's y
-                const bool vec = a.n % 4 == 0 && a.dst_pitch % 4 == 0 && (uintptr_t)a.dst % 16 == 0;
-                const dim3 grid((unsigned)((a.n + 1023) / 1024), (unsigned)a.m);
-                CUDA_TRY(cuda_launch(split_sum_kernel, grid, 256, 0, dev->stream, a.dst,
-                                     a.dst_pitch, (const float *)y, s2.dst_pitch, a.m, a.n, a.bias,
-                                     a.bias_type, vec));
-            } else {
-                split_sum_flat_kernel<<<matmul_grid_1d((int64_t)a.m * a.n), 256, 0,
-                                        dev->stream>>>(a.dst, a.dst_pitch, y, s2.dst_pitch, a.m,
-                                                       a.n, a.bias, a.bias_type);
-            }
+            const bool vec = a.n % 4 == 0 && a.dst_pitch % 4 == 0 && (uintptr_t)a.dst % 16 == 0;
+            const dim3 grid((unsigned)((a.n + 1023) / 1024), (unsigned)a.m);
+            CUDA_TRY(cuda_launch(split_sum_kernel, grid, 256, 0, dev->stream, a.dst, a.dst_pitch,
+                                 (const float *)y, s2.dst_pitch, a.m, a.n, a.bias, a.bias_type,
+                                 vec));
             CUDA_TRY_LAUNCH();
             return VLLMC_OK;
         }

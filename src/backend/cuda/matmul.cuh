@@ -28,12 +28,8 @@ void cuda_gemv_set_max_m(int m);
 void cuda_matmul_set_split_x(bool on);
 // Split activations of up to m tokens go through one stacked GEMM of 2m rows
 // (one pass over the weights, then a sum), more through two accumulating
-// GEMMs (default 128; VLLMC_CUDA_LT_STACK_MAX_M).
+// GEMMs (default 128, at most 65535; VLLMC_CUDA_LT_STACK_MAX_M).
 void cuda_matmul_set_stack_max_m(int m);
-// The stacked GEMM's sum: four columns a thread, launched as a dependent
-// launch (default), or the older one-element grid-stride kernel
-// (VLLMC_CUDA_SPLIT_SUM=0), for side-by-side runs.
-void cuda_matmul_set_split_sum(bool vectorized);
 // One- and two-token GEMVs: one warp per output row where that measured
 // faster (mode -1, the default), never (0) or always (1):
 // VLLMC_CUDA_GEMV_WARP at backend creation.
