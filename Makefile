@@ -9,7 +9,7 @@ ifeq ($(CUDA),1)
   BUILD := build-cuda
 endif
 
-.PHONY: all build deps run test asan tsan fuzz install clean format
+.PHONY: all build cuda deps run test asan tsan fuzz install clean format
 
 all: build
 
@@ -20,6 +20,12 @@ deps:
 build: deps
 	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_ARGS) >/dev/null
 	@cmake --build $(BUILD) -j $(JOBS)
+
+# The CUDA backend and the programs a GPU machine runs (the CMake target
+# vllmc_gpu), without linking the kernels into every CPU test.
+cuda: deps
+	@cmake -S . -B build-cuda -DCMAKE_BUILD_TYPE=Release -DVLLMC_CUDA=ON $(CMAKE_ARGS) >/dev/null
+	@cmake --build build-cuda -j $(JOBS) --target vllmc_gpu
 
 # Until the server exists, run the bundled model on the terminal.
 run: build
