@@ -36,8 +36,17 @@
 #define WORK_N(w) (((w) >> WORK_IDX_BITS) & WORK_MAX_TASKS)
 #define WORK_IDX(w) ((w)&WORK_MAX_TASKS)
 
+// One thread's share of a threadpool_run_shares run: items [lo, hi), packed
+// in one word (lo in the low half) so that the owner taking lo and a thief
+// cutting hi never both succeed on the same item. A cache line each.
+struct share {
+    _Atomic uint64_t range;
+    char pad[64 - sizeof(uint64_t)];
+};
+
 struct threadpool {
     int n_threads;      // including the caller
+    struct share *shares; // owned [n_threads]
     pthread_t *workers; // owned [n_threads - 1]
     int n_started;      // workers actually running (for cleanup)
     pthread_mutex_t mu;
@@ -133,9 +142,14 @@ enum vllmc_status threadpool_create(int n_threads, struct threadpool **out, stru
         return err_set(err, VLLMC_ERR_NOMEM, "threadpool: out of memory");
     pool->n_threads = n_threads;
     pthread_mutex_init(&pool->mu, NULL);
+    pool->shares = mem_alloc_aligned(64, (size_t)n_threads * sizeof *pool->shares);
     pthread_cond_init(&pool->cv_work, NULL);
     pthread_cond_init(&pool->cv_done, NULL);
     enum vllmc_status rc = VLLMC_OK;
+    if (!pool->shares) {
+        rc = err_set(err, VLLMC_ERR_NOMEM, "threadpool: out of memory");
+        goto fail;
+    }
     if (n_threads > 1) {
         pool->workers = mem_calloc((size_t)n_threads - 1, sizeof *pool->workers);
         if (!pool->workers) {
@@ -178,6 +192,7 @@ void threadpool_free(struct threadpool *pool)
     pthread_cond_destroy(&pool->cv_work);
     pthread_mutex_destroy(&pool->mu);
     mem_free(pool->workers);
+    mem_free(pool->shares);
     mem_free(pool);
 }
 
@@ -226,4 +241,98 @@ void threadpool_run(struct threadpool *pool, threadpool_fn fn, void *ctx, int n_
     pthread_mutex_unlock(&pool->mu);
 done:
     atomic_store(&pool->running, false);
+}
+
+// ---- runs in shares ----
+
+#define SHARE_LO(r) ((uint32_t)(r))
+#define SHARE_HI(r) ((uint32_t)((r) >> 32))
+#define SHARE(lo, hi) ((uint64_t)(lo) | (uint64_t)(hi) << 32)
+
+struct shares_run {
+    struct threadpool *pool;
+    threadpool_fn fn;
+    void *ctx;
+};
+
+// Takes the first item of share s into *item; false once it is empty.
+static bool share_take_front(struct share *s, int *item)
+{
+    uint64_t r = atomic_load_explicit(&s->range, memory_order_acquire);
+    while (SHARE_LO(r) < SHARE_HI(r)) {
+        if (atomic_compare_exchange_weak_explicit(&s->range, &r, r + 1, memory_order_acq_rel,
+                                                  memory_order_acquire)) {
+            *item = (int)SHARE_LO(r);
+            return true;
+        }
+    }
+    return false;
+}
+
+// Cuts the back half (rounded up) of the largest share other than own off
+// into [*lo, *hi); false when every other share is empty.
+static bool share_steal(struct threadpool *pool, int own, uint32_t *lo, uint32_t *hi)
+{
+    for (;;) {
+        int victim = -1;
+        uint32_t most = 0;
+        uint64_t seen = 0;
+        for (int i = 0; i < pool->n_threads; i++) {
+            uint64_t r = atomic_load_explicit(&pool->shares[i].range, memory_order_acquire);
+            uint32_t left = SHARE_HI(r) > SHARE_LO(r) ? SHARE_HI(r) - SHARE_LO(r) : 0;
+            if (i != own && left > most) {
+                most = left;
+                victim = i;
+                seen = r;
+            }
+        }
+        if (victim < 0)
+            return false;
+        uint32_t mid = SHARE_HI(seen) - (most + 1) / 2;
+        if (atomic_compare_exchange_strong_explicit(&pool->shares[victim].range, &seen,
+                                                    SHARE(SHARE_LO(seen), mid),
+                                                    memory_order_acq_rel, memory_order_acquire)) {
+            *lo = mid;
+            *hi = SHARE_HI(seen);
+            return true;
+        }
+    }
+}
+
+// Pool task s: walks share s, then what it steals, in order. Only the task
+// that owns a share moves its lo (taking items) or refills it (after a
+// steal, when it is empty), so a refill never races an owner; thieves only
+// lower hi, and an empty share is never cut.
+static void shares_task(void *p, int task, int thread)
+{
+    const struct shares_run *run = p;
+    struct share *own = &run->pool->shares[task];
+    for (;;) {
+        int item;
+        while (share_take_front(own, &item))
+            run->fn(run->ctx, item, thread);
+        uint32_t lo, hi;
+        if (!share_steal(run->pool, task, &lo, &hi))
+            return;
+        atomic_store_explicit(&own->range, SHARE(lo, hi), memory_order_release);
+    }
+}
+
+void threadpool_run_shares(struct threadpool *pool, threadpool_fn fn, void *ctx, int n_items)
+{
+    int n = threadpool_n_threads(pool);
+    if (n_items <= 0)
+        return;
+    if (n == 1 || n_items < 2 * n) {
+        threadpool_run(pool, fn, ctx, n_items);
+        return;
+    }
+    for (int i = 0; i < n; i++) {
+        uint32_t lo = (uint32_t)((int64_t)n_items * i / n);
+        uint32_t hi = (uint32_t)((int64_t)n_items * (i + 1) / n);
+        atomic_store_explicit(&pool->shares[i].range, SHARE(lo, hi), memory_order_relaxed);
+    }
+    struct shares_run run = {.pool = pool, .fn = fn, .ctx = ctx};
+    // threadpool_run's release store of the run publishes the shares.
+    threadpool_run(pool, shares_task, &run, n);
 }

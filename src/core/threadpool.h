@@ -27,6 +27,17 @@ int threadpool_n_threads(const struct threadpool *pool); // 1 for a NULL pool
 // not reentrant, and only one thread may call it on a given pool.
 void threadpool_run(struct threadpool *pool, threadpool_fn fn, void *ctx, int n_tasks);
 
+// Calls fn(ctx, item, thread) once for every item in [0, n_items), like
+// threadpool_run, but in order within shares: the items are cut into one
+// contiguous share per thread, each share is walked from its first item up,
+// and a thread whose share is done takes the back half of what is left of the
+// largest other share and walks that. So a thread's items follow each other in
+// memory order (one stream the hardware prefetcher keeps up with, and whatever
+// an item prefetched past its end is what the thread does next), yet a thread
+// that falls behind is helped. Which items share a thread still changes
+// nothing that fn computes.
+void threadpool_run_shares(struct threadpool *pool, threadpool_fn fn, void *ctx, int n_items);
+
 // The number of CPUs this process may run on (sched affinity), at least 1.
 int threadpool_cpu_count(void);
 

@@ -1,6 +1,8 @@
 // Thread pool: every task runs exactly once per run, for many back-to-back
-// runs and for pools of 1..4 threads; thread ids stay in range.
+// runs and for pools of 1..4 threads; thread ids stay in range; runs in
+// shares walk each thread's items in order.
 #include <stdatomic.h>
+#include <string.h>
 
 #include "check.h"
 #include "core/threadpool.h"
@@ -56,6 +58,87 @@ static void test_four_threads(void)
     run_many(4);
 }
 
+// threadpool_run_shares: every item exactly once, for pools of 1..4 threads
+// and item counts around the share sizes, with an item now and then slow so
+// that the other threads steal.
+static void shares_task(void *p, int item, int thread)
+{
+    struct count_ctx *ctx = p;
+    if (atomic_fetch_add(&ctx->hits[item], 1) == 0 && item % 7 == thread)
+        for (volatile int spin = 0; spin < 2000; spin++) {
+        }
+    if (thread < 0 || thread >= ctx->n_threads)
+        atomic_fetch_add(&ctx->bad_thread, 1);
+}
+
+static void test_shares_run_every_item_once(void)
+{
+    for (int n_threads = 1; n_threads <= 4; n_threads++) {
+        struct threadpool *pool = NULL;
+        struct err err = {0};
+        CHECK_EQ_INT(threadpool_create(n_threads, &pool, &err), VLLMC_OK);
+        static struct count_ctx ctx;
+        ctx.n_threads = n_threads;
+        int n_bad = 0;
+        for (int run = 0; run < 2000; run++) {
+            int n_items = run % 258;
+            for (int i = 0; i < n_items; i++)
+                atomic_store(&ctx.hits[i], 0);
+            threadpool_run_shares(pool, shares_task, &ctx, n_items);
+            for (int i = 0; i < n_items; i++)
+                n_bad += atomic_load(&ctx.hits[i]) != 1;
+        }
+        CHECK_EQ_INT(n_bad, 0);
+        CHECK_EQ_INT(atomic_load(&ctx.bad_thread), 0);
+        threadpool_free(pool);
+    }
+}
+
+// The order: a worker that takes an item holds it until every other item is
+// done, so the caller walks its own share and then steals the rest in halves:
+// its items must come as a few ascending runs of consecutive items (its
+// share, then one per steal, ~log2 of what was left), not one item at a time.
+#define ORDER_ITEMS 256
+struct order_ctx {
+    atomic_int n_done;
+    atomic_int hits[ORDER_ITEMS];
+    int log[ORDER_ITEMS]; // the caller's items in the order it ran them
+    int n_log;
+};
+
+static void order_task(void *p, int item, int thread)
+{
+    struct order_ctx *ctx = p;
+    atomic_fetch_add(&ctx->hits[item], 1);
+    if (thread == 0)
+        ctx->log[ctx->n_log++] = item;
+    else
+        while (atomic_load(&ctx->n_done) < ORDER_ITEMS - 1) {
+        }
+    atomic_fetch_add(&ctx->n_done, 1);
+}
+
+static void test_shares_walk_in_order(void)
+{
+    struct threadpool *pool = NULL;
+    struct err err = {0};
+    CHECK_EQ_INT(threadpool_create(2, &pool, &err), VLLMC_OK);
+    for (int run = 0; run < 50; run++) {
+        static struct order_ctx ctx;
+        memset(&ctx, 0, sizeof ctx);
+        threadpool_run_shares(pool, order_task, &ctx, ORDER_ITEMS);
+        int n_bad = 0, n_runs = ctx.n_log > 0;
+        for (int i = 0; i < ORDER_ITEMS; i++)
+            n_bad += atomic_load(&ctx.hits[i]) != 1;
+        for (int i = 1; i < ctx.n_log; i++)
+            n_runs += ctx.log[i] != ctx.log[i - 1] + 1;
+        CHECK_EQ_INT(n_bad, 0);
+        CHECK(ctx.n_log >= ORDER_ITEMS - 1);
+        CHECK(n_runs <= 10); // its share, then at most log2(128) + 1 steals
+    }
+    threadpool_free(pool);
+}
+
 static void test_null_pool_and_defaults(void)
 {
     static struct count_ctx ctx;
@@ -80,6 +163,8 @@ int main(int argc, char **argv)
         {"one_thread_inline", test_one_thread_inline},
         {"two_threads", test_two_threads},
         {"four_threads", test_four_threads},
+        {"shares_run_every_item_once", test_shares_run_every_item_once},
+        {"shares_walk_in_order", test_shares_walk_in_order},
         {"null_pool_and_defaults", test_null_pool_and_defaults},
         {NULL, NULL},
     };

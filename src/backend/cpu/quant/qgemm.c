@@ -1,7 +1,9 @@
 // The token-lane quantized-matmul driver (see qgemm.h): quantize the
 // activation rows once per call into groups of 16 tokens, then walk panels of
-// 16 weight rows on the thread pool; each task unpacks its panel once and
-// streams every token group through it. Up to 4 tokens take the decode
+// 16 weight rows on the thread pool, each thread its own share of them in
+// order (threadpool_run_shares), so that a panel's prefetch of the next
+// panel's rows serves the same core; each panel is unpacked once and every
+// token group streams through it. Up to 4 tokens take the decode
 // kernel, which reads the packed rows directly.
 #include "backend/cpu/quant/qgemm.h"
 
@@ -13,6 +15,7 @@
 #include "core/alloc.h"
 
 #define QGEMM_PREFETCH_TILES 2 // decode: how many 4-row tiles ahead to prefetch
+#define QGEMM_DECODE_RUNS 32   // decode: runs of panels a thread
 #define QGEMM_STREAM_BYTES (2 << 20) // prefill outputs from this size bypass the caches
 
 static const struct qgemm_kernel *qgemm_find_kernel(const struct qgemm_isa *isa, enum dtype t)
@@ -66,9 +69,9 @@ static float qgemm_bias(const struct qgemm_ctx *ctx, int64_t j)
     return bias ? cpu_load(bias->dtype, bias->data, j) : 0.0f;
 }
 
-// Panel p of the call: rows 16 p.. of the weight, with the products of all tokens.
-static void qgemm_panel_run(const struct qgemm_ctx *ctx, int64_t p, bool prefetch_next,
-                            uint8_t *panel)
+// Panel p of the call: rows 16 p.. of the weight, with the products of all
+// tokens; its first tile fetches the next panel's rows.
+static void qgemm_panel_run(const struct qgemm_ctx *ctx, int64_t p, uint8_t *panel)
 {
     const struct tensor *w = ctx->c->src[1];
     const int64_t k = ctx->k;
@@ -81,10 +84,10 @@ static void qgemm_panel_run(const struct qgemm_ctx *ctx, int64_t p, bool prefetc
         else // rows past n: zeros, their outputs dropped
             memset(panel + (size_t)r * prb, 0, prb);
     }
-    // The first tile streams in the rows of the task's next panel.
+    // The first tile streams in the rows of the next panel.
     const uint8_t *pf = NULL;
     size_t pf_bytes = 0;
-    if (prefetch_next && j0 + QGEMM_PANEL < ctx->n) {
+    if (j0 + QGEMM_PANEL < ctx->n) {
         int64_t n_next = ctx->n - j0 - QGEMM_PANEL < QGEMM_PANEL ? ctx->n - j0 - QGEMM_PANEL
                                                                  : QGEMM_PANEL;
         pf = tensor_row(w, j0 + QGEMM_PANEL);
@@ -117,15 +120,13 @@ static void qgemm_panel_run(const struct qgemm_ctx *ctx, int64_t p, bool prefetc
     }
 }
 
-// A run of consecutive panels, so each prefetches the next one's rows.
-static void qgemm_matmul_task(void *p, int task, int thread)
+// Panel `task` alone, fetching the next panel's rows as it goes: through
+// threadpool_run_shares that is the panel the thread runs next.
+static void qgemm_panel_task(void *p, int task, int thread)
 {
     const struct qgemm_ctx *ctx = p;
-    const int64_t n_panels = (ctx->n + QGEMM_PANEL - 1) / QGEMM_PANEL;
-    const int64_t p1 = ((int64_t)task + 1) * ctx->panels_per_task;
-    for (int64_t pi = (int64_t)task * ctx->panels_per_task; pi < p1 && pi < n_panels; pi++)
-        qgemm_panel_run(ctx, pi, pi + 1 < p1, ctx->panels + (size_t)thread * ctx->panel_bytes);
-    if (ctx->stream) // the streamed lines reach memory before the threads meet
+    qgemm_panel_run(ctx, task, ctx->panels + (size_t)thread * ctx->panel_bytes);
+    if (ctx->stream)
         ctx->isa->store_fence();
 }
 
@@ -294,11 +295,7 @@ enum vllmc_status qgemm_run(const struct qgemm_isa *isa, const struct op_call *c
         return VLLMC_OK;
     struct threadpool *pool = op_call_pool(c);
     const int n_threads = threadpool_n_threads(pool);
-    // A few runs of panels per thread: long enough to stream, enough to balance.
     const int64_t n_panels = (ctx.n + QGEMM_PANEL - 1) / QGEMM_PANEL;
-    const int64_t n_runs = 4 * (int64_t)n_threads < n_panels ? 4 * (int64_t)n_threads : n_panels;
-    ctx.panels_per_task = (n_panels + n_runs - 1) / n_runs;
-    const int n_tasks = (int)((n_panels + ctx.panels_per_task - 1) / ctx.panels_per_task);
     uint8_t *owned;
     if (ctx.m <= QGEMM_GEMV_TOKENS) {
         ctx.row_bytes = (qgemm_row_bytes(ctx.k) + 63) / 64 * 64;
@@ -311,7 +308,15 @@ enum vllmc_status qgemm_run(const struct qgemm_isa *isa, const struct op_call *c
             isa->quantize_row(cpu_row(c->src[0], i), ctx.k, ctx.act + (size_t)i * ctx.row_bytes);
             ctx.y_rows[i] = cpu_row(c->dst, i);
         }
-        threadpool_run(pool, qgemm_decode_task, &ctx, n_tasks);
+        // Runs of a panel or more, QGEMM_DECODE_RUNS a thread, each thread's
+        // in order: the rows a run prefetches past its end are its thread's
+        // next run's, so a thread's rows stream as one, and the small runs
+        // still let a fast thread take over a slow one's last rows.
+        int64_t n_runs = QGEMM_DECODE_RUNS * (int64_t)n_threads;
+        n_runs = n_runs < n_panels ? n_runs : n_panels;
+        ctx.panels_per_task = (n_panels + n_runs - 1) / n_runs;
+        n_runs = (n_panels + ctx.panels_per_task - 1) / ctx.panels_per_task;
+        threadpool_run_shares(pool, qgemm_decode_task, &ctx, (int)n_runs);
         mem_free(owned);
         return VLLMC_OK;
     }
@@ -340,7 +345,7 @@ enum vllmc_status qgemm_run(const struct qgemm_isa *isa, const struct op_call *c
     if (ctx.m % QGEMM_LANES)
         memset(ctx.act + act_bytes - qgemm_group_bytes(ctx.k), 0, qgemm_group_bytes(ctx.k));
     threadpool_run(pool, qgemm_quantize_task, &ctx, (int)n_groups);
-    threadpool_run(pool, qgemm_matmul_task, &ctx, n_tasks);
+    threadpool_run_shares(pool, qgemm_panel_task, &ctx, (int)n_panels);
     mem_free(owned);
     return VLLMC_OK;
 }

@@ -215,8 +215,10 @@ static enum vllmc_status qmm_run_quad(const struct qmm_isa *isa,
     struct threadpool *pool = op_call_pool(c);
     threadpool_run(pool, qmm_quad_quantize_task, &ctx,
                    (int)((ctx.m + QMM_TOKEN_BLOCK - 1) / QMM_TOKEN_BLOCK));
-    threadpool_run(pool, qmm_quad_matmul_task, &ctx,
-                   (int)((ctx.n + QMM_ROW_BLOCK - 1) / QMM_ROW_BLOCK));
+    // Each thread's blocks in order: a block's lone-token tiles prefetch past
+    // its end into the block the same thread runs next.
+    threadpool_run_shares(pool, qmm_quad_matmul_task, &ctx,
+                          (int)((ctx.n + QMM_ROW_BLOCK - 1) / QMM_ROW_BLOCK));
     mem_free(owned);
     return VLLMC_OK;
 }
@@ -249,7 +251,8 @@ enum vllmc_status qmm_run(const struct qmm_isa *isa, const struct op_call *c)
     struct threadpool *pool = op_call_pool(c);
     threadpool_run(pool, qmm_quantize_task, &ctx,
                    (int)((ctx.m + QMM_TOKEN_BLOCK - 1) / QMM_TOKEN_BLOCK));
-    threadpool_run(pool, qmm_matmul_task, &ctx, (int)((ctx.n + QMM_ROW_BLOCK - 1) / QMM_ROW_BLOCK));
+    threadpool_run_shares(pool, qmm_matmul_task, &ctx,
+                          (int)((ctx.n + QMM_ROW_BLOCK - 1) / QMM_ROW_BLOCK));
     mem_free(owned);
     return VLLMC_OK;
 }
