@@ -102,20 +102,20 @@ static bool cpu_has_f16c(void)
     return __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C);
 }
 
-// AMD family 19h (Zen 3 and Zen 4; only Zen 4 has AVX-512) executes 512-bit
-// operations in two 256-bit halves; family 1Ah (Zen 5) has full-width units.
-// The family is the base family plus the extended one (CPUID leaf 1, EAX bits
-// 8-11 and 20-27).
-static bool cpu_avx512_split(void)
+// The AMD family, 0 on other vendors: the base family plus the extended one
+// (CPUID leaf 1, EAX bits 8-11 and 20-27). Family 19h (Zen 3 and Zen 4; only
+// Zen 4 has AVX-512) executes 512-bit operations in two 256-bit halves;
+// family 1Ah (Zen 5) has full-width units.
+static unsigned cpu_amd_family(void)
 {
     unsigned a, b, c, d;
     if (!__get_cpuid(0, &a, &b, &c, &d) || b != signature_AMD_ebx || d != signature_AMD_edx ||
         c != signature_AMD_ecx || !__get_cpuid(1, &a, &b, &c, &d))
-        return false;
+        return 0;
     unsigned family = (a >> 8) & 0xf;
     if (family == 0xf)
         family += (a >> 20) & 0xff;
-    return family == 0x19;
+    return family;
 }
 #endif
 
@@ -131,7 +131,8 @@ static void cpu_table_build(void)
     features.avx512vl = __builtin_cpu_supports("avx512vl");
     features.avx512vnni = __builtin_cpu_supports("avx512vnni");
     features.avx512bf16 = __builtin_cpu_supports("avx512bf16");
-    features.avx512_split = features.avx512f && cpu_avx512_split();
+    features.avx512_split = features.avx512f && cpu_amd_family() == 0x19;
+    features.amd_zen5 = cpu_amd_family() == 0x1a;
 #endif
     bool has_avx2 = features.avx2 && features.fma && features.f16c;
     bool has_avx512 = has_avx2 && features.avx512f && features.avx512bw && features.avx512vl;

@@ -14,6 +14,10 @@ struct cpu_features {
     // there, converting 16-bit weights in every row tile costs more than
     // converting them once into an f32 panel (see matmul_tiled.c).
     bool avx512_split;
+    // AMD family 1Ah (Zen 5): full-width 512-bit units, on which a lone
+    // token's quantized rows read fastest 4 at a time (quant/qgemm.c); other
+    // CPUs read them faster as 16 streams.
+    bool amd_zen5;
 };
 
 const struct cpu_features *cpu_features_get(void);

@@ -16,6 +16,10 @@
 
 #define QGEMM_PREFETCH_TILES 2 // decode: how many 4-row tiles ahead to prefetch
 #define QGEMM_DECODE_RUNS 32   // decode: runs of panels a thread
+// The same through the 16-stream driver. On the Intel Xeon of bench/RESULTS.md,
+// Q8_0 / Q4_K_M tok/s at 1, 2, 4 and 8 runs: 49.8-52.6 / 77.8-82.8, 49.8-51.7 /
+// 74.5-78.2, 48.4-49.1 / 73.7-74.7, 45.1-45.7 / 68.8-69.7.
+#define QGEMM_DECODE16_RUNS 2
 #define QGEMM_STREAM_BYTES (2 << 20) // prefill outputs from this size bypass the caches
 
 static const struct qgemm_kernel *qgemm_find_kernel(const struct qgemm_isa *isa, enum dtype t)
@@ -225,10 +229,14 @@ static void qgemm_decode16(const struct qgemm_ctx *ctx, int64_t j0, int64_t j1)
     }
 }
 
-static bool qgemm_full_width_avx512(void)
+// A lone token's rows as 16 streams (qgemm_decode16) or 4 rows at a time:
+// the 16 streams won on Zen 4 (512-bit units in halves) and on an Intel Xeon
+// with AMX (family 6, model 167: Q8_0 decode 35 -> 49-52 tok/s, Q4_K_M
+// 61-63 -> 73-78, bench/RESULTS.md); on Zen 5 the 4-row kernel reads faster
+// (+3-13% for Q8_0 and Q4_K_M decode). Both compute a row the same way.
+static bool qgemm_decode_by_16(const struct qgemm_kernel *kern)
 {
-    const struct cpu_features *f = cpu_features_get();
-    return f->avx512f && !f->avx512_split;
+    return kern->gemv16 && !cpu_features_get()->amd_zen5;
 }
 
 static void qgemm_decode_task(void *p, int task, int thread)
@@ -242,11 +250,7 @@ static void qgemm_decode_task(void *p, int task, int thread)
     j1 = j1 < ctx->n ? j1 : ctx->n;
     const int T = (int)ctx->m;
     const size_t row_bytes = dtype_row_bytes(w->dtype, ctx->k);
-    // The 16-stream driver won on Zen 4, whose 512-bit units run in halves;
-    // on full-width AVX-512 (Zen 5) the 4-row kernel reads faster (+3-13%
-    // for Q8_0 and Q4_K_M decode, bench/RESULTS.md). Both compute a row the
-    // same way.
-    if (T == 1 && ctx->kern->gemv16 && !qgemm_full_width_avx512()) {
+    if (T == 1 && qgemm_decode_by_16(ctx->kern)) {
         qgemm_decode16(ctx, j0, j1);
         return;
     }
@@ -311,8 +315,12 @@ enum vllmc_status qgemm_run(const struct qgemm_isa *isa, const struct op_call *c
         // Runs of a panel or more, QGEMM_DECODE_RUNS a thread, each thread's
         // in order: the rows a run prefetches past its end are its thread's
         // next run's, so a thread's rows stream as one, and the small runs
-        // still let a fast thread take over a slow one's last rows.
-        int64_t n_runs = QGEMM_DECODE_RUNS * (int64_t)n_threads;
+        // still let a fast thread take over a slow one's last rows. The
+        // 16-stream driver reads a run as 16 streams of run / 16 rows, so it
+        // takes QGEMM_DECODE16_RUNS long runs a thread.
+        int64_t n_runs =
+            (ctx.m == 1 && qgemm_decode_by_16(ctx.kern) ? QGEMM_DECODE16_RUNS : QGEMM_DECODE_RUNS) *
+            (int64_t)n_threads;
         n_runs = n_runs < n_panels ? n_runs : n_panels;
         ctx.panels_per_task = (n_panels + n_runs - 1) / n_runs;
         n_runs = (n_panels + ctx.panels_per_task - 1) / ctx.panels_per_task;
