@@ -16,10 +16,11 @@
 
 #define QGEMM_PREFETCH_TILES 2 // decode: how many 4-row tiles ahead to prefetch
 #define QGEMM_DECODE_RUNS 32   // decode: runs of panels a thread
-// The same through the 16-stream driver. On the Intel Xeon of bench/RESULTS.md,
-// Q8_0 / Q4_K_M tok/s at 1, 2, 4 and 8 runs: 49.8-52.6 / 77.8-82.8, 49.8-51.7 /
-// 74.5-78.2, 48.4-49.1 / 73.7-74.7, 45.1-45.7 / 68.8-69.7.
-#define QGEMM_DECODE16_RUNS 2
+// The same when a run is read as several streams. On the Intel Xeon of
+// bench/RESULTS.md, through the 16-stream driver, Q8_0 / Q4_K_M tok/s at 1, 2,
+// 4 and 8 runs: 49.8-52.6 / 77.8-82.8, 49.8-51.7 / 74.5-78.2, 48.4-49.1 /
+// 73.7-74.7, 45.1-45.7 / 68.8-69.7.
+#define QGEMM_DECODE_LONG_RUNS 2
 #define QGEMM_STREAM_BYTES (2 << 20) // prefill outputs from this size bypass the caches
 
 static const struct qgemm_kernel *qgemm_find_kernel(const struct qgemm_isa *isa, enum dtype t)
@@ -40,6 +41,12 @@ bool qgemm_supports(const struct qgemm_isa *isa, const struct op_call *c)
            (!b || cpu_is_plain_float(b->dtype));
 }
 
+enum qgemm_decode_read {
+    QGEMM_READ_ONE, // one stream of 4-row tiles
+    QGEMM_READ_TWO, // two streams of 4-row tiles, a tile of each in turn
+    QGEMM_READ_16,  // 16 streams, a row of each per pass (qgemm_decode16)
+};
+
 struct qgemm_ctx {
     const struct qgemm_isa *isa;
     const struct qgemm_kernel *kern;
@@ -52,6 +59,7 @@ struct qgemm_ctx {
     int64_t panels_per_task;
     bool stream;         // whole panels' outputs bypass the caches (qgemm_store_fn)
     size_t row_bytes;    // decode: bytes of one token's activations
+    enum qgemm_decode_read read; // decode: how a run of rows is read
 };
 
 static void qgemm_quantize_task(void *p, int task, int thread)
@@ -229,14 +237,19 @@ static void qgemm_decode16(const struct qgemm_ctx *ctx, int64_t j0, int64_t j1)
     }
 }
 
-// A lone token's rows as 16 streams (qgemm_decode16) or 4 rows at a time:
-// the 16 streams won on Zen 4 (512-bit units in halves) and on an Intel Xeon
-// with AMX (family 6, model 167: Q8_0 decode 35 -> 49-52 tok/s, Q4_K_M
-// 61-63 -> 73-78, bench/RESULTS.md); on Zen 5 the 4-row kernel reads faster
-// (+3-13% for Q8_0 and Q4_K_M decode). Both compute a row the same way.
-static bool qgemm_decode_by_16(const struct qgemm_kernel *kern)
+// How a lone token's run of rows is read. On Zen 5 one stream of 4-row tiles
+// reads fastest (+3-13% over 16 streams for Q8_0 and Q4_K_M decode; 2 or 4
+// interleaved streams of tiles 0.93-1.03x). On Zen 4 (512-bit units in
+// halves) and on an Intel Xeon with AMX (family 6, model 167) more streams
+// win: 16 where the kernel has them (Xeon: Q8_0 decode 35 -> 49-52 tok/s,
+// Q4_K_M 61-63 -> 73-78), else two streams of tiles (Xeon: Q4_0 62-65 ->
+// 72 tok/s; 3, 4 and 6 streams 64-71). Calls of 2-4 tokens read one stream.
+// None of this changes how a row is computed.
+static enum qgemm_decode_read qgemm_decode_read_for(const struct qgemm_kernel *kern, int64_t m)
 {
-    return kern->gemv16 && !cpu_features_get()->amd_zen5;
+    if (m != 1 || cpu_features_get()->amd_zen5)
+        return QGEMM_READ_ONE;
+    return kern->gemv16 ? QGEMM_READ_16 : QGEMM_READ_TWO;
 }
 
 static void qgemm_decode_task(void *p, int task, int thread)
@@ -244,30 +257,38 @@ static void qgemm_decode_task(void *p, int task, int thread)
     (void)thread;
     const struct qgemm_ctx *ctx = p;
     const struct tensor *w = ctx->c->src[1];
-    // A run of panels: one stream of rows, prefetched ahead.
     int64_t j0 = (int64_t)task * ctx->panels_per_task * QGEMM_PANEL;
     int64_t j1 = j0 + ctx->panels_per_task * QGEMM_PANEL;
     j1 = j1 < ctx->n ? j1 : ctx->n;
     const int T = (int)ctx->m;
     const size_t row_bytes = dtype_row_bytes(w->dtype, ctx->k);
-    if (T == 1 && qgemm_decode_by_16(ctx->kern)) {
+    if (ctx->read == QGEMM_READ_16) {
         qgemm_decode16(ctx, j0, j1);
         return;
     }
+    // The run as n_streams streams of whole 4-row tiles, prefetched ahead:
+    // the t-th tile of each stream in turn.
+    const int n_streams = ctx->read == QGEMM_READ_TWO ? 2 : 1;
+    const int64_t n_tiles = (j1 - j0 + 3) / 4, per = (n_tiles + n_streams - 1) / n_streams;
     const size_t pf_ahead = QGEMM_PREFETCH_TILES * 4 * row_bytes;
-    qgemm_prefetch_start(tensor_row(w, j0), (size_t)(j1 - j0) * row_bytes, pf_ahead);
+    for (int s = 0; s < n_streams && s * per < n_tiles; s++)
+        qgemm_prefetch_start(tensor_row(w, j0 + 4 * s * per),
+                             (size_t)(j1 - j0 - 4 * s * per) * row_bytes, pf_ahead);
     const uint8_t *wr[4];
     float out[4 * QGEMM_GEMV_TOKENS];
-    for (int64_t j = j0; j < j1; j += 4) {
-        int R = j1 - j < 4 ? (int)(j1 - j) : 4;
-        // Short tiles repeat their last row: the same arithmetic, outputs dropped.
-        for (int r = 0; r < 4; r++)
-            wr[r] = tensor_row(w, j + (r < R ? r : R - 1));
-        ctx->kern->gemv(wr, ctx->act, ctx->row_bytes, T, ctx->k,
-                        (const uint8_t *)tensor_row(w, j) + pf_ahead, out);
-        for (int t = 0; t < T; t++)
-            for (int r = 0; r < R; r++)
-                ctx->y_rows[t][j + r] = out[4 * t + r] + qgemm_bias(ctx, j + r);
+    for (int64_t t = 0; t < per; t++) {
+        for (int s = 0; s < n_streams && s * per + t < n_tiles; s++) {
+            const int64_t j = j0 + 4 * (s * per + t);
+            int R = j1 - j < 4 ? (int)(j1 - j) : 4;
+            // Short tiles repeat their last row: the same arithmetic, outputs dropped.
+            for (int r = 0; r < 4; r++)
+                wr[r] = tensor_row(w, j + (r < R ? r : R - 1));
+            ctx->kern->gemv(wr, ctx->act, ctx->row_bytes, T, ctx->k,
+                            (const uint8_t *)tensor_row(w, j) + pf_ahead, out);
+            for (int i = 0; i < T; i++)
+                for (int r = 0; r < R; r++)
+                    ctx->y_rows[i][j + r] = out[4 * i + r] + qgemm_bias(ctx, j + r);
+        }
     }
 }
 
@@ -315,12 +336,12 @@ enum vllmc_status qgemm_run(const struct qgemm_isa *isa, const struct op_call *c
         // Runs of a panel or more, QGEMM_DECODE_RUNS a thread, each thread's
         // in order: the rows a run prefetches past its end are its thread's
         // next run's, so a thread's rows stream as one, and the small runs
-        // still let a fast thread take over a slow one's last rows. The
-        // 16-stream driver reads a run as 16 streams of run / 16 rows, so it
-        // takes QGEMM_DECODE16_RUNS long runs a thread.
-        int64_t n_runs =
-            (ctx.m == 1 && qgemm_decode_by_16(ctx.kern) ? QGEMM_DECODE16_RUNS : QGEMM_DECODE_RUNS) *
-            (int64_t)n_threads;
+        // still let a fast thread take over a slow one's last rows. Reads
+        // of several streams split a run between them, so they take
+        // QGEMM_DECODE_LONG_RUNS long runs a thread.
+        ctx.read = qgemm_decode_read_for(ctx.kern, ctx.m);
+        int64_t n_runs = (ctx.read == QGEMM_READ_ONE ? QGEMM_DECODE_RUNS : QGEMM_DECODE_LONG_RUNS) *
+                         (int64_t)n_threads;
         n_runs = n_runs < n_panels ? n_runs : n_panels;
         ctx.panels_per_task = (n_panels + n_runs - 1) / n_runs;
         n_runs = (n_panels + ctx.panels_per_task - 1) / ctx.panels_per_task;
