@@ -138,7 +138,7 @@ static void qgemm_panel_task(void *p, int task, int thread)
 {
     const struct qgemm_ctx *ctx = p;
     qgemm_panel_run(ctx, task, ctx->panels + (size_t)thread * ctx->panel_bytes);
-    if (ctx->stream)
+    if (ctx->stream) // the streamed lines reach memory before the threads meet
         ctx->isa->store_fence();
 }
 
