@@ -2,6 +2,7 @@
 // runs and for pools of 1..4 threads; thread ids stay in range; runs in
 // shares walk each thread's items in order.
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <string.h>
 
 #include "check.h"
@@ -13,15 +14,22 @@ struct count_ctx {
     int n_threads;
 };
 
+// Now and then an item is slow, so that in runs in shares the other threads
+// steal.
 static void count_task(void *p, int task, int thread)
 {
     struct count_ctx *ctx = p;
-    atomic_fetch_add(&ctx->hits[task], 1);
+    if (atomic_fetch_add(&ctx->hits[task], 1) == 0 && task % 7 == thread)
+        for (volatile int spin = 0; spin < 2000; spin++) {
+        }
     if (thread < 0 || thread >= ctx->n_threads)
         atomic_fetch_add(&ctx->bad_thread, 1);
 }
 
-static void run_many(int n_threads)
+// Back-to-back runs of 0..257 tasks through threadpool_run, or through
+// threadpool_run_shares (item counts around the share sizes): each task
+// exactly once.
+static void run_many(int n_threads, bool in_shares)
 {
     struct threadpool *pool = NULL;
     struct err err = {0};
@@ -31,10 +39,13 @@ static void run_many(int n_threads)
     ctx.n_threads = n_threads;
     int n_bad = 0;
     for (int run = 0; run < 3000; run++) {
-        int n_tasks = 1 + run % 257;
+        int n_tasks = run % 258;
         for (int i = 0; i < n_tasks; i++)
             atomic_store(&ctx.hits[i], 0);
-        threadpool_run(pool, count_task, &ctx, n_tasks);
+        if (in_shares)
+            threadpool_run_shares(pool, count_task, &ctx, n_tasks);
+        else
+            threadpool_run(pool, count_task, &ctx, n_tasks);
         for (int i = 0; i < n_tasks; i++)
             n_bad += atomic_load(&ctx.hits[i]) != 1;
     }
@@ -45,53 +56,23 @@ static void run_many(int n_threads)
 
 static void test_one_thread_inline(void)
 {
-    run_many(1);
+    run_many(1, false);
 }
 
 static void test_two_threads(void)
 {
-    run_many(2);
+    run_many(2, false);
 }
 
 static void test_four_threads(void)
 {
-    run_many(4);
-}
-
-// threadpool_run_shares: every item exactly once, for pools of 1..4 threads
-// and item counts around the share sizes, with an item now and then slow so
-// that the other threads steal.
-static void shares_task(void *p, int item, int thread)
-{
-    struct count_ctx *ctx = p;
-    if (atomic_fetch_add(&ctx->hits[item], 1) == 0 && item % 7 == thread)
-        for (volatile int spin = 0; spin < 2000; spin++) {
-        }
-    if (thread < 0 || thread >= ctx->n_threads)
-        atomic_fetch_add(&ctx->bad_thread, 1);
+    run_many(4, false);
 }
 
 static void test_shares_run_every_item_once(void)
 {
-    for (int n_threads = 1; n_threads <= 4; n_threads++) {
-        struct threadpool *pool = NULL;
-        struct err err = {0};
-        CHECK_EQ_INT(threadpool_create(n_threads, &pool, &err), VLLMC_OK);
-        static struct count_ctx ctx;
-        ctx.n_threads = n_threads;
-        int n_bad = 0;
-        for (int run = 0; run < 2000; run++) {
-            int n_items = run % 258;
-            for (int i = 0; i < n_items; i++)
-                atomic_store(&ctx.hits[i], 0);
-            threadpool_run_shares(pool, shares_task, &ctx, n_items);
-            for (int i = 0; i < n_items; i++)
-                n_bad += atomic_load(&ctx.hits[i]) != 1;
-        }
-        CHECK_EQ_INT(n_bad, 0);
-        CHECK_EQ_INT(atomic_load(&ctx.bad_thread), 0);
-        threadpool_free(pool);
-    }
+    for (int n_threads = 1; n_threads <= 4; n_threads++)
+        run_many(n_threads, true);
 }
 
 // The order: a worker that takes an item holds it until every other item is

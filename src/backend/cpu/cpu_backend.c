@@ -131,8 +131,9 @@ static void cpu_table_build(void)
     features.avx512vl = __builtin_cpu_supports("avx512vl");
     features.avx512vnni = __builtin_cpu_supports("avx512vnni");
     features.avx512bf16 = __builtin_cpu_supports("avx512bf16");
-    features.avx512_split = features.avx512f && cpu_amd_family() == 0x19;
-    features.amd_zen5 = cpu_amd_family() == 0x1a;
+    unsigned amd_family = cpu_amd_family();
+    features.avx512_split = features.avx512f && amd_family == 0x19;
+    features.amd_zen5 = amd_family == 0x1a;
 #endif
     bool has_avx2 = features.avx2 && features.fma && features.f16c;
     bool has_avx512 = has_avx2 && features.avx512f && features.avx512bw && features.avx512vl;
