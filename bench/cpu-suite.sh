@@ -85,6 +85,10 @@ throughput q06-bf16 "" 1 8 32
 echo
 echo "commit $(git -C "$(dirname "$0")" log --oneline -1 2>/dev/null | cut -c1-60)"
 echo "load average: $(cut -d' ' -f1-3 /proc/loadavg); log: $LOG"
+# The llama.cpp figures were measured on an AMD Zen 5 machine of this kind;
+# on another CPU the "vs llama.cpp" columns compare across machines.
+echo "cpu: $(awk -F': ' '/^model name/ { m = $2 } /^cpu family/ { f = $2 } /^model\t/ { n = $2 }
+    END { print m ", family " f ", model " n }' /proc/cpuinfo), $(nproc) CPUs"
 echo
 echo "| weights | pp$PP tok/s | vs llama.cpp | tg$TG tok/s | vs llama.cpp | decode: bytes/s of the read bandwidth | CPU share |"
 echo "| --- | ---: | ---: | ---: | ---: | --- | --- |"
