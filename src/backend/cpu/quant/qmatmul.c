@@ -251,8 +251,7 @@ enum vllmc_status qmm_run(const struct qmm_isa *isa, const struct op_call *c)
     struct threadpool *pool = op_call_pool(c);
     threadpool_run(pool, qmm_quantize_task, &ctx,
                    (int)((ctx.m + QMM_TOKEN_BLOCK - 1) / QMM_TOKEN_BLOCK));
-    threadpool_run_shares(pool, qmm_matmul_task, &ctx,
-                          (int)((ctx.n + QMM_ROW_BLOCK - 1) / QMM_ROW_BLOCK));
+    threadpool_run(pool, qmm_matmul_task, &ctx, (int)((ctx.n + QMM_ROW_BLOCK - 1) / QMM_ROW_BLOCK));
     mem_free(owned);
     return VLLMC_OK;
 }
