@@ -751,6 +751,100 @@ ALWAYS_INLINE void q4_0_gemv_t(const int T, const uint8_t *const *w, const uint8
         _mm_storeu_ps(out + 4 * t, acc[t]);
 }
 
+// ---- decode of a lone Q4_0 token over 16 rows, a row in each float lane ----
+
+// The d of block i of 16 rows (q4_0_gemv_t's words 0, 9, 18, 27 of x): for
+// rows 2q and 2q + 1, word 2q + h of the result takes block 0's (2's) d of
+// row 2q + h, word 16 + 2q + h block 1's (3's).
+static const uint16_t q4_0_d16_words01[32] = {0,  32, 0,  32, 0,  32, 0,  32, 0,  32, 0,
+                                              32, 0,  32, 0,  32, 9,  41, 9,  41, 9,  41,
+                                              9,  41, 9,  41, 9,  41, 9,  41, 9,  41};
+static const uint16_t q4_0_d16_words23[32] = {18, 50, 18, 50, 18, 50, 18, 50, 18, 50, 18,
+                                              50, 18, 50, 18, 50, 27, 59, 27, 59, 27, 59,
+                                              27, 59, 27, 59, 27, 59, 27, 59, 27, 59};
+
+// Q4_0: per block j of each row, acc = fma(float(isum_j - 8 qsum_j), d_j * ad_j,
+// acc), as q4_0_gemv_t and the tile compute it. Each 4-row group's sums come
+// out as q4_0_gemv_t's [block][row] lanes, and a transpose of their 128-bit
+// lanes makes one vector of 16 rows per block. The rows are 16 streams read
+// side by side (qgemm_decode16), where the 4-row kernel reads 4 at a time.
+static void q4_0_gemv16(const uint8_t *const *w, const uint8_t *a, int64_t k,
+                        const uint8_t *const *pf, float *out)
+{
+    const struct row_act ra = row_act_at(a, k);
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    const __m512i qs_words = _mm512_loadu_si512(q4_0_qs_words);
+    const __m512i dw01 = _mm512_loadu_si512(q4_0_d16_words01);
+    const __m512i dw23 = _mm512_loadu_si512(q4_0_d16_words23);
+    const size_t step = 4 * sizeof(struct block_q4_0);
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t c = 0; c < k / 128; c++) {
+        if (pf) // the same 72 bytes of each next row: 2 points, no line between
+            for (int r = 0; r < QGEMM_GEMV16_ROWS; r++) {
+                const char *q = (const char *)pf[r] + (size_t)c * step;
+                _mm_prefetch(q, _MM_HINT_T1);
+                _mm_prefetch(q + step - 1, _MM_HINT_T1);
+            }
+        const int64_t j = 4 * c;
+        const size_t off = (size_t)j * sizeof(struct block_q4_0);
+        __m512i z0 = _mm512_loadu_si512(ra.q + 128 * c);
+        __m512i z1 = _mm512_loadu_si512(ra.q + 128 * c + 64);
+        // Per 128-bit lane i: values 0-15 (a_lo) and 16-31 (a_hi) of block j + i.
+        const __m512i a_lo = _mm512_shuffle_i64x2(z0, z1, 0x88);
+        const __m512i a_hi = _mm512_shuffle_i64x2(z0, z1, 0xDD);
+        __m512i d01 = dw01, d23 = dw23; // the index words become the d words, pair by pair
+        __m512i grp[4];                 // lane 4i + r: block j + i of row 4g + r
+        UNROLL
+        for (int g = 0; g < 4; g++) {
+            __m512i v[4], x[4];
+            UNROLL
+            for (int r = 0; r < 4; r++) {
+                const uint8_t *p = w[4 * g + r] + off;
+                x[r] = _mm512_loadu_si512(p);
+                __m512i y = _mm512_maskz_loadu_epi16(0xF, p + 64); // the row may end at byte 72
+                __m512i q = _mm512_permutex2var_epi16(x[r], qs_words, y);
+                __m512i lo = _mm512_and_si512(q, m4);
+                __m512i hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
+                v[r] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, a_lo),
+                                           hi, a_hi);
+            }
+            UNROLL
+            for (int h = 0; h < 2; h++) {
+                const int q = 2 * g + h;
+                const __mmask32 mq = (__mmask32)(0x00030003u << (2 * q));
+                d01 = _mm512_mask2_permutex2var_epi16(x[2 * h], d01, mq, x[2 * h + 1]);
+                d23 = _mm512_mask2_permutex2var_epi16(x[2 * h], d23, mq, x[2 * h + 1]);
+            }
+            grp[g] = sum_quad(sum_pair(v[0], v[1]), sum_pair(v[2], v[3]));
+        }
+        // 128-bit lane i of grp[g] into lane g of s[i].
+        const __m512i t0 = _mm512_shuffle_i64x2(grp[0], grp[1], 0x44);
+        const __m512i t1 = _mm512_shuffle_i64x2(grp[0], grp[1], 0xEE);
+        const __m512i t2 = _mm512_shuffle_i64x2(grp[2], grp[3], 0x44);
+        const __m512i t3 = _mm512_shuffle_i64x2(grp[2], grp[3], 0xEE);
+        const __m512i s[4] = {
+            _mm512_shuffle_i64x2(t0, t2, 0x88),
+            _mm512_shuffle_i64x2(t0, t2, 0xDD),
+            _mm512_shuffle_i64x2(t1, t3, 0x88),
+            _mm512_shuffle_i64x2(t1, t3, 0xDD),
+        };
+        const __m512 wd[4] = {
+            _mm512_cvtph_ps(_mm512_castsi512_si256(d01)),
+            _mm512_cvtph_ps(_mm512_extracti64x4_epi64(d01, 1)),
+            _mm512_cvtph_ps(_mm512_castsi512_si256(d23)),
+            _mm512_cvtph_ps(_mm512_extracti64x4_epi64(d23, 1)),
+        };
+        UNROLL
+        for (int i = 0; i < 4; i++) {
+            // The nibbles are q + 8: drop 8 * sum(q).
+            __m512i si = _mm512_sub_epi32(s[i], _mm512_set1_epi32(ra.qsum[j + i] << 3));
+            __m512 pd = _mm512_mul_ps(wd[i], _mm512_set1_ps(ra.d[j + i]));
+            acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(si), pd, acc);
+        }
+    }
+    _mm512_storeu_ps(out, acc);
+}
+
 // The 16 header bytes (d, dmin, 12 scale bytes) of 4 Q4_K super-blocks,
 // decoded together as q4k_scales does one: sc[h] lane 4i + r = row r's
 // d * scale of sub-block 4h + i, mn[h] the same of -dmin * min.
@@ -1172,7 +1266,7 @@ static void store_fence(void)
 
 static const struct qgemm_kernel kernels[] = {
     {DTYPE_Q8_0, 128, 128, 32, q8_0_unpack, tile_32, q8_0_gemv, q8_0_gemv16},
-    {DTYPE_Q4_0, 128, 8, 32, q4_0_unpack, tile_32, q4_0_gemv, NULL},
+    {DTYPE_Q4_0, 128, 8, 32, q4_0_unpack, tile_32, q4_0_gemv, q4_0_gemv16},
     {DTYPE_Q4_K, QK_K, 0, 32, q4_k_unpack, tile_32_min, q4_k_gemv, q4_k_gemv16},
     {DTYPE_Q6_K, QK_K, 32, 16, q6_k_unpack, tile_16, q6_k_gemv, NULL},
 };

@@ -242,8 +242,9 @@ static void qgemm_decode16(const struct qgemm_ctx *ctx, int64_t j0, int64_t j1)
 // interleaved streams of tiles 0.93-1.03x). On Zen 4 (512-bit units in
 // halves) and on an Intel Xeon with AMX (family 6, model 167) more streams
 // win: 16 where the kernel has them (Xeon: Q8_0 decode 35 -> 49-52 tok/s,
-// Q4_K_M 61-63 -> 73-78), else two streams of tiles (Xeon: Q4_0 62-65 ->
-// 72 tok/s; 3, 4 and 6 streams 64-71). Calls of 2-4 tokens read one stream.
+// Q4_K_M 61-63 -> 73-78, Q4_0 66 -> 77-78, where two streams of 4-row tiles
+// had taken it from 62-65 to 72; 3, 4 and 6 streams 64-71), else two streams
+// of tiles (Q6_K). Calls of 2-4 tokens read one stream.
 // None of this changes how a row is computed.
 static enum qgemm_decode_read qgemm_decode_read_for(const struct qgemm_kernel *kern, int64_t m)
 {
