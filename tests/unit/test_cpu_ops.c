@@ -508,7 +508,7 @@ static struct backend *cpu_backend(int n_threads, const char *disable)
 // between parts), a lone row in one pass.
 static void check_matmul_batch_invariance(int64_t K, int M, int N, const char *disable)
 {
-    enum { M_MAX = 150, N_MAX = 1030, K_MAX = 3100 };
+    enum { M_MAX = 150, N_MAX = 1040, K_MAX = 3100 };
     static float x[M_MAX * K_MAX], w[N_MAX * K_MAX], y1[N_MAX], y7[M_MAX * N_MAX];
     static uint16_t wh[N_MAX * K_MAX], wf16[N_MAX * K_MAX];
     unsigned seed = 11;
@@ -557,10 +557,19 @@ static void test_matmul_batch_invariance(void)
     check_matmul_batch_invariance(256, 3, 1030, "");
     check_matmul_batch_invariance(3100, 70, 67, ""); // k in 3 parts, the last with a tail
     check_matmul_batch_invariance(3072, 9, 67, "");
+    // Shapes cpu-amx-bf16 takes where the CPU has AMX (n a multiple of 16, k
+    // of 32): a lone row goes through panels of 16 streams (N = 80: one
+    // panel of 5 rows a stream; N = 1040: four of 16 and one of 1), a batch
+    // through 16 x 16 tiles (M = 150: two blocks of tokens, the last with a
+    // 6-token tile; N = 80 ends with one weight tile).
+    check_matmul_batch_invariance(256, 7, 64, "");
+    check_matmul_batch_invariance(1024, 150, 80, "");
+    check_matmul_batch_invariance(3072, 37, 48, "");
+    check_matmul_batch_invariance(96, 20, 1040, "");
     // The next providers in line (AVX2 where the CPU has AVX-512 and AVX512_BF16).
-    check_matmul_batch_invariance(256, 7, 67, "cpu-avx512,cpu-avx512bf16");
-    check_matmul_batch_invariance(256, 150, 67, "cpu-avx512,cpu-avx512bf16");
-    check_matmul_batch_invariance(1100, 7, 77, "cpu-avx512,cpu-avx512bf16");
+    check_matmul_batch_invariance(256, 7, 67, "cpu-avx512,cpu-avx512bf16,cpu-amx-bf16");
+    check_matmul_batch_invariance(256, 150, 67, "cpu-avx512,cpu-avx512bf16,cpu-amx-bf16");
+    check_matmul_batch_invariance(1100, 7, 77, "cpu-avx512,cpu-avx512bf16,cpu-amx-bf16");
 }
 
 // A query alone gives the same row as inside a 3-sequence batch. With an f32

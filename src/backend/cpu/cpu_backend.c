@@ -11,6 +11,7 @@
 #include <string.h>
 #if defined(__linux__)
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 #endif
 
@@ -31,6 +32,7 @@ enum cpu_need {
     CPU_NEED_AVX512,      // the above + AVX-512 F/BW/VL
     CPU_NEED_AVX512_VNNI, // the above + AVX-512 VNNI
     CPU_NEED_AVX512_BF16, // AVX512 + AVX512_BF16
+    CPU_NEED_AMX_BF16,    // AVX512 + AVX512_BF16 + AMX-TILE + AMX-BF16, leave granted
 };
 
 struct cpu_provider_entry {
@@ -71,6 +73,8 @@ static const struct cpu_provider_entry cpu_provider_table[] = {
     // bf16 weights with bf16 dot products (x rounded to bf16, a BF16 model's
     // own precision), priority 65: the default for bf16 weights (see its file).
     {&cpu_avx512bf16_matmul, CPU_NEED_AVX512_BF16},
+    // The same on AMX tiles, priority 66, where the CPU has them (see its file).
+    {&cpu_amx_bf16_matmul, CPU_NEED_AMX_BF16},
 #ifdef VLLMC_HAVE_OPENBLAS
     // OpenBLAS sgemm, priority 40, m >= CPU_BLAS_MIN_M only: not batch-invariant,
     // so it ranks below the kernels above and serves when they are disabled.
@@ -117,6 +121,22 @@ static unsigned cpu_amd_family(void)
         family += (a >> 20) & 0xff;
     return family;
 }
+
+// AMX-TILE and AMX-BF16 (CPUID leaf 7, EDX bits 24 and 22), and the kernel's
+// leave for this process to use the 8 KiB tile state: Linux asks for it
+// once (arch_prctl ARCH_REQ_XCOMP_PERM of XFEATURE_XTILEDATA); without it
+// the first tile instruction faults.
+static bool cpu_amx_bf16_usable(void)
+{
+    unsigned a, b, c, d;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || !(d & (1u << 24)) || !(d & (1u << 22)))
+        return false;
+#ifdef __linux__
+    return syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */, 18 /* XTILEDATA */) == 0;
+#else
+    return false;
+#endif
+}
 #endif
 
 static void cpu_table_build(void)
@@ -134,6 +154,7 @@ static void cpu_table_build(void)
     unsigned amd_family = cpu_amd_family();
     features.avx512_split = features.avx512f && amd_family == 0x19;
     features.amd_zen5 = amd_family == 0x1a;
+    features.amx_bf16 = features.avx512bf16 && cpu_amx_bf16_usable();
 #endif
     bool has_avx2 = features.avx2 && features.fma && features.f16c;
     bool has_avx512 = has_avx2 && features.avx512f && features.avx512bw && features.avx512vl;
@@ -141,7 +162,8 @@ static void cpu_table_build(void)
         enum cpu_need need = cpu_provider_table[i].need;
         if ((need == CPU_NEED_AVX2 && !has_avx2) || (need == CPU_NEED_AVX512 && !has_avx512) ||
             (need == CPU_NEED_AVX512_VNNI && !(has_avx512 && features.avx512vnni)) ||
-            (need == CPU_NEED_AVX512_BF16 && !(has_avx512 && features.avx512bf16)))
+            (need == CPU_NEED_AVX512_BF16 && !(has_avx512 && features.avx512bf16)) ||
+            (need == CPU_NEED_AMX_BF16 && !(has_avx512 && features.amx_bf16)))
             continue;
         enabled_providers[n_enabled_providers++] = cpu_provider_table[i].provider;
     }

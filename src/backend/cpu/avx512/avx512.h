@@ -11,6 +11,7 @@
 
 extern const struct op_provider cpu_avx512_matmul;
 extern const struct op_provider cpu_avx512bf16_matmul; // needs AVX512_BF16 too
+extern const struct op_provider cpu_amx_bf16_matmul;   // needs AMX-TILE and AMX-BF16 too
 extern const struct op_provider cpu_avx512_attention;
 
 #ifdef __AVX512F__

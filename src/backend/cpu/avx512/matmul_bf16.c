@@ -3,8 +3,9 @@
 // bf16 once per call, as llama.cpp and Hugging Face transformers run a BF16
 // checkpoint: about 2e-6 NMSE against cpu-ref (parity_bar), logits within
 // bf16 rounding of a float64 reference. It is the default for bf16 weights
-// (priority 65, above cpu-avx512); VLLMC_OP_PROVIDER_DISABLE=cpu-avx512bf16
-// gives fp32 activations back. Every m, m = 1 included, runs the same
+// (priority 65, above cpu-avx512; cpu-amx-bf16 ranks above it where the CPU
+// has AMX); VLLMC_OP_PROVIDER_DISABLE=cpu-avx512bf16,cpu-amx-bf16 gives fp32
+// activations back. Every m, m = 1 included, runs the same
 // per-element sequence, so it is batch-invariant too.
 #include <immintrin.h>
 
