@@ -122,17 +122,22 @@ static unsigned cpu_amd_family(void)
     return family;
 }
 
-// AMX-TILE and AMX-BF16 (CPUID leaf 7, EDX bits 24 and 22), and the kernel's
-// leave for this process to use the 8 KiB tile state: Linux asks for it
-// once (arch_prctl ARCH_REQ_XCOMP_PERM of XFEATURE_XTILEDATA); without it
-// the first tile instruction faults.
-static bool cpu_amx_bf16_usable(void)
+// AMX-TILE (CPUID leaf 7, EDX bit 24) and the kernel's leave for this
+// process to use the 8 KiB tile state: Linux asks for it once (arch_prctl
+// ARCH_REQ_XCOMP_PERM of XFEATURE_XTILEDATA); without it the first tile
+// instruction faults. *bf16 and *int8: AMX-BF16 and AMX-INT8 (bits 22, 25).
+static bool cpu_amx_usable(bool *bf16, bool *int8)
 {
     unsigned a, b, c, d;
-    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || !(d & (1u << 24)) || !(d & (1u << 22)))
+    *bf16 = *int8 = false;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || !(d & (1u << 24)))
         return false;
 #ifdef __linux__
-    return syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */, 18 /* XTILEDATA */) == 0;
+    if (syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */, 18 /* XTILEDATA */) != 0)
+        return false;
+    *bf16 = d & (1u << 22);
+    *int8 = d & (1u << 25);
+    return true;
 #else
     return false;
 #endif
@@ -154,7 +159,11 @@ static void cpu_table_build(void)
     unsigned amd_family = cpu_amd_family();
     features.avx512_split = features.avx512f && amd_family == 0x19;
     features.amd_zen5 = amd_family == 0x1a;
-    features.amx_bf16 = features.avx512bf16 && cpu_amx_bf16_usable();
+    bool amx_bf16, amx_int8;
+    if (cpu_amx_usable(&amx_bf16, &amx_int8)) {
+        features.amx_bf16 = features.avx512bf16 && amx_bf16;
+        features.amx_int8 = features.avx512vnni && amx_int8;
+    }
 #endif
     bool has_avx2 = features.avx2 && features.fma && features.f16c;
     bool has_avx512 = has_avx2 && features.avx512f && features.avx512bw && features.avx512vl;

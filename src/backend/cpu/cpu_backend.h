@@ -18,9 +18,9 @@ struct cpu_features {
     // token's quantized rows read fastest 4 at a time (quant/qgemm.c); other
     // CPUs read them faster as 16 streams.
     bool amd_zen5;
-    // AMX tiles with bf16 products (Intel Xeon from Sapphire Rapids on), and
-    // the kernel's leave to use their state (arch_prctl, Linux 5.16 on).
-    bool amx_bf16;
+    // AMX tiles with bf16 and int8 products (Intel Xeon from Sapphire Rapids
+    // on), and the kernel's leave to use their state (arch_prctl, Linux 5.16 on).
+    bool amx_bf16, amx_int8;
 };
 
 const struct cpu_features *cpu_features_get(void);

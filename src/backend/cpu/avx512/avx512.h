@@ -140,6 +140,41 @@ avx512_store_rows(const int R, const int C, const __m512 *sums, float *const *y,
     }
 }
 
+// 16 x 16 floats: r[i] lane j -> r[j] lane i.
+static inline __attribute__((always_inline)) void avx512_transpose16(__m512 r[16])
+{
+    __m512 t[16];
+    for (int i = 0; i < 16; i += 2) {
+        t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+        t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+    }
+    // Per 128-bit lane L, rows a..d = 4g..4g + 3: t[4g] = [a0 b0 a1 b1],
+    // t[4g + 1] = [a2 b2 a3 b3], the same of c, d in t[4g + 2], t[4g + 3];
+    // r[4g + e] = [a_e b_e c_e d_e], element e of the lane (column 4L + e).
+    for (int g = 0; g < 16; g += 4) {
+        const __m512d t0 = _mm512_castps_pd(t[g]), t1 = _mm512_castps_pd(t[g + 1]);
+        const __m512d t2 = _mm512_castps_pd(t[g + 2]), t3 = _mm512_castps_pd(t[g + 3]);
+        r[g] = _mm512_castpd_ps(_mm512_unpacklo_pd(t0, t2));
+        r[g + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(t0, t2));
+        r[g + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(t1, t3));
+        r[g + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(t1, t3));
+    }
+    // Column 4L + e is lane L of r[e], r[4 + e], r[8 + e], r[12 + e] (rows
+    // 0-3, 4-7, 8-11, 12-15): a 4 x 4 transpose of 128-bit lanes per e.
+    for (int i = 0; i < 4; i++) {
+        t[i] = _mm512_shuffle_f32x4(r[i], r[4 + i], 0x88);
+        t[4 + i] = _mm512_shuffle_f32x4(r[i], r[4 + i], 0xDD);
+        t[8 + i] = _mm512_shuffle_f32x4(r[8 + i], r[12 + i], 0x88);
+        t[12 + i] = _mm512_shuffle_f32x4(r[8 + i], r[12 + i], 0xDD);
+    }
+    for (int i = 0; i < 4; i++) {
+        r[i] = _mm512_shuffle_f32x4(t[i], t[8 + i], 0x88);
+        r[8 + i] = _mm512_shuffle_f32x4(t[i], t[8 + i], 0xDD);
+        r[4 + i] = _mm512_shuffle_f32x4(t[4 + i], t[12 + i], 0x88);
+        r[12 + i] = _mm512_shuffle_f32x4(t[4 + i], t[12 + i], 0xDD);
+    }
+}
+
 #endif
 
 #endif

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "backend/cpu/avx512/kquant_avx512.h"
+#include "backend/cpu/avx512/qgemm_amx.h"
 #include "backend/cpu/quant/blocks.h"
 #include "backend/cpu/quant/qgemm.h"
 
@@ -1265,10 +1266,11 @@ static void store_fence(void)
 // ---- the provider ----
 
 static const struct qgemm_kernel kernels[] = {
-    {DTYPE_Q8_0, 128, 128, 32, q8_0_unpack, tile_32, q8_0_gemv, q8_0_gemv16},
-    {DTYPE_Q4_0, 128, 8, 32, q4_0_unpack, tile_32, q4_0_gemv, q4_0_gemv16},
-    {DTYPE_Q4_K, QK_K, 0, 32, q4_k_unpack, tile_32_min, q4_k_gemv, q4_k_gemv16},
-    {DTYPE_Q6_K, QK_K, 32, 16, q6_k_unpack, tile_16, q6_k_gemv, NULL},
+    {DTYPE_Q8_0, 128, 128, 32, q8_0_unpack, tile_32, q8_0_gemv, q8_0_gemv16, qgemm_amx_tile_32},
+    {DTYPE_Q4_0, 128, 8, 32, q4_0_unpack, tile_32, q4_0_gemv, q4_0_gemv16, qgemm_amx_tile_32},
+    {DTYPE_Q4_K, QK_K, 0, 32, q4_k_unpack, tile_32_min, q4_k_gemv, q4_k_gemv16,
+     qgemm_amx_tile_32_min},
+    {DTYPE_Q6_K, QK_K, 32, 16, q6_k_unpack, tile_16, q6_k_gemv, NULL, qgemm_amx_tile_16},
 };
 
 const struct qgemm_isa qgemm_isa_avx512 = {

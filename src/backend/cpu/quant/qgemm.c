@@ -50,6 +50,7 @@ enum qgemm_decode_read {
 struct qgemm_ctx {
     const struct qgemm_isa *isa;
     const struct qgemm_kernel *kern;
+    qgemm_tile_fn tile; // kern's tile, on AMX tiles where the CPU has them
     const struct op_call *c;
     int64_t m, n, k;
     float **y_rows;      // [m] the dst rows
@@ -123,7 +124,7 @@ static void qgemm_panel_run(const struct qgemm_ctx *ctx, int64_t p, uint8_t *pan
         // the fill buffers the tile's own loads need, and the stores drain
         // while the next tile runs. Without them a 512 x 3072 x 1024 Q4_0
         // product runs 10% faster on one core (9.8 against 10.8 ms).
-        ctx->kern->tile(panel, k, G, a, out, pf, pf_bytes);
+        ctx->tile(panel, k, G, a, out, pf, pf_bytes);
         pf_bytes = 0;
         float *y[QGEMM_LANES * QGEMM_GROUPS];
         for (int c = 0; c < C; c++)
@@ -317,6 +318,8 @@ enum vllmc_status qgemm_run(const struct qgemm_isa *isa, const struct op_call *c
     if (!ctx.kern)
         return op_fail(c, VLLMC_ERR_UNSUPPORTED, "%s: no kernel for %s", isa->name,
                        dtype_name(c->src[1]->dtype));
+    ctx.tile =
+        ctx.kern->tile_amx && cpu_features_get()->amx_int8 ? ctx.kern->tile_amx : ctx.kern->tile;
     if (ctx.m == 0 || ctx.n == 0)
         return VLLMC_OK;
     struct threadpool *pool = op_call_pool(c);

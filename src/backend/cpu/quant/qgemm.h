@@ -110,6 +110,7 @@ struct qgemm_kernel {
     qgemm_tile_fn tile; // for the type's scale block and min
     qgemm_gemv_fn gemv;
     qgemm_gemv16_fn gemv16; // optional: a lone token takes it over gemv
+    qgemm_tile_fn tile_amx; // optional: tile's bits on AMX-INT8, where the CPU has it
 };
 
 struct qgemm_isa {

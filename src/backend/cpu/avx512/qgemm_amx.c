@@ -1,0 +1,150 @@
+// The token-lane quantized tile (qgemm.h's qgemm_tile_fn) on the AMX tile
+// unit: where the CPU has AMX-INT8, prefill and batched decode of Q8_0,
+// Q4_0, Q4_K and Q6_K run their integer dot products as TDPBUSD, 16 panel
+// rows x 16 tokens x one weight scale block per instruction, instead of 64
+// products per vpdpbusd.
+//
+// The operands need no new layout. A panel row is the unsigned bytes
+// w_i + zp (qgemm_unpack_fn), so 16 rows of one scale block (SUB bytes each,
+// a panel row pitch apart) are the A tile; a token group's q section is
+// [k / 4][16 tokens][4], which is the B tile's own layout (a row: 4
+// consecutive values of each of 16 tokens). C [16 rows][16 tokens] int32 is
+// then exactly the sum the lanes tile (qgemm_avx512.c's lanes_tile) builds
+// with vpdpbusd; after it the float steps are that tile's, element for
+// element, in the same block order:
+//     ia  = C + corr_j                      (int32, exact)
+//     acc = fma(float(ia), ws_j * d_b, acc)
+//     acc = fma(wm_j, asum_b, acc)          (types with a min)
+// so every output has the bits of the other tile and of the decode kernels
+// (test_qmatmul's batch invariance holds across them).
+#include <immintrin.h>
+#include <string.h>
+
+#include "backend/cpu/avx512/avx512.h"
+#include "backend/cpu/avx512/qgemm_amx.h"
+#include "backend/cpu/quant/qgemm.h"
+
+#define ALWAYS_INLINE static inline __attribute__((always_inline))
+
+struct amx_config {
+    uint8_t palette, start_row, reserved[14];
+    uint16_t colsb[16];
+    uint8_t rows[16];
+};
+
+// Tiles: C 0 / 1 (16 rows x 16 int32), A 4 / 5 (16 rows x SUB bytes), B 6 / 7
+// (SUB / 4 rows x 64 bytes), the two sets alternating by block so that one
+// block's products run while the previous block's sums are scaled. ldtilecfg
+// takes the whole block as its operand (GCC 12's _tile_loadconfig names
+// only its first 8 bytes; see matmul_bf16_amx.c).
+static void amx_configure(int sub)
+{
+    struct amx_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.palette = 1;
+    for (int t = 0; t < 2; t++) {
+        cfg.rows[t] = 16;
+        cfg.colsb[t] = 64;
+        cfg.rows[4 + t] = 16;
+        cfg.colsb[4 + t] = (uint16_t)sub;
+        cfg.rows[6 + t] = (uint8_t)(sub / 4);
+        cfg.colsb[6 + t] = 64;
+    }
+    __asm__ volatile("ldtilecfg %0" : : "m"(cfg));
+}
+
+// Block j's integer sums into C tile CT from A tile AT and B tile BT.
+#define AMX_ISSUE(CT, AT, BT, j)                                                                   \
+    do {                                                                                           \
+        _tile_zero(CT);                                                                            \
+        _tile_loadd(AT, panel + (size_t)(j)*SUB, prb);                                             \
+        _tile_loadd(BT, q + (size_t)(j)*16 * SUB, 64);                                             \
+        _tile_dpbusd(CT, AT, BT);                                                                  \
+    } while (0)
+
+// Block j's sums in ci [16 rows][16 tokens] into the 16 rows' accumulators.
+ALWAYS_INLINE void amx_scale(const int SUB, const bool has_min, const int32_t *ci, int64_t j,
+                             const int32_t *corr, const float *ad, const float *as,
+                             const float *const *ws, const float *const *wm, __m512 acc[16])
+{
+    const int64_t b = j * SUB / 32; // the activation block
+    const __m512i c = _mm512_load_si512(corr + 16 * j);
+    const __m512 D = _mm512_load_ps(ad + 16 * b);
+    const __m512 AS = has_min ? _mm512_load_ps(as + 16 * b) : _mm512_setzero_ps();
+#pragma GCC unroll 16
+    for (int r = 0; r < 16; r++) {
+        __m512i ia = _mm512_add_epi32(_mm512_load_si512(ci + 16 * r), c);
+        acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia), _mm512_mul_ps(_mm512_set1_ps(ws[r][j]), D),
+                                 acc[r]);
+        if (has_min)
+            acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(wm[r][j]), AS, acc[r]);
+    }
+}
+
+ALWAYS_INLINE void amx_tile(const int SUB, const bool has_min, const uint8_t *panel, int64_t k,
+                            int n_groups, const uint8_t *const *a, float *out, const uint8_t *pf,
+                            size_t pf_bytes)
+{
+    const size_t prb = qgemm_panel_row_bytes(k);
+    const float *ws[16], *wm[16];
+    for (int r = 0; r < 16; r++) {
+        ws[r] = (const float *)(panel + (size_t)r * prb + qgemm_panel_ws_off(k));
+        wm[r] = (const float *)(panel + (size_t)r * prb + qgemm_panel_wm_off(k));
+    }
+    // The next panel's rows into L2, a few lines a block, spread over the run.
+    const int64_t steps = k / SUB;
+    const size_t per_step =
+        ((pf_bytes + 63) / 64 + (size_t)(steps * n_groups) - 1) / (size_t)(steps * n_groups);
+    const char *pf_at = (const char *)pf, *pf_end = (const char *)pf + pf_bytes;
+    int32_t ci[2][256] __attribute__((aligned(64)));
+    amx_configure(SUB);
+    for (int g = 0; g < n_groups; g++) {
+        const uint8_t *q = a[g];
+        const float *ad = (const float *)(a[g] + qgemm_group_d_off(k));
+        const float *as = (const float *)(a[g] + qgemm_group_asum_off(k));
+        const int32_t *corr = (const int32_t *)(a[g] + qgemm_group_corr_off(k));
+        __m512 acc[16];
+        for (int r = 0; r < 16; r++)
+            acc[r] = _mm512_setzero_ps();
+        AMX_ISSUE(0, 4, 6, 0);
+        for (int64_t j = 0; j < steps; j += 2) {
+            for (size_t i = 0; i < 2 * per_step && pf_at < pf_end; i++, pf_at += 64)
+                _mm_prefetch(pf_at, _MM_HINT_T1);
+            if (j + 1 < steps)
+                AMX_ISSUE(1, 5, 7, j + 1);
+            _tile_stored(0, ci[0], 64);
+            amx_scale(SUB, has_min, ci[0], j, corr, ad, as, ws, wm, acc);
+            if (j + 1 < steps) {
+                if (j + 2 < steps)
+                    AMX_ISSUE(0, 4, 6, j + 2);
+                _tile_stored(1, ci[1], 64);
+                amx_scale(SUB, has_min, ci[1], j + 1, corr, ad, as, ws, wm, acc);
+            }
+        }
+        // acc[r] lane t -> out[(16 g + t) * 16 + r].
+        avx512_transpose16(acc);
+        for (int t = 0; t < 16; t++)
+            _mm512_storeu_ps(out + (size_t)(16 * g + t) * QGEMM_PANEL, acc[t]);
+    }
+    _tile_release();
+}
+
+_Static_assert(QGEMM_PANEL == 16 && QGEMM_LANES == 16, "a tile is 16 rows x 16 tokens");
+
+void qgemm_amx_tile_32(const uint8_t *panel, int64_t k, int n_groups, const uint8_t *const *a,
+                       float *out, const uint8_t *pf, size_t pf_bytes)
+{
+    amx_tile(32, false, panel, k, n_groups, a, out, pf, pf_bytes);
+}
+
+void qgemm_amx_tile_32_min(const uint8_t *panel, int64_t k, int n_groups, const uint8_t *const *a,
+                           float *out, const uint8_t *pf, size_t pf_bytes)
+{
+    amx_tile(32, true, panel, k, n_groups, a, out, pf, pf_bytes);
+}
+
+void qgemm_amx_tile_16(const uint8_t *panel, int64_t k, int n_groups, const uint8_t *const *a,
+                       float *out, const uint8_t *pf, size_t pf_bytes)
+{
+    amx_tile(16, false, panel, k, n_groups, a, out, pf, pf_bytes);
+}
