@@ -838,7 +838,7 @@ static void q4_0_gemv16(const uint8_t *const *w, const uint8_t *a, int64_t k,
         UNROLL
         for (int i = 0; i < 4; i++) {
             // The nibbles are q + 8: drop 8 * sum(q).
-            __m512i si = _mm512_sub_epi32(s[i], _mm512_set1_epi32(ra.qsum[j + i] << 3));
+            __m512i si = _mm512_sub_epi32(s[i], _mm512_set1_epi32(ra.qsum[j + i] * 8));
             __m512 pd = _mm512_mul_ps(wd[i], _mm512_set1_ps(ra.d[j + i]));
             acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(si), pd, acc);
         }
