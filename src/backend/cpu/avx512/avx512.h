@@ -140,6 +140,25 @@ avx512_store_rows(const int R, const int C, const __m512 *sums, float *const *y,
     }
 }
 
+// AMX tile configuration (palette 1) of tiles 0..7: rows and bytes a row
+// (0, 0: unused). ldtilecfg takes the whole 64-byte block as its operand:
+// GCC 12's _tile_loadconfig names only its first 8 bytes, so the compiler
+// may drop or sink the stores of the rest (seen: tilezero faulting on a
+// half-written configuration). For the AMX files, after the CPU check.
+static inline void avx512_amx_configure(const unsigned char rows[8], const unsigned short colsb[8])
+{
+    struct {
+        unsigned char palette, start_row, reserved[14];
+        unsigned short colsb[16];
+        unsigned char rows[16];
+    } cfg = {.palette = 1};
+    for (int t = 0; t < 8; t++) {
+        cfg.rows[t] = rows[t];
+        cfg.colsb[t] = colsb[t];
+    }
+    __asm__ volatile("ldtilecfg %0" : : "m"(cfg));
+}
+
 // 16 x 16 floats: r[i] lane j -> r[j] lane i.
 static inline __attribute__((always_inline)) void avx512_transpose16(__m512 r[16])
 {

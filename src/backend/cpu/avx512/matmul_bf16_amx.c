@@ -19,7 +19,6 @@
 // sums differ from cpu-avx512bf16's (lanes over k, then a horizontal sum)
 // by f32 rounding only.
 #include <immintrin.h>
-#include <string.h>
 
 #include "backend/backend_impl.h"
 #include "backend/cpu/avx512/avx512.h"
@@ -33,32 +32,14 @@
 
 // Tiles: C00..C11 = 0..3 (C rc: weight tile r, token tile c), A0, A1 = 4, 5
 // (weight rows n0 .., n0 + 16 ..), B0, B1 = 6, 7 (token tiles).
-struct amx_config {
-    uint8_t palette, start_row, reserved[14];
-    uint16_t colsb[16];
-    uint8_t rows[16];
-};
-
-// ldtilecfg with the whole 64-byte block as its operand: GCC 12's
-// _tile_loadconfig names only its first 8 bytes, so the compiler may drop or
-// sink the stores of the rest (seen: tilezero faulting on a half-written
-// configuration).
-static inline void amx_load_config(const struct amx_config *cfg)
-{
-    __asm__ volatile("ldtilecfg %0" : : "m"(*cfg));
-}
-
 // Every tile 16 rows; C and B tiles mc tokens (4 bytes each) wide.
 static void amx_configure(int mc)
 {
-    struct amx_config cfg;
-    memset(&cfg, 0, sizeof cfg);
-    cfg.palette = 1;
-    for (int t = 0; t < 8; t++) {
-        cfg.rows[t] = 16;
-        cfg.colsb[t] = (uint16_t)(t == 4 || t == 5 ? 64 : 4 * mc);
-    }
-    amx_load_config(&cfg);
+    const unsigned char rows[8] = {16, 16, 16, 16, 16, 16, 16, 16};
+    unsigned short colsb[8];
+    for (int t = 0; t < 8; t++)
+        colsb[t] = (unsigned short)(t == 4 || t == 5 ? 64 : 4 * mc);
+    avx512_amx_configure(rows, colsb);
 }
 
 struct amx_ctx {
@@ -193,14 +174,11 @@ static void amx_task(void *p, int task, int thread)
 // product to free their tiles (tile registers are not renamed).
 static void amx_configure_few(int mc)
 {
-    struct amx_config cfg;
-    memset(&cfg, 0, sizeof cfg);
-    cfg.palette = 1;
-    for (int t = 0; t < 8; t++) {
-        cfg.rows[t] = 16;
-        cfg.colsb[t] = (uint16_t)(t == 1 || t == 4 ? 64 : 4 * mc);
-    }
-    amx_load_config(&cfg);
+    const unsigned char rows[8] = {16, 16, 16, 16, 16, 16, 16, 16};
+    unsigned short colsb[8];
+    for (int t = 0; t < 8; t++)
+        colsb[t] = (unsigned short)(t == 1 || t == 4 ? 64 : 4 * mc);
+    avx512_amx_configure(rows, colsb);
 }
 
 // One weight tile's k loop on those tiles: amx_loop_11's sums in its order.

@@ -18,7 +18,6 @@
 // so every output has the bits of the other tile and of the decode kernels
 // (test_qmatmul's batch invariance holds across them).
 #include <immintrin.h>
-#include <string.h>
 
 #include "backend/cpu/avx512/avx512.h"
 #include "backend/cpu/avx512/qgemm_amx.h"
@@ -26,31 +25,16 @@
 
 #define ALWAYS_INLINE static inline __attribute__((always_inline))
 
-struct amx_config {
-    uint8_t palette, start_row, reserved[14];
-    uint16_t colsb[16];
-    uint8_t rows[16];
-};
-
 // Tiles: C 0 / 1 (16 rows x 16 int32), A 4 / 5 (16 rows x SUB bytes), B 6 / 7
 // (SUB / 4 rows x 64 bytes), the two sets alternating by block so that one
-// block's products run while the previous block's sums are scaled. ldtilecfg
-// takes the whole block as its operand (GCC 12's _tile_loadconfig names
-// only its first 8 bytes; see matmul_bf16_amx.c).
+// block's products run while the previous block's sums are scaled.
 static void amx_configure(int sub)
 {
-    struct amx_config cfg;
-    memset(&cfg, 0, sizeof cfg);
-    cfg.palette = 1;
-    for (int t = 0; t < 2; t++) {
-        cfg.rows[t] = 16;
-        cfg.colsb[t] = 64;
-        cfg.rows[4 + t] = 16;
-        cfg.colsb[4 + t] = (uint16_t)sub;
-        cfg.rows[6 + t] = (uint8_t)(sub / 4);
-        cfg.colsb[6 + t] = 64;
-    }
-    __asm__ volatile("ldtilecfg %0" : : "m"(cfg));
+    const unsigned char rows[8] = {
+        16, 16, 0, 0, 16, 16, (unsigned char)(sub / 4), (unsigned char)(sub / 4)};
+    const unsigned short colsb[8] = {64, 64, 0, 0, (unsigned short)sub, (unsigned short)sub,
+                                     64, 64};
+    avx512_amx_configure(rows, colsb);
 }
 
 // Block j's integer sums into C tile CT from A tile AT and B tile BT.

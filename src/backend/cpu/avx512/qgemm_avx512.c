@@ -546,6 +546,28 @@ ALWAYS_INLINE void q8_0_gemv_t(const int T, const uint8_t *const *w, const uint8
 
 // ---- decode of a lone Q8_0 token over 16 rows, a row in each float lane ----
 
+// The 16-row kernels' step over activation blocks j..j + 3: s[i] lane r =
+// row r's integer sum of block j + i with its weights + zp, words i of
+// d01 (blocks 0, 1: words 0-15, 16-31) and d23 the rows' fp16 d. Per row and
+// block in order: acc = fma(float(s - zp * qsum), d_w * d_a, acc).
+ALWAYS_INLINE __m512 gemv16_blocks4(const __m512i s[4], __m512i d01, __m512i d23,
+                                    const struct row_act *ra, int64_t j, int zp, __m512 acc)
+{
+    const __m512 wd[4] = {
+        _mm512_cvtph_ps(_mm512_castsi512_si256(d01)),
+        _mm512_cvtph_ps(_mm512_extracti64x4_epi64(d01, 1)),
+        _mm512_cvtph_ps(_mm512_castsi512_si256(d23)),
+        _mm512_cvtph_ps(_mm512_extracti64x4_epi64(d23, 1)),
+    };
+    UNROLL
+    for (int i = 0; i < 4; i++) {
+        __m512i si = _mm512_sub_epi32(s[i], _mm512_set1_epi32(ra->qsum[j + i] * zp));
+        __m512 pd = _mm512_mul_ps(wd[i], _mm512_set1_ps(ra->d[j + i]));
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(si), pd, acc);
+    }
+    return acc;
+}
+
 // Of a and b, lane i where bit D of i is clear: a[i] + a[i ^ D]; where it is
 // set: b[i] + b[i ^ D]. D = 2 stays inside the 128-bit lanes (an in-lane
 // shuffle, which runs beside vpdpbusd); D = 4 swaps 128-bit lanes pairwise.
@@ -672,18 +694,7 @@ static void q8_0_gemv16(const uint8_t *const *w, const uint8_t *a, int64_t k,
             _mm512_shuffle_i64x2(h01[0], h01[1], 0x44), _mm512_shuffle_i64x2(h01[0], h01[1], 0xEE),
             _mm512_shuffle_i64x2(h23[0], h23[1], 0x44), _mm512_shuffle_i64x2(h23[0], h23[1], 0xEE),
         };
-        __m512 wd[4] = {
-            _mm512_cvtph_ps(_mm512_castsi512_si256(d01)),
-            _mm512_cvtph_ps(_mm512_extracti64x4_epi64(d01, 1)),
-            _mm512_cvtph_ps(_mm512_castsi512_si256(d23)),
-            _mm512_cvtph_ps(_mm512_extracti64x4_epi64(d23, 1)),
-        };
-        UNROLL
-        for (int i = 0; i < 4; i++) {
-            __m512i si = _mm512_sub_epi32(s[i], _mm512_set1_epi32(ra.qsum[j + i] * 128));
-            __m512 pd = _mm512_mul_ps(wd[i], _mm512_set1_ps(ra.d[j + i]));
-            acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(si), pd, acc);
-        }
+        acc = gemv16_blocks4(s, d01, d23, &ra, j, 128, acc);
     }
     _mm512_storeu_ps(out, acc);
 }
@@ -829,19 +840,7 @@ static void q4_0_gemv16(const uint8_t *const *w, const uint8_t *a, int64_t k,
             _mm512_shuffle_i64x2(t1, t3, 0x88),
             _mm512_shuffle_i64x2(t1, t3, 0xDD),
         };
-        const __m512 wd[4] = {
-            _mm512_cvtph_ps(_mm512_castsi512_si256(d01)),
-            _mm512_cvtph_ps(_mm512_extracti64x4_epi64(d01, 1)),
-            _mm512_cvtph_ps(_mm512_castsi512_si256(d23)),
-            _mm512_cvtph_ps(_mm512_extracti64x4_epi64(d23, 1)),
-        };
-        UNROLL
-        for (int i = 0; i < 4; i++) {
-            // The nibbles are q + 8: drop 8 * sum(q).
-            __m512i si = _mm512_sub_epi32(s[i], _mm512_set1_epi32(ra.qsum[j + i] * 8));
-            __m512 pd = _mm512_mul_ps(wd[i], _mm512_set1_ps(ra.d[j + i]));
-            acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(si), pd, acc);
-        }
+        acc = gemv16_blocks4(s, d01, d23, &ra, j, 8, acc); // the nibbles are q + 8
     }
     _mm512_storeu_ps(out, acc);
 }
