@@ -32,15 +32,17 @@
 
 // Tiles: C00..C11 = 0..3 (C rc: weight tile r, token tile c), A0, A1 = 4, 5
 // (weight rows n0 .., n0 + 16 ..), B0, B1 = 6, 7 (token tiles).
-// Every tile 16 rows; C and B tiles mc tokens (4 bytes each) wide.
-static void amx_configure(int mc)
+// Every tile 16 rows; the A tiles (bits of a_tiles) 64 bytes wide, the C
+// and B tiles mc tokens (4 bytes each).
+static void amx_configure(int mc, unsigned a_tiles)
 {
     const unsigned char rows[8] = {16, 16, 16, 16, 16, 16, 16, 16};
     unsigned short colsb[8];
     for (int t = 0; t < 8; t++)
-        colsb[t] = (unsigned short)(t == 4 || t == 5 ? 64 : 4 * mc);
+        colsb[t] = (unsigned short)(a_tiles >> t & 1 ? 64 : 4 * mc);
     avx512_amx_configure(rows, colsb);
 }
+#define AMX_A_TILES (1u << 4 | 1u << 5)
 
 struct amx_ctx {
     const struct op_call *c;
@@ -134,7 +136,7 @@ static void amx_task(void *p, int task, int thread)
     const int64_t full = (t1 - t0) / AMX_TOKENS; // full token tiles of the block
     const int mc = (int)((t1 - t0) % AMX_TOKENS);
     if (full > 0) {
-        amx_configure(AMX_TOKENS);
+        amx_configure(AMX_TOKENS, AMX_A_TILES);
         for (int64_t i = 0; i < full; i += 2) {
             const int64_t ta = t0 + i * AMX_TOKENS;
             const uint16_t *b0 = ctx->xp + (size_t)ta * k;
@@ -156,7 +158,7 @@ static void amx_task(void *p, int task, int thread)
     if (mc > 0) {
         const int64_t ta = t0 + full * AMX_TOKENS;
         const uint16_t *b0 = ctx->xp + (size_t)ta * k;
-        amx_configure(mc);
+        amx_configure(mc, AMX_A_TILES);
         if (nw == 2)
             amx_loop_21(w0, ctx->w_row_bytes, b0, NULL, (size_t)4 * mc, k, ct);
         else
@@ -172,14 +174,7 @@ static void amx_task(void *p, int task, int thread)
 // C tile 0, and two sets of A and B tiles, (4; 6) and (1; 7), that alternate
 // by k step, so that a step's loads need not wait for the previous step's
 // product to free their tiles (tile registers are not renamed).
-static void amx_configure_few(int mc)
-{
-    const unsigned char rows[8] = {16, 16, 16, 16, 16, 16, 16, 16};
-    unsigned short colsb[8];
-    for (int t = 0; t < 8; t++)
-        colsb[t] = (unsigned short)(t == 1 || t == 4 ? 64 : 4 * mc);
-    avx512_amx_configure(rows, colsb);
-}
+#define AMX_FEW_A_TILES (1u << 1 | 1u << 4)
 
 // One weight tile's k loop on those tiles: amx_loop_11's sums in its order.
 static void amx_loop_few(const uint8_t *w0, size_t w_stride, const uint16_t *b0, size_t b_stride,
@@ -216,7 +211,7 @@ static void amx_few_panel(const struct op_call *c, const uint16_t *xp, int mc, i
 {
     const uint8_t *w = (const uint8_t *)c->src[1]->data;
     float ct[256] __attribute__((aligned(64)));
-    amx_configure_few(mc);
+    amx_configure(mc, AMX_FEW_A_TILES);
     for (int64_t g = 0; g < G; g++) {
         amx_loop_few(w + (size_t)(p0 + g) * row_bytes, (size_t)G * row_bytes, xp, (size_t)4 * mc, k,
                      ct);
