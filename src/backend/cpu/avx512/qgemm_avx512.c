@@ -11,6 +11,7 @@
 #include <immintrin.h>
 #include <string.h>
 
+#include "backend/cpu/avx512/avx512.h"
 #include "backend/cpu/avx512/kquant_avx512.h"
 #include "backend/cpu/avx512/qgemm_amx.h"
 #include "backend/cpu/quant/blocks.h"
@@ -1216,6 +1217,82 @@ ALWAYS_INLINE void q6_k_gemv_t(const int T, const uint8_t *const *w, const uint8
         _mm_storeu_ps(out + 4 * t, acc[t]);
 }
 
+// Q6_K over 16 rows, a row in each float lane: per 4-row group the sums of
+// q6_k_gemv_t (sum_merged's [sub-block][row] lanes), a transpose of 128-bit
+// lanes into one vector of 16 rows per sub-block, and per row and sub-block
+// in order q6_k_gemv_t's steps: acc = fma(float(sum - 32 qsum16),
+// (float(scale) * d) * d_act, acc).
+static void q6_k_gemv16(const uint8_t *const *w, const uint8_t *a, int64_t k,
+                        const uint8_t *const *pf, float *out)
+{
+    const struct row_act ra = row_act_at(a, k);
+    const int32_t *qsum16 = (const int32_t *)(a + qgemm_row_qsum16_off(k));
+    const struct q6k_sel sel = q6k_sel_init();
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t s = 0; s < k / QK_K; s++) {
+        if (pf) // the next rows' super-block: 4 points, no line between
+            for (int r = 0; r < QGEMM_GEMV16_ROWS; r++) {
+                const char *q = (const char *)((const struct block_q6_k *)pf[r] + s);
+                for (int o = 0; o < 4; o++)
+                    _mm_prefetch(q + o * 64, _MM_HINT_T1);
+                _mm_prefetch(q + sizeof(struct block_q6_k) - 1, _MM_HINT_T1);
+            }
+        // ws[j] lane r: row r's float(scale j) * d, sub-blocks j in 16 vectors.
+        __m512 ws[16];
+        UNROLL
+        for (int r = 0; r < QGEMM_GEMV16_ROWS; r++) {
+            const struct block_q6_k *b = (const struct block_q6_k *)w[r] + s;
+            ws[r] = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(
+                                      _mm_loadu_si128((const __m128i *)b->scales))),
+                                  _mm512_set1_ps(fp16(b->d)));
+        }
+        avx512_transpose16(ws);
+        UNROLL
+        for (int h = 0; h < 2; h++) {
+            const int8_t *aq = ra.q + QK_K * s + 128 * h;
+            const __m512i a0 = _mm512_loadu_si512(aq), a1 = _mm512_loadu_si512(aq + 64);
+            __m512i grp[2][4]; // [i][g] lane 4 L + r: sub-block 8 h + 4 i + L of row 4 g + r
+            UNROLL
+            for (int g = 0; g < 4; g++) {
+                __m512i v[8];
+                UNROLL
+                for (int r = 0; r < 4; r++) {
+                    __m512i lo, hi;
+                    q6_k_half_sel(&sel, (const struct block_q6_k *)w[4 * g + r] + s, h, &lo, &hi);
+                    v[r] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, a0);
+                    v[4 + r] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), hi, a1);
+                }
+                UNROLL
+                for (int i = 0; i < 2; i++)
+                    grp[i][g] = sum_merged(merge_pairs(v[4 * i], v[4 * i + 1]),
+                                           merge_pairs(v[4 * i + 2], v[4 * i + 3]));
+            }
+            UNROLL
+            for (int i = 0; i < 2; i++) {
+                const __m512i t0 = _mm512_shuffle_i64x2(grp[i][0], grp[i][1], 0x44);
+                const __m512i t1 = _mm512_shuffle_i64x2(grp[i][0], grp[i][1], 0xEE);
+                const __m512i t2 = _mm512_shuffle_i64x2(grp[i][2], grp[i][3], 0x44);
+                const __m512i t3 = _mm512_shuffle_i64x2(grp[i][2], grp[i][3], 0xEE);
+                const __m512i sums[4] = {
+                    _mm512_shuffle_i64x2(t0, t2, 0x88),
+                    _mm512_shuffle_i64x2(t0, t2, 0xDD),
+                    _mm512_shuffle_i64x2(t1, t3, 0x88),
+                    _mm512_shuffle_i64x2(t1, t3, 0xDD),
+                };
+                UNROLL
+                for (int L = 0; L < 4; L++) {
+                    const int j = 8 * h + 4 * i + L; // sub-block of the super-block
+                    const int64_t sub = 16 * s + j;
+                    __m512i si = _mm512_sub_epi32(sums[L], _mm512_set1_epi32(qsum16[sub] * 32));
+                    __m512 p = _mm512_mul_ps(ws[j], _mm512_set1_ps(ra.d[sub / 2]));
+                    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(si), p, acc);
+                }
+            }
+        }
+    }
+    _mm512_storeu_ps(out, acc);
+}
+
 // The decode kernels for 1..QGEMM_GEMV_TOKENS tokens, each a compile-time count.
 #define GEMV_DISPATCH(NAME)                                                                        \
     static void NAME##_gemv(const uint8_t *const *w, const uint8_t *a, size_t a_stride,           \
@@ -1269,7 +1346,7 @@ static const struct qgemm_kernel kernels[] = {
     {DTYPE_Q4_0, 128, 8, 32, q4_0_unpack, tile_32, q4_0_gemv, q4_0_gemv16, qgemm_amx_tile_32},
     {DTYPE_Q4_K, QK_K, 0, 32, q4_k_unpack, tile_32_min, q4_k_gemv, q4_k_gemv16,
      qgemm_amx_tile_32_min},
-    {DTYPE_Q6_K, QK_K, 32, 16, q6_k_unpack, tile_16, q6_k_gemv, NULL, qgemm_amx_tile_16},
+    {DTYPE_Q6_K, QK_K, 32, 16, q6_k_unpack, tile_16, q6_k_gemv, q6_k_gemv16, qgemm_amx_tile_16},
 };
 
 const struct qgemm_isa qgemm_isa_avx512 = {

@@ -43,7 +43,6 @@ bool qgemm_supports(const struct qgemm_isa *isa, const struct op_call *c)
 
 enum qgemm_decode_read {
     QGEMM_READ_ONE, // one stream of 4-row tiles
-    QGEMM_READ_TWO, // two streams of 4-row tiles, a tile of each in turn
     QGEMM_READ_16,  // 16 streams, a row of each per pass (qgemm_decode16)
 };
 
@@ -241,17 +240,14 @@ static void qgemm_decode16(const struct qgemm_ctx *ctx, int64_t j0, int64_t j1)
 // How a lone token's run of rows is read. On Zen 5 one stream of 4-row tiles
 // reads fastest (+3-13% over 16 streams for Q8_0 and Q4_K_M decode; 2 or 4
 // interleaved streams of tiles 0.93-1.03x). On Zen 4 (512-bit units in
-// halves) and on an Intel Xeon with AMX (family 6, model 167) more streams
-// win: 16 where the kernel has them (Xeon: Q8_0 decode 35 -> 49-52 tok/s,
-// Q4_K_M 61-63 -> 73-78, Q4_0 66 -> 77-78, where two streams of 4-row tiles
-// had taken it from 62-65 to 72; 3, 4 and 6 streams 64-71), else two streams
-// of tiles (Q6_K). Calls of 2-4 tokens read one stream.
-// None of this changes how a row is computed.
+// halves) and on an Intel Xeon with AMX (family 6, model 167) 16 streams
+// win (Xeon: Q8_0 decode 35 -> 49-52 tok/s, Q4_K_M 61-63 -> 73-78, and with
+// Q6_K's too 74-76 -> 78-81; Q4_0 66 -> 77-78, where two streams of 4-row
+// tiles had taken it from 62-65 to 72; 3, 4 and 6 streams 64-71). Calls of
+// 2-4 tokens read one stream. None of this changes how a row is computed.
 static enum qgemm_decode_read qgemm_decode_read_for(const struct qgemm_kernel *kern, int64_t m)
 {
-    if (m != 1 || cpu_features_get()->amd_zen5)
-        return QGEMM_READ_ONE;
-    return kern->gemv16 ? QGEMM_READ_16 : QGEMM_READ_TWO;
+    return m == 1 && kern->gemv16 && !cpu_features_get()->amd_zen5 ? QGEMM_READ_16 : QGEMM_READ_ONE;
 }
 
 static void qgemm_decode_task(void *p, int task, int thread)
@@ -268,29 +264,21 @@ static void qgemm_decode_task(void *p, int task, int thread)
         qgemm_decode16(ctx, j0, j1);
         return;
     }
-    // The run as n_streams streams of whole 4-row tiles, prefetched ahead:
-    // the t-th tile of each stream in turn.
-    const int n_streams = ctx->read == QGEMM_READ_TWO ? 2 : 1;
-    const int64_t n_tiles = (j1 - j0 + 3) / 4, per = (n_tiles + n_streams - 1) / n_streams;
+    // The run as one stream of whole 4-row tiles, prefetched ahead.
     const size_t pf_ahead = QGEMM_PREFETCH_TILES * 4 * row_bytes;
-    for (int s = 0; s < n_streams && s * per < n_tiles; s++)
-        qgemm_prefetch_start(tensor_row(w, j0 + 4 * s * per),
-                             (size_t)(j1 - j0 - 4 * s * per) * row_bytes, pf_ahead);
+    qgemm_prefetch_start(tensor_row(w, j0), (size_t)(j1 - j0) * row_bytes, pf_ahead);
     const uint8_t *wr[4];
     float out[4 * QGEMM_GEMV_TOKENS];
-    for (int64_t t = 0; t < per; t++) {
-        for (int s = 0; s < n_streams && s * per + t < n_tiles; s++) {
-            const int64_t j = j0 + 4 * (s * per + t);
-            int R = j1 - j < 4 ? (int)(j1 - j) : 4;
-            // Short tiles repeat their last row: the same arithmetic, outputs dropped.
-            for (int r = 0; r < 4; r++)
-                wr[r] = tensor_row(w, j + (r < R ? r : R - 1));
-            ctx->kern->gemv(wr, ctx->act, ctx->row_bytes, T, ctx->k,
-                            (const uint8_t *)tensor_row(w, j) + pf_ahead, out);
-            for (int i = 0; i < T; i++)
-                for (int r = 0; r < R; r++)
-                    ctx->y_rows[i][j + r] = out[4 * i + r] + qgemm_bias(ctx, j + r);
-        }
+    for (int64_t j = j0; j < j1; j += 4) {
+        int R = j1 - j < 4 ? (int)(j1 - j) : 4;
+        // Short tiles repeat their last row: the same arithmetic, outputs dropped.
+        for (int r = 0; r < 4; r++)
+            wr[r] = tensor_row(w, j + (r < R ? r : R - 1));
+        ctx->kern->gemv(wr, ctx->act, ctx->row_bytes, T, ctx->k,
+                        (const uint8_t *)tensor_row(w, j) + pf_ahead, out);
+        for (int i = 0; i < T; i++)
+            for (int r = 0; r < R; r++)
+                ctx->y_rows[i][j + r] = out[4 * i + r] + qgemm_bias(ctx, j + r);
     }
 }
 
@@ -340,8 +328,8 @@ enum vllmc_status qgemm_run(const struct qgemm_isa *isa, const struct op_call *c
         // Runs of a panel or more, QGEMM_DECODE_RUNS a thread, each thread's
         // in order: the rows a run prefetches past its end are its thread's
         // next run's, so a thread's rows stream as one, and the small runs
-        // still let a fast thread take over a slow one's last rows. Reads
-        // of several streams split a run between them, so they take
+        // still let a fast thread take over a slow one's last rows. The
+        // 16-stream reads split a run between their streams, so they take
         // QGEMM_DECODE_LONG_RUNS long runs a thread.
         ctx.read = qgemm_decode_read_for(ctx.kern, ctx.m);
         int64_t n_runs = (ctx.read == QGEMM_READ_ONE ? QGEMM_DECODE_RUNS : QGEMM_DECODE_LONG_RUNS) *
