@@ -547,6 +547,20 @@ ALWAYS_INLINE void q8_0_gemv_t(const int T, const uint8_t *const *w, const uint8
 
 // ---- decode of a lone Q8_0 token over 16 rows, a row in each float lane ----
 
+// 128-bit lane i of g[q] into lane q of s[i] (a 4 x 4 transpose of lanes):
+// from 4-row groups' [block][row] sums to one vector of 16 rows per block.
+ALWAYS_INLINE void transpose_lanes4(const __m512i g[4], __m512i s[4])
+{
+    const __m512i t0 = _mm512_shuffle_i64x2(g[0], g[1], 0x44);
+    const __m512i t1 = _mm512_shuffle_i64x2(g[0], g[1], 0xEE);
+    const __m512i t2 = _mm512_shuffle_i64x2(g[2], g[3], 0x44);
+    const __m512i t3 = _mm512_shuffle_i64x2(g[2], g[3], 0xEE);
+    s[0] = _mm512_shuffle_i64x2(t0, t2, 0x88);
+    s[1] = _mm512_shuffle_i64x2(t0, t2, 0xDD);
+    s[2] = _mm512_shuffle_i64x2(t1, t3, 0x88);
+    s[3] = _mm512_shuffle_i64x2(t1, t3, 0xDD);
+}
+
 // The 16-row kernels' step over activation blocks j..j + 3: s[i] lane r =
 // row r's integer sum of block j + i with its weights + zp, words i of
 // d01 (blocks 0, 1: words 0-15, 16-31) and d23 the rows' fp16 d. Per row and
@@ -830,17 +844,8 @@ static void q4_0_gemv16(const uint8_t *const *w, const uint8_t *a, int64_t k,
             }
             grp[g] = sum_quad(sum_pair(v[0], v[1]), sum_pair(v[2], v[3]));
         }
-        // 128-bit lane i of grp[g] into lane g of s[i].
-        const __m512i t0 = _mm512_shuffle_i64x2(grp[0], grp[1], 0x44);
-        const __m512i t1 = _mm512_shuffle_i64x2(grp[0], grp[1], 0xEE);
-        const __m512i t2 = _mm512_shuffle_i64x2(grp[2], grp[3], 0x44);
-        const __m512i t3 = _mm512_shuffle_i64x2(grp[2], grp[3], 0xEE);
-        const __m512i s[4] = {
-            _mm512_shuffle_i64x2(t0, t2, 0x88),
-            _mm512_shuffle_i64x2(t0, t2, 0xDD),
-            _mm512_shuffle_i64x2(t1, t3, 0x88),
-            _mm512_shuffle_i64x2(t1, t3, 0xDD),
-        };
+        __m512i s[4];
+        transpose_lanes4(grp, s);
         acc = gemv16_blocks4(s, d01, d23, &ra, j, 8, acc); // the nibbles are q + 8
     }
     _mm512_storeu_ps(out, acc);
@@ -1269,16 +1274,8 @@ static void q6_k_gemv16(const uint8_t *const *w, const uint8_t *a, int64_t k,
             }
             UNROLL
             for (int i = 0; i < 2; i++) {
-                const __m512i t0 = _mm512_shuffle_i64x2(grp[i][0], grp[i][1], 0x44);
-                const __m512i t1 = _mm512_shuffle_i64x2(grp[i][0], grp[i][1], 0xEE);
-                const __m512i t2 = _mm512_shuffle_i64x2(grp[i][2], grp[i][3], 0x44);
-                const __m512i t3 = _mm512_shuffle_i64x2(grp[i][2], grp[i][3], 0xEE);
-                const __m512i sums[4] = {
-                    _mm512_shuffle_i64x2(t0, t2, 0x88),
-                    _mm512_shuffle_i64x2(t0, t2, 0xDD),
-                    _mm512_shuffle_i64x2(t1, t3, 0x88),
-                    _mm512_shuffle_i64x2(t1, t3, 0xDD),
-                };
+                __m512i sums[4];
+                transpose_lanes4(grp[i], sums);
                 UNROLL
                 for (int L = 0; L < 4; L++) {
                     const int j = 8 * h + 4 * i + L; // sub-block of the super-block
