@@ -331,13 +331,23 @@ static void grid_matmul(struct parity *pr)
                 continue;
             struct pcase pc = {.op = OP_MATMUL, .wtype = weight_types[t], .outputs = 1};
             bool bias = i % 2 == 1;
-            snprintf(pc.shape, sizeof pc.shape, "%lld,%lld,%lld%s", (long long)m, (long long)n,
-                     (long long)k, bias ? "+bias" : "");
+            // Every other bias in the weight's own 16-bit type, as Hugging
+            // Face checkpoints store one (Qwen2's q|k|v bias in bf16).
+            enum dtype bias_type =
+                i % 4 == 3 && (weight_types[t] == DTYPE_BF16 || weight_types[t] == DTYPE_F16)
+                    ? weight_types[t]
+                    : DTYPE_F32;
+            snprintf(pc.shape, sizeof pc.shape, "%lld,%lld,%lld%s%s", (long long)m, (long long)n,
+                     (long long)k,
+                     !bias                    ? ""
+                     : bias_type == DTYPE_F32 ? "+bias"
+                                              : "+bias_",
+                     bias && bias_type != DTYPE_F32 ? dtype_name(bias_type) : "");
             snprintf(pc.dtype, sizeof pc.dtype, "%s", dtype_name(weight_types[t]));
             if (pc_add(&pc, 0, DTYPE_F32, 2, (int64_t[]){n, m}) &&
                 pc_add(&pc, 1, DTYPE_F32, 2, (int64_t[]){k, m}) &&
                 pc_add(&pc, 2, weight_types[t], 2, (int64_t[]){k, n}) &&
-                (!bias || pc_add(&pc, 3, DTYPE_F32, 1, (int64_t[]){n})))
+                (!bias || pc_add(&pc, 3, bias_type, 1, (int64_t[]){n})))
                 pc_check(pr, &pc);
             pc_free(&pc);
         }

@@ -12,6 +12,9 @@
 extern const struct op_provider cpu_avx512_matmul;
 extern const struct op_provider cpu_avx512bf16_matmul; // needs AVX512_BF16 too
 extern const struct op_provider cpu_amx_bf16_matmul;   // needs AMX-TILE and AMX-BF16 too
+// The calls cpu-avx512bf16 takes: f32 rows of x and y, dense bf16 weight
+// rows, an even k, a plain-float bias; cpu-amx-bf16 takes a subset.
+bool avx512bf16_matmul_supports(const struct op_call *c);
 extern const struct op_provider cpu_avx512_attention;
 
 #ifdef __AVX512F__

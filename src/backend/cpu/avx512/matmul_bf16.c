@@ -256,7 +256,7 @@ static const struct cpu_mm_kernel kernel_bf16 = {.tile_store = tile_bf16,
                                                  .c_max = C_MAX,
                                                  .c_max_r1 = C_MAX_R1};
 
-static bool matmul_supports(const struct op_call *c)
+bool avx512bf16_matmul_supports(const struct op_call *c)
 {
     const struct tensor *w = c->src[1], *b = c->src[2];
     return c->backend && cpu_f32_rows(c->dst) && cpu_f32_rows(c->src[0]) &&
@@ -318,7 +318,7 @@ const struct op_provider cpu_avx512bf16_matmul = {
     .name = "cpu-avx512bf16",
     .op = OP_MATMUL,
     .priority = CPU_AVX512_PRIORITY + 5,
-    .supports = matmul_supports,
+    .supports = avx512bf16_matmul_supports,
     .run = matmul_run,
     .parity_bar = 1e-5,
 };

@@ -52,6 +52,13 @@ struct amx_ctx {
     int n_m_blocks, n_n_blocks; // tasks: n_m_blocks x n_n_blocks, n blocks of 32 rows
 };
 
+// Output column n's bias as f32 (0 without one).
+static inline float amx_bias(const struct amx_ctx *ctx, int64_t n)
+{
+    const struct tensor *b = ctx->c->src[2];
+    return b ? cpu_load(b->dtype, b->data, n) : 0.0f;
+}
+
 // The k loop of weight tiles n_w (1 or 2) against token tiles n_t (1 or 2),
 // into C tiles 0..3; then each C tile to ct[r * 2 + c] ([16 n][16 m] f32).
 #define AMX_LOOP(NW, NT)                                                                           \
@@ -99,17 +106,11 @@ AMX_LOOP(2, 1)
 AMX_LOOP(2, 2)
 
 // C tile ct ([16 n][16 m], mc tokens valid) into y rows t0 .. t0 + mc - 1 at
-// columns n0 .. n0 + 15, plus bias.
+// columns n0 .. n0 + 15, plus bias16 (those columns' bias as f32).
 static void amx_store(const struct op_call *c, const float *ct, int64_t t0, int mc, int64_t n0,
-                      const float *bias)
+                      const float *bias16)
 {
-    if (mc == 1) { // a lone token's sums are column 0
-        float *y = (float *)cpu_row(c->dst, t0) + n0;
-        for (int i = 0; i < 16; i++)
-            y[i] = ct[16 * i] + (bias ? bias[n0 + i] : 0.0f);
-        return;
-    }
-    const __m512 b = bias ? _mm512_loadu_ps(bias + n0) : _mm512_setzero_ps();
+    const __m512 b = _mm512_loadu_ps(bias16);
     __m512 r[16];
     for (int i = 0; i < 16; i++)
         r[i] = _mm512_loadu_ps(ct + 16 * i);
@@ -124,12 +125,14 @@ static void amx_task(void *p, int task, int thread)
     const struct amx_ctx *ctx = p;
     const struct op_call *c = ctx->c;
     const struct tensor *w = c->src[1];
-    const float *bias = c->src[2] ? (const float *)c->src[2]->data : NULL;
     const int mb = task / ctx->n_n_blocks, nb = task % ctx->n_n_blocks;
     const int64_t t0 = (int64_t)mb * AMX_M_BLOCK;
     const int64_t t1 = t0 + AMX_M_BLOCK < ctx->m ? t0 + AMX_M_BLOCK : ctx->m;
     const int64_t n0 = (int64_t)nb * 2 * AMX_ROWS;
     const int nw = n0 + 2 * AMX_ROWS <= ctx->n ? 2 : 1;
+    float bias_v[2 * AMX_ROWS]; // the block's bias as f32 (any plain-float bias)
+    for (int i = 0; i < nw * AMX_ROWS; i++)
+        bias_v[i] = amx_bias(ctx, n0 + i);
     const uint8_t *w0 = (const uint8_t *)w->data + (size_t)n0 * ctx->w_row_bytes;
     const int64_t k = ctx->k;
     float ct[4 * 256] __attribute__((aligned(64)));
@@ -152,7 +155,7 @@ static void amx_task(void *p, int task, int thread)
             for (int r = 0; r < nw; r++)
                 for (int q = 0; q < nt; q++)
                     amx_store(c, ct + 256 * (2 * r + q), ta + q * AMX_TOKENS, AMX_TOKENS,
-                              n0 + r * AMX_ROWS, bias);
+                              n0 + r * AMX_ROWS, bias_v + r * AMX_ROWS);
         }
     }
     if (mc > 0) {
@@ -164,7 +167,7 @@ static void amx_task(void *p, int task, int thread)
         else
             amx_loop_11(w0, ctx->w_row_bytes, b0, NULL, (size_t)4 * mc, k, ct);
         for (int r = 0; r < nw; r++)
-            amx_store(c, ct + 256 * 2 * r, ta, mc, n0 + r * AMX_ROWS, bias);
+            amx_store(c, ct + 256 * 2 * r, ta, mc, n0 + r * AMX_ROWS, bias_v + r * AMX_ROWS);
     }
     _tile_release();
 }
@@ -206,20 +209,22 @@ static void amx_loop_few(const uint8_t *w0, size_t w_stride, const uint16_t *b0,
 // prefetcher follows. 16 adjacent rows a tile are 16 streams of one short
 // row each, a decode about 7% slower (Xeon, 0.6B BF16 tg32 21.2 against
 // 23.1-23.3 tok/s). Which rows share a tile does not change a row's sums.
-static void amx_few_panel(const struct op_call *c, const uint16_t *xp, int mc, int64_t p0,
-                          int64_t G, int64_t k, size_t row_bytes, const float *bias)
+static void amx_few_panel(const struct amx_ctx *ctx, int64_t p0, int64_t G)
 {
+    const struct op_call *c = ctx->c;
+    const int mc = (int)ctx->m;
+    const size_t row_bytes = ctx->w_row_bytes;
     const uint8_t *w = (const uint8_t *)c->src[1]->data;
     float ct[256] __attribute__((aligned(64)));
     amx_configure(mc, AMX_FEW_A_TILES);
     for (int64_t g = 0; g < G; g++) {
-        amx_loop_few(w + (size_t)(p0 + g) * row_bytes, (size_t)G * row_bytes, xp, (size_t)4 * mc, k,
-                     ct);
+        amx_loop_few(w + (size_t)(p0 + g) * row_bytes, (size_t)G * row_bytes, ctx->xp,
+                     (size_t)4 * mc, ctx->k, ct);
         for (int t = 0; t < mc; t++) {
             float *y = cpu_row(c->dst, t);
             for (int r = 0; r < AMX_ROWS; r++) {
                 const int64_t n = p0 + r * G + g;
-                y[n] = ct[16 * r + t] + (bias ? bias[n] : 0.0f);
+                y[n] = ct[16 * r + t] + amx_bias(ctx, n);
             }
         }
     }
@@ -233,11 +238,9 @@ static void few_task(void *p, int task, int thread)
 {
     (void)thread;
     const struct amx_ctx *ctx = p;
-    const struct op_call *c = ctx->c;
     const int64_t p0 = (int64_t)task * AMX_ROWS * AMX_FEW_G;
     const int64_t rows = ctx->n - p0 < AMX_ROWS * AMX_FEW_G ? ctx->n - p0 : AMX_ROWS * AMX_FEW_G;
-    amx_few_panel(c, ctx->xp, (int)ctx->m, p0, rows / AMX_ROWS, ctx->k, ctx->w_row_bytes,
-                  c->src[2] ? (const float *)c->src[2]->data : NULL);
+    amx_few_panel(ctx, p0, rows / AMX_ROWS);
 }
 
 // ---- x packed for the B tiles ----
@@ -257,6 +260,10 @@ static void pack_task(void *p, int task, int thread)
     const int64_t t0 = (int64_t)task * AMX_TOKENS, k = ctx->k;
     const int mc = (int)(ctx->m - t0 < AMX_TOKENS ? ctx->m - t0 : AMX_TOKENS);
     uint32_t *dst = (uint32_t *)(void *)(ctx->xp + (size_t)t0 * k);
+    // Lane i of a step (pair l / 2 + i) goes to word (l / 2 + i) mc + t.
+    const __m512i lane_words =
+        _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+                           _mm512_set1_epi32(mc));
     for (int t = 0; t < mc; t++) {
         const float *xr = cpu_row(ctx->x, t0 + t);
         // 16 pairs (32 values) a step: k is a multiple of 32.
@@ -264,22 +271,19 @@ static void pack_task(void *p, int task, int thread)
             __m512i v =
                 (__m512i)_mm512_cvtne2ps_pbh(_mm512_loadu_ps(xr + l + 16), _mm512_loadu_ps(xr + l));
             const __m512i idx =
-                _mm512_add_epi32(_mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8,
-                                                                     7, 6, 5, 4, 3, 2, 1, 0),
-                                                    _mm512_set1_epi32(mc)),
-                                 _mm512_set1_epi32((int)(l / 2 * mc + t)));
+                _mm512_add_epi32(lane_words, _mm512_set1_epi32((int)(l / 2 * mc + t)));
             _mm512_i32scatter_epi32(dst, idx, v, 4);
         }
     }
 }
 
+// cpu-avx512bf16's calls whose k is whole tile steps and whose weight rows
+// whole tiles.
 static bool matmul_supports(const struct op_call *c)
 {
-    const struct tensor *w = c->src[1], *b = c->src[2];
-    return c->backend && cpu_f32_rows(c->dst) && cpu_f32_rows(c->src[0]) &&
-           w->dtype == DTYPE_BF16 && tensor_rows_contiguous(w) && tensor_n_rows(w) == w->ne[1] &&
-           c->src[0]->ne[0] % AMX_K == 0 && w->ne[1] % AMX_ROWS == 0 &&
-           (!b || (b->dtype == DTYPE_F32 && tensor_rows_contiguous(b)));
+    const struct tensor *w = c->src[1];
+    return avx512bf16_matmul_supports(c) && tensor_n_rows(w) == w->ne[1] &&
+           c->src[0]->ne[0] % AMX_K == 0 && w->ne[1] % AMX_ROWS == 0;
 }
 
 static enum vllmc_status matmul_run(const struct op_call *c)
