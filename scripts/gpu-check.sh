@@ -164,6 +164,10 @@ fi
 if want ops; then
     stage "op-parity --device cuda" "$OUT/op-parity.log" 300 "$VLLMC" op-parity --device cuda
     grep -q "provider=cuda" "$OUT/op-parity.log" || note "op-parity: no cuda provider was checked"
+    # One token's Q4_K rows take the lane-item GEMV by default: the direct
+    # kernel it replaces stays checked.
+    stage "op-parity --op matmul, VLLMC_CUDA_QGEMV_LANE=0" "$OUT/op-parity.log" 120 \
+        env VLLMC_CUDA_QGEMV_LANE=0 "$VLLMC" op-parity --device cuda --op matmul
     # The quantized decode GEMV's largest error per weight type (bar 5e-4).
     grep "provider=cuda-qgemv nmse=" "$OUT/op-parity.log" |
         sed -E 's/.*dtype=([^ ]*) .*nmse=([^ ]*).*/\1 \2/' |

@@ -318,11 +318,13 @@ static void grid_matmul(struct parity *pr)
     // GEMV launch takes with an odd n (output rows too unaligned for a GEMM
     // library); the last two give every type rows of a multiple of 16 bytes
     // (Q6_K's 210-byte blocks need k % 2048 == 0), several tiles of the
-    // packed GEMV a row.
+    // packed GEMV a row. The last three give one token rows of 16, 12 and 8
+    // 256-weight items (the lane-item GEMV's tasks of 2, 8 and 4 rows) over
+    // an odd n.
     static const int64_t shapes[][3] = {
-        {1, 1, 1},     {1, 17, 33},    {1, 64, 256}, {2, 33, 64},    {3, 67, 259},
-        {7, 128, 512}, {16, 96, 1024}, {33, 80, 96}, {64, 256, 128}, {5, 300, 768},
-        {3, 67, 512},  {9, 45, 256},   {2, 37, 2048}, {1, 21, 8192},
+        {1, 1, 1},      {1, 17, 33},   {1, 64, 256},   {2, 33, 64},   {3, 67, 259},   {7, 128, 512},
+        {16, 96, 1024}, {33, 80, 96},  {64, 256, 128}, {5, 300, 768}, {3, 67, 512},   {9, 45, 256},
+        {2, 37, 2048},  {1, 21, 8192}, {1, 37, 4096},  {1, 45, 3072}, {1, 131, 2048},
     };
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
         int64_t m = shapes[i][0], n = shapes[i][1], k = shapes[i][2];

@@ -707,6 +707,9 @@ enum vllmc_status cuda_backend_create(const struct backend_options *o, struct ba
     const char *qgemv = getenv("VLLMC_CUDA_QGEMV");
     if (qgemv && *qgemv)
         cuda_qgemv_set_mode(atoi(qgemv));
+    const char *qgemv_lane = getenv("VLLMC_CUDA_QGEMV_LANE");
+    if (qgemv_lane && *qgemv_lane)
+        cuda_qgemv_set_lane(atoi(qgemv_lane));
     const char *bf16_x = getenv("VLLMC_CUDA_BF16_ACTIVATIONS");
     if (bf16_x && *bf16_x)
         cuda_matmul_set_split_x(atoi(bf16_x) == 0);

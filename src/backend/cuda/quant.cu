@@ -31,7 +31,11 @@
 // reads its units' bytes straight into registers (16-byte loads through L1,
 // whose hits serve the neighbouring lanes' halves of a sector) and decodes
 // them there; on the H200 it doubled Q8_0's GEMV bandwidth (gate_up 1.6 ->
-// 3.2 TB/s) and gave Q4_K and Q6_K 10-25% (bench/RESULTS.md).
+// 3.2 TB/s) and gave Q4_K and Q6_K 10-25% (bench/RESULTS.md). One token's
+// Q4_K rows whose length is whole 256-weight blocks go further: in
+// qgemv_lane_kernel a lane reads a whole 144-byte block (9 aligned loads)
+// and unpacks it with compile-time offsets (H100: gate_up 29.3 -> 25.6 us,
+// 8B Q4_K_M tg128 +1.5-2.3%).
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/matmul.cuh"
 #include "backend/cuda/quant.cuh"
@@ -200,7 +204,7 @@ static __device__ __forceinline__ void qgemv_tile_load(uint4 *pre, const uint8_t
 // of 32, xq [M, kx] laid out by qdot_x_offset for units of uw weights, scales
 // xd [M, k / 32] and sums xs [M, k / 32]. Every thread of the block takes
 // part; the caller syncs before reading.
-template <int M>
+template <int M, int THREADS = QGEMV_P_WARPS *CUDA_WARP>
 static __device__ __forceinline__ void qgemv_quantize_x(const float *x, int64_t x_pitch, int k,
                                                         int uw, int16_t *xq, int kx, float *xd,
                                                         float *xs)
@@ -208,8 +212,8 @@ static __device__ __forceinline__ void qgemv_quantize_x(const float *x, int64_t 
     const int n_sub = k / 32;
     // Eight threads a 32-block: q = round(x * 32767 / amax), d = amax / 32767, s = sum x
     // (qdot_quantize32). Four rounds of loads in flight at a time; every
-    // thread runs the same rounds (full-warp shuffles).
-    constexpr int GROUPS = QGEMV_P_WARPS * CUDA_WARP / 8, BATCH = 4;
+    // thread of the block (THREADS) runs the same rounds (full-warp shuffles).
+    constexpr int GROUPS = THREADS / 8, BATCH = 4;
     const int n_groups = M * n_sub, g8 = (int)threadIdx.x / 8, l8 = (int)threadIdx.x % 8;
     for (int base = 0; base < n_groups; base += BATCH * GROUPS) {
         float4 v[BATCH];
@@ -621,6 +625,149 @@ static __global__ void __launch_bounds__(QGEMV_P_WARPS *CUDA_WARP)
     }
 }
 
+// ---- the lane-item GEMV (Q4_K), one token ----
+
+// A 256-weight item that one lane reads whole, with aligned 16-byte loads,
+// into registers: one Q4_K block (144 bytes, 9 loads), every byte offset
+// inside it a compile-time constant, where the direct kernel's lanes read a
+// 64-weight unit each and reload the block's 16-byte head for every unit.
+// dot() gives the item's sum with the activations xq (the item's 256 16-bit
+// values, piece p of 8 at xq + 64 p as qdot_x_offset lays out units of
+// 256), their 32-block scales xd [8] and float sums xs [8].
+//
+// Eight Q8_0 blocks (272 bytes, 17 loads, fixed funnel shifts for the
+// 2-aligned blocks) made the same kind of item, but were slower than the
+// direct kernel (bench/RESULTS.md), so Q8_0 stays there.
+template <int T> struct q_item {
+    static constexpr bool ok = false;
+};
+
+// The words of activation piece p of the item (8 values, two to a word).
+static __device__ __forceinline__ void qgemv_x_piece(const int16_t *xq, int p, uint32_t *xw)
+{
+    const uint4 v = *(const uint4 *)(xq + 64 * p);
+    xw[0] = v.x, xw[1] = v.y, xw[2] = v.z, xw[3] = v.w;
+}
+
+// Q4_K: d, dmin (word 0), the 12 scale bytes (words 1..3), qs (words 4..35);
+// sub-blocks 2 j and 2 j + 1 are the low and high nibbles of qs words
+// 8 j .. 8 j + 7, with the 6-bit scales and mins of qdot_k4_scale_min.
+template <> struct q_item<DTYPE_Q4_K> {
+    static constexpr bool ok = true;
+    static constexpr int loads = 9;
+    static __device__ __forceinline__ float dot(const uint32_t *wd, const int16_t *xq,
+                                                const float *xd, const float *xs)
+    {
+        const float d = __half2float(__ushort_as_half((unsigned short)(wd[0] & 0xffffu)));
+        const float dmin = __half2float(__ushort_as_half((unsigned short)(wd[0] >> 16)));
+        const auto byte = [&](int i) { return (int)((wd[1 + i / 4] >> (8 * (i % 4))) & 255u); };
+        float r = 0.0f;
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            const int sc = j < 4 ? byte(j) & 63 : (byte(j + 4) & 15) | ((byte(j - 4) >> 6) << 4);
+            const int mn = j < 4 ? byte(j + 4) & 63 : (byte(j + 4) >> 4) | ((byte(j) >> 6) << 4);
+            int s = 0;
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                uint32_t xw[8];
+                qgemv_x_piece(xq, 4 * j + 2 * h, xw);
+                qgemv_x_piece(xq, 4 * j + 2 * h + 1, xw + 4);
+#pragma unroll
+                for (int i = 0; i < 4; i++) {
+                    const uint32_t v = wd[4 + 8 * (j / 2) + 4 * h + i];
+                    const uint32_t q = (j % 2 ? v >> 4 : v) & 0x0F0F0F0Fu;
+                    s = __dp2a_lo((int)xw[2 * i], (int)q, s);
+                    s = __dp2a_hi((int)xw[2 * i + 1], (int)q, s);
+                }
+            }
+            r += xd[j] * (d * (float)sc) * (float)s - dmin * (float)mn * xs[j];
+        }
+        return r;
+    }
+};
+
+#define QGEMV_L_WARPS 16 // warps per block of the lane-item GEMV (one block an SM)
+
+// dst [n] = x [k] . W^T, one token, k a multiple of 256, W and its rows
+// 16-aligned. A warp task is R rows (qgemv_lane_rows); lane l of pass p
+// takes item 32 p + l of the task's rows laid end to end, so a pass asks for
+// 32 items (4.6 KB of Q4_K) at once. The block quantizes x into shared
+// memory as the direct kernel does (uw 256) while the first pass's loads are
+// in flight.
+template <int T, int R>
+static __global__ void __launch_bounds__(QGEMV_L_WARPS *CUDA_WARP, 1)
+    qgemv_lane_kernel(float *dst, const float *x, const uint8_t *w, int64_t w_pitch,
+                      const void *bias, int bias_type, int n, int k, int64_t prefetch, bool early)
+{
+    using Q = q_item<T>;
+    constexpr int ITEM_BYTES = q_fmt<T>::bytes;
+    static_assert(Q::loads * 16 == ITEM_BYTES && q_fmt<T>::elems == 256,
+                  "an item is one 256-weight block of whole 16-byte pieces");
+    extern __shared__ uint4 qgemv_smem[];
+    const int warp = threadIdx.x / CUDA_WARP, lane = threadIdx.x % CUDA_WARP;
+    const int kx = qdot_x_elems(k, 256), n_sub = k / 32, items = k / 256;
+    const int per_task = R * items, n_tasks = (n + R - 1) / R;
+    const int n_warps = (int)gridDim.x * QGEMV_L_WARPS;
+    int16_t *xq = (int16_t *)qgemv_smem;
+    float *xd = (float *)(xq + kx);
+    float *xs = xd + n_sub;
+    const int task_first = (int)blockIdx.x * QGEMV_L_WARPS + warp;
+    if (lane == 0)
+        for (int t = task_first; t < n_tasks && (int64_t)t * R * w_pitch < prefetch; t += n_warps)
+            cuda_prefetch_l2(w + (int64_t)t * R * w_pitch,
+                             (uint32_t)((int64_t)min(R, n - t * R) * w_pitch));
+    // Item i of task t: item i % items of row t R + i / items (a row past n
+    // stays unread).
+    const auto item_load = [&](int t, int i, uint4 *v) {
+        const int row = t * R + i / items;
+        if (row < n) {
+            const uint4 *p =
+                (const uint4 *)(w + (int64_t)row * w_pitch + (int64_t)(i % items) * ITEM_BYTES);
+#pragma unroll
+            for (int j = 0; j < Q::loads; j++)
+                v[j] = __ldcs(p + j);
+        }
+    };
+    uint4 v[Q::loads];
+    early = early && task_first < n_tasks && lane < per_task;
+    if (early)
+        item_load(task_first, lane, v);
+    cuda_pdl_sync();
+    qgemv_quantize_x<1, QGEMV_L_WARPS * CUDA_WARP>(x, 0, k, 256, xq, kx, xd, xs);
+    __syncthreads();
+
+    for (int t = task_first; t < n_tasks; t += n_warps) {
+        float acc[R];
+#pragma unroll
+        for (int r = 0; r < R; r++)
+            acc[r] = 0.0f;
+        for (int i = lane; i < per_task; i += CUDA_WARP) {
+            if (!early)
+                item_load(t, i, v);
+            early = false;
+            const int row_in = i / items, it = i % items;
+            if (t * R + row_in >= n)
+                continue;
+            const float s = Q::dot((const uint32_t *)v, xq + (it / 8) * 32 * 64 + (it % 8) * 8,
+                                   xd + 8 * it, xs + 8 * it);
+#pragma unroll
+            for (int r = 0; r < R; r++)
+                if (r == row_in)
+                    acc[r] += s;
+        }
+#pragma unroll
+        for (int r = 0; r < R; r++) {
+            float sum = cuda_warp_sum(acc[r]);
+            const int row = t * R + r;
+            if (lane == 0 && row < n) {
+                if (bias)
+                    sum += cuda_bias_at(bias, bias_type, row);
+                dst[row] = sum;
+            }
+        }
+    }
+}
+
 // out rows [n_rows, k] (f32 or bf16, dense pitch out_pitch elements) from
 // packed rows; rows[] picks table rows (embedding), or NULL for 0..n_rows-1.
 // A row id outside the table gives zeros.
@@ -668,7 +815,8 @@ static void qgemv_launch_m(const struct op_call *c, int64_t t0, cudaStream_t str
 
 // Which decode GEMV applies (VLLMC_CUDA_QGEMV): 0 the byte-loading kernel,
 // 1 the packed one, 2 (default) the direct one for Q4_K, Q6_K and Q8_0 at
-// one token (else the packed one), 3 the same with two rows a warp.
+// one token (else the packed one), 3 the same with two rows a warp. Under 2
+// one token's Q4_K rows take the lane-item kernel instead (qgemv_lane).
 static int qgemv_mode = 2;
 
 extern "C" void cuda_qgemv_set_mode(int mode)
@@ -688,7 +836,7 @@ struct qgemv_occupancy {
 
 template <typename K>
 static cudaError_t qgemv_occupancy_get(K kernel, size_t smem, struct qgemv_occupancy *o,
-                                       int *blocks)
+                                       int *blocks, int threads = QGEMV_P_WARPS * CUDA_WARP)
 {
     for (int i = 0; i < o->n; i++) {
         if (o->smem[i] == smem) {
@@ -704,8 +852,7 @@ static cudaError_t qgemv_occupancy_get(K kernel, size_t smem, struct qgemv_occup
         o->smem_raised = smem;
     }
     int nb = 0;
-    rc = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nb, kernel, QGEMV_P_WARPS * CUDA_WARP,
-                                                       smem);
+    rc = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nb, kernel, threads, smem);
     if (rc != cudaSuccess)
         return rc;
     *blocks = nb > 0 ? nb : 1;
@@ -787,6 +934,82 @@ static enum vllmc_status qgemv_direct_launch(const struct op_call *c, int64_t t0
     return VLLMC_OK;
 }
 
+// The lane-item GEMV: R rows a warp task, the fewest (of 1, 2, 4, 8) whose
+// items fill whole passes of 32 lanes, else the fewest that fill one pass.
+static size_t qgemv_lane_smem(int64_t k)
+{
+    return 2 * (size_t)qdot_x_elems((int)k, 256) + (size_t)k / 4;
+}
+
+// Rows a warp task of the lane-item GEMV: the fewest (1, 2, 4, 8) whose
+// items fill whole passes of 32 lanes, else the fewest that fill one pass.
+static int qgemv_lane_rows(int64_t k)
+{
+    const int items = (int)(k / 256);
+    for (int r = 1; r <= 8; r *= 2)
+        if (r * items % CUDA_WARP == 0)
+            return r;
+    for (int r = 1; r < 8; r *= 2)
+        if (r * items >= CUDA_WARP)
+            return r;
+    return 8;
+}
+
+// Whether one token's Q4_K rows take the lane-item GEMV (VLLMC_CUDA_QGEMV_LANE,
+// default 1) where the direct one would.
+static int qgemv_lane = 1;
+
+extern "C" void cuda_qgemv_set_lane(int mode)
+{
+    qgemv_lane = mode;
+}
+
+template <int T> static bool qgemv_lane_ok(const struct op_call *c, const struct cuda_device *dev)
+{
+    const struct tensor *w = c->src[1];
+    return q_item<T>::ok && qgemv_mode == 2 && qgemv_lane == 1 && w->ne[0] % 256 == 0 &&
+           (uintptr_t)w->data % 16 == 0 && w->nb[1] % 16 == 0 &&
+           qgemv_lane_smem(w->ne[0]) <= dev->smem_optin_bytes;
+}
+
+template <int T, int R>
+static enum vllmc_status qgemv_lane_launch_r(const struct op_call *c, int64_t t0,
+                                             struct cuda_device *dev)
+{
+    struct err *err = dev->err;
+    const struct tensor *x = c->src[0], *w = c->src[1], *b = c->src[2];
+    const int n = (int)w->ne[1], k = (int)x->ne[0];
+    const int64_t x_pitch = cuda_row_pitch(x), dst_pitch = cuda_row_pitch(c->dst);
+    const size_t smem = qgemv_lane_smem(k);
+    static struct qgemv_occupancy occ;
+    int per_sm = 1;
+    CUDA_TRY(qgemv_occupancy_get(qgemv_lane_kernel<T, R>, smem, &occ, &per_sm,
+                                 QGEMV_L_WARPS * CUDA_WARP));
+    cuda_launch(qgemv_lane_kernel<T, R>, qgemv_grid(dev, per_sm, (n + R - 1) / R, QGEMV_L_WARPS),
+                QGEMV_L_WARPS * CUDA_WARP, smem, dev->stream,
+                (float *)c->dst->data + t0 * dst_pitch, (const float *)x->data + t0 * x_pitch,
+                (const uint8_t *)w->data, (int64_t)w->nb[1], b ? b->data : nullptr,
+                b ? (int)b->dtype : (int)DTYPE_F32, n, k,
+                cuda_gemv_prefetch((int64_t)n * (int64_t)w->nb[1]), cuda_gemv_load_early);
+    return VLLMC_OK;
+}
+
+template <int T>
+static enum vllmc_status qgemv_lane_launch(const struct op_call *c, int64_t t0,
+                                           struct cuda_device *dev)
+{
+    switch (qgemv_lane_rows(c->src[1]->ne[0])) {
+    case 1:
+        return qgemv_lane_launch_r<T, 1>(c, t0, dev);
+    case 2:
+        return qgemv_lane_launch_r<T, 2>(c, t0, dev);
+    case 4:
+        return qgemv_lane_launch_r<T, 4>(c, t0, dev);
+    default:
+        return qgemv_lane_launch_r<T, 8>(c, t0, dev);
+    }
+}
+
 // The direct GEMV takes a token of the types q_direct has, W 16-aligned with
 // rows as aligned as the packed GEMV asks (16 for Q4_K, 2 for the others).
 template <int T>
@@ -805,6 +1028,10 @@ template <int T, int M>
 static enum vllmc_status qgemv_launch_chunk(const struct op_call *c, int64_t t0,
                                             struct cuda_device *dev)
 {
+    if constexpr (q_item<T>::ok && M == 1) {
+        if (qgemv_lane_ok<T>(c, dev))
+            return qgemv_lane_launch<T>(c, t0, dev);
+    }
     if constexpr (q_direct<T>::ok && M == 1) {
         if (qgemv_direct_ok<T>(c, dev))
             return qgemv_mode == 3 ? qgemv_direct_launch<T, 2>(c, t0, dev)

@@ -16,9 +16,12 @@ extern "C" {
 // Which decode GEMV the packed types take (VLLMC_CUDA_QGEMV at backend
 // creation): 0 the byte-loading f32 kernel everywhere, 1 the packed one (16-byte
 // loads through shared memory, 16-bit activations, integer dot products),
-// 2 (the default) as 1 but Q4_K at one token reads W straight into
-// registers, 3 the same two rows a warp.
+// 2 (the default) as 1 but Q4_K, Q6_K and Q8_0 at one token read W straight
+// into registers, 3 the same two rows a warp.
 void cuda_qgemv_set_mode(int mode);
+// Under mode 2, whether one token's Q4_K rows take the lane-item GEMV, a
+// whole block a lane (VLLMC_CUDA_QGEMV_LANE: 1, the default, or 0).
+void cuda_qgemv_set_lane(int mode);
 bool cuda_qgemv_supports(const struct op_call *c);
 enum vllmc_status cuda_qgemv_run(const struct op_call *c);
 bool cuda_qgemm_supports(const struct op_call *c);
