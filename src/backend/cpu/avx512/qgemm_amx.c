@@ -17,6 +17,13 @@
 //     acc = fma(wm_j, asum_b, acc)          (types with a min)
 // so every output has the bits of the other tile and of the decode kernels
 // (test_qmatmul's batch invariance holds across them).
+//
+// Q8_0 skips the panel's bytes altogether (qgemm_amx_tile_q8_0_rows): its
+// blocks hold signed bytes at a fixed offset, so 16 rows' block j is an A
+// tile where it lies, one row pitch apart, and TDPBSSD multiplies it signed
+// by signed; the sums are (w + 128) . q - 128 sum(q) without the correction,
+// the same integers. Only the scales are unpacked. With one or two token
+// groups a panel (batched decode) the copy had cost as much as the tile.
 #include <immintrin.h>
 
 #include "backend/cpu/avx512/avx512.h"
@@ -37,22 +44,28 @@ static void amx_configure(int sub)
     avx512_amx_configure(rows, colsb);
 }
 
-// Block j's integer sums into C tile CT from A tile AT and B tile BT.
+// Block j's integer sums into C tile CT from A tile AT (16 rows a_stride
+// apart from a_base + j a_step) and B tile BT: unsigned panel bytes times
+// signed activations, or with SIGNED_A the packed rows' own signed bytes.
 #define AMX_ISSUE(CT, AT, BT, j)                                                                   \
     do {                                                                                           \
         _tile_zero(CT);                                                                            \
-        _tile_loadd(AT, panel + (size_t)(j)*SUB, prb);                                             \
+        _tile_loadd(AT, a_base + (size_t)(j)*a_step, a_stride);                                    \
         _tile_loadd(BT, q + (size_t)(j)*16 * SUB, 64);                                             \
-        _tile_dpbusd(CT, AT, BT);                                                                  \
+        if (SIGNED_A)                                                                              \
+            _tile_dpbssd(CT, AT, BT);                                                              \
+        else                                                                                       \
+            _tile_dpbusd(CT, AT, BT);                                                              \
     } while (0)
 
-// Block j's sums in ci [16 rows][16 tokens] into the 16 rows' accumulators.
+// Block j's sums in ci [16 rows][16 tokens] into the 16 rows' accumulators
+// (corr NULL: signed weights, the sums need no zero-point correction).
 ALWAYS_INLINE void amx_scale(const int SUB, const bool has_min, const int32_t *ci, int64_t j,
                              const int32_t *corr, const float *ad, const float *as,
                              const float *const *ws, const float *const *wm, __m512 acc[16])
 {
     const int64_t b = j * SUB / 32; // the activation block
-    const __m512i c = _mm512_load_si512(corr + 16 * j);
+    const __m512i c = corr ? _mm512_load_si512(corr + 16 * j) : _mm512_setzero_si512();
     const __m512 D = _mm512_load_ps(ad + 16 * b);
     const __m512 AS = has_min ? _mm512_load_ps(as + 16 * b) : _mm512_setzero_ps();
 #pragma GCC unroll 16
@@ -65,9 +78,12 @@ ALWAYS_INLINE void amx_scale(const int SUB, const bool has_min, const int32_t *c
     }
 }
 
-ALWAYS_INLINE void amx_tile(const int SUB, const bool has_min, const uint8_t *panel, int64_t k,
-                            int n_groups, const uint8_t *const *a, float *out, const uint8_t *pf,
-                            size_t pf_bytes)
+// The tile over the A tiles at a_base (a_stride, a_step as AMX_ISSUE) with
+// the scales of the panel's rows.
+ALWAYS_INLINE void amx_tile(const int SUB, const bool has_min, const bool SIGNED_A,
+                            const uint8_t *a_base, size_t a_stride, size_t a_step,
+                            const uint8_t *panel, int64_t k, int n_groups, const uint8_t *const *a,
+                            float *out, const uint8_t *pf, size_t pf_bytes)
 {
     const size_t prb = qgemm_panel_row_bytes(k);
     const float *ws[16], *wm[16];
@@ -86,7 +102,7 @@ ALWAYS_INLINE void amx_tile(const int SUB, const bool has_min, const uint8_t *pa
         const uint8_t *q = a[g];
         const float *ad = (const float *)(a[g] + qgemm_group_d_off(k));
         const float *as = (const float *)(a[g] + qgemm_group_asum_off(k));
-        const int32_t *corr = (const int32_t *)(a[g] + qgemm_group_corr_off(k));
+        const int32_t *corr = SIGNED_A ? NULL : (const int32_t *)(a[g] + qgemm_group_corr_off(k));
         __m512 acc[16];
         for (int r = 0; r < 16; r++)
             acc[r] = _mm512_setzero_ps();
@@ -118,17 +134,31 @@ _Static_assert(QGEMM_PANEL == 16 && QGEMM_LANES == 16, "a tile is 16 rows x 16 t
 void qgemm_amx_tile_32(const uint8_t *panel, int64_t k, int n_groups, const uint8_t *const *a,
                        float *out, const uint8_t *pf, size_t pf_bytes)
 {
-    amx_tile(32, false, panel, k, n_groups, a, out, pf, pf_bytes);
+    amx_tile(32, false, false, panel, qgemm_panel_row_bytes(k), 32, panel, k, n_groups, a, out, pf,
+             pf_bytes);
 }
 
 void qgemm_amx_tile_32_min(const uint8_t *panel, int64_t k, int n_groups, const uint8_t *const *a,
                            float *out, const uint8_t *pf, size_t pf_bytes)
 {
-    amx_tile(32, true, panel, k, n_groups, a, out, pf, pf_bytes);
+    amx_tile(32, true, false, panel, qgemm_panel_row_bytes(k), 32, panel, k, n_groups, a, out, pf,
+             pf_bytes);
 }
 
 void qgemm_amx_tile_16(const uint8_t *panel, int64_t k, int n_groups, const uint8_t *const *a,
                        float *out, const uint8_t *pf, size_t pf_bytes)
 {
-    amx_tile(16, false, panel, k, n_groups, a, out, pf, pf_bytes);
+    amx_tile(16, false, false, panel, qgemm_panel_row_bytes(k), 16, panel, k, n_groups, a, out, pf,
+             pf_bytes);
+}
+
+// Q8_0 rows in place: block j of a row is its half scale and 32 signed bytes
+// at 34 j + 2, so 16 rows' bytes of block j are an A tile as they lie
+// (stride w_pitch), multiplied signed by signed; the integer sums equal the
+// panel's (w + 128) . q - 128 sum(q) exactly.
+void qgemm_amx_tile_q8_0_rows(const uint8_t *w0, size_t w_pitch, const uint8_t *panel, int64_t k,
+                              int n_groups, const uint8_t *const *a, float *out, const uint8_t *pf,
+                              size_t pf_bytes)
+{
+    amx_tile(32, false, true, w0 + 2, w_pitch, 34, panel, k, n_groups, a, out, pf, pf_bytes);
 }
