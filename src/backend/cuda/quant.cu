@@ -913,25 +913,37 @@ template <int T> static size_t qgemv_direct_smem(int64_t k)
     return 2 * (size_t)qdot_x_elems((int)k, 32 * q_unit<T>::subs) + (size_t)k / 4;
 }
 
-template <int T, int R>
-static enum vllmc_status qgemv_direct_launch(const struct op_call *c, int64_t t0,
-                                             struct cuda_device *dev)
+// One token through a one-token kernel (qgemv_direct_kernel or
+// qgemv_lane_kernel, which take the same arguments) in blocks of `warps`
+// warps: as many blocks as are resident at once, at most one for each
+// per_block of the call's `units` (row groups or warp tasks).
+template <typename K>
+static enum vllmc_status qgemv_one_launch(K kernel, struct qgemv_occupancy *occ, size_t smem,
+                                          int warps, int64_t units, int64_t per_block,
+                                          const struct op_call *c, int64_t t0,
+                                          struct cuda_device *dev)
 {
     struct err *err = dev->err;
     const struct tensor *x = c->src[0], *w = c->src[1], *b = c->src[2];
     const int n = (int)w->ne[1], k = (int)x->ne[0];
     const int64_t x_pitch = cuda_row_pitch(x), dst_pitch = cuda_row_pitch(c->dst);
-    const size_t smem = qgemv_direct_smem<T>(k);
-    static struct qgemv_occupancy occ;
     int per_sm = 1;
-    CUDA_TRY(qgemv_occupancy_get(qgemv_direct_kernel<T, R>, smem, &occ, &per_sm));
-    cuda_launch(qgemv_direct_kernel<T, R>, qgemv_grid(dev, per_sm, n, QGEMV_P_WARPS * R),
-                QGEMV_P_WARPS * CUDA_WARP, smem, dev->stream,
-                (float *)c->dst->data + t0 * dst_pitch, (const float *)x->data + t0 * x_pitch,
-                (const uint8_t *)w->data, (int64_t)w->nb[1], b ? b->data : nullptr,
-                b ? (int)b->dtype : (int)DTYPE_F32, n, k,
+    CUDA_TRY(qgemv_occupancy_get(kernel, smem, occ, &per_sm, warps * CUDA_WARP));
+    cuda_launch(kernel, qgemv_grid(dev, per_sm, (int)units, per_block), warps * CUDA_WARP, smem,
+                dev->stream, (float *)c->dst->data + t0 * dst_pitch,
+                (const float *)x->data + t0 * x_pitch, (const uint8_t *)w->data, (int64_t)w->nb[1],
+                b ? b->data : nullptr, b ? (int)b->dtype : (int)DTYPE_F32, n, k,
                 cuda_gemv_prefetch((int64_t)n * (int64_t)w->nb[1]), cuda_gemv_load_early);
     return VLLMC_OK;
+}
+
+template <int T, int R>
+static enum vllmc_status qgemv_direct_launch(const struct op_call *c, int64_t t0,
+                                             struct cuda_device *dev)
+{
+    static struct qgemv_occupancy occ;
+    return qgemv_one_launch(qgemv_direct_kernel<T, R>, &occ, qgemv_direct_smem<T>(c->src[0]->ne[0]),
+                            QGEMV_P_WARPS, c->src[1]->ne[1], QGEMV_P_WARPS * R, c, t0, dev);
 }
 
 // The lane-item GEMV: R rows a warp task, the fewest (of 1, 2, 4, 8) whose
@@ -976,22 +988,10 @@ template <int T, int R>
 static enum vllmc_status qgemv_lane_launch_r(const struct op_call *c, int64_t t0,
                                              struct cuda_device *dev)
 {
-    struct err *err = dev->err;
-    const struct tensor *x = c->src[0], *w = c->src[1], *b = c->src[2];
-    const int n = (int)w->ne[1], k = (int)x->ne[0];
-    const int64_t x_pitch = cuda_row_pitch(x), dst_pitch = cuda_row_pitch(c->dst);
-    const size_t smem = qgemv_lane_smem(k);
     static struct qgemv_occupancy occ;
-    int per_sm = 1;
-    CUDA_TRY(qgemv_occupancy_get(qgemv_lane_kernel<T, R>, smem, &occ, &per_sm,
-                                 QGEMV_L_WARPS * CUDA_WARP));
-    cuda_launch(qgemv_lane_kernel<T, R>, qgemv_grid(dev, per_sm, (n + R - 1) / R, QGEMV_L_WARPS),
-                QGEMV_L_WARPS * CUDA_WARP, smem, dev->stream,
-                (float *)c->dst->data + t0 * dst_pitch, (const float *)x->data + t0 * x_pitch,
-                (const uint8_t *)w->data, (int64_t)w->nb[1], b ? b->data : nullptr,
-                b ? (int)b->dtype : (int)DTYPE_F32, n, k,
-                cuda_gemv_prefetch((int64_t)n * (int64_t)w->nb[1]), cuda_gemv_load_early);
-    return VLLMC_OK;
+    return qgemv_one_launch(qgemv_lane_kernel<T, R>, &occ, qgemv_lane_smem(c->src[0]->ne[0]),
+                            QGEMV_L_WARPS, (c->src[1]->ne[1] + R - 1) / R, QGEMV_L_WARPS, c, t0,
+                            dev);
 }
 
 template <int T>
