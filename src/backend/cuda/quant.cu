@@ -906,11 +906,17 @@ static enum vllmc_status qgemv_packed_launch(const struct op_call *c, int64_t t0
     return VLLMC_OK;
 }
 
-// One token through qgemv_direct_kernel: as many blocks as are resident at
-// once, at most a warp a row group.
+// Shared memory of a one-token kernel over rows of k: x's 16-bit values laid
+// out for units of uw weights (qdot_x_offset), then its k / 32 scales and
+// sums (qgemv_quantize_x).
+static size_t qgemv_one_smem(int64_t k, int uw)
+{
+    return 2 * (size_t)qdot_x_elems((int)k, uw) + (size_t)k / 4;
+}
+
 template <int T> static size_t qgemv_direct_smem(int64_t k)
 {
-    return 2 * (size_t)qdot_x_elems((int)k, 32 * q_unit<T>::subs) + (size_t)k / 4;
+    return qgemv_one_smem(k, 32 * q_unit<T>::subs);
 }
 
 // One token through a one-token kernel (qgemv_direct_kernel or
@@ -946,13 +952,6 @@ static enum vllmc_status qgemv_direct_launch(const struct op_call *c, int64_t t0
                             QGEMV_P_WARPS, c->src[1]->ne[1], QGEMV_P_WARPS * R, c, t0, dev);
 }
 
-// The lane-item GEMV: R rows a warp task, the fewest (of 1, 2, 4, 8) whose
-// items fill whole passes of 32 lanes, else the fewest that fill one pass.
-static size_t qgemv_lane_smem(int64_t k)
-{
-    return 2 * (size_t)qdot_x_elems((int)k, 256) + (size_t)k / 4;
-}
-
 // Rows a warp task of the lane-item GEMV: the fewest (1, 2, 4, 8) whose
 // items fill whole passes of 32 lanes, else the fewest that fill one pass.
 static int qgemv_lane_rows(int64_t k)
@@ -981,7 +980,7 @@ template <int T> static bool qgemv_lane_ok(const struct op_call *c, const struct
     const struct tensor *w = c->src[1];
     return q_item<T>::ok && qgemv_mode == 2 && qgemv_lane == 1 && w->ne[0] % 256 == 0 &&
            (uintptr_t)w->data % 16 == 0 && w->nb[1] % 16 == 0 &&
-           qgemv_lane_smem(w->ne[0]) <= dev->smem_optin_bytes;
+           qgemv_one_smem(w->ne[0], 256) <= dev->smem_optin_bytes;
 }
 
 template <int T, int R>
@@ -989,7 +988,7 @@ static enum vllmc_status qgemv_lane_launch_r(const struct op_call *c, int64_t t0
                                              struct cuda_device *dev)
 {
     static struct qgemv_occupancy occ;
-    return qgemv_one_launch(qgemv_lane_kernel<T, R>, &occ, qgemv_lane_smem(c->src[0]->ne[0]),
+    return qgemv_one_launch(qgemv_lane_kernel<T, R>, &occ, qgemv_one_smem(c->src[0]->ne[0], 256),
                             QGEMV_L_WARPS, (c->src[1]->ne[1] + R - 1) / R, QGEMV_L_WARPS, c, t0,
                             dev);
 }
