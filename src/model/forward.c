@@ -245,10 +245,48 @@ static enum vllmc_status fwd_rope_store(struct fwd *f, const struct model_batch 
     return fwd_run(f, &store);
 }
 
+// Whether layer L's projections fill the fused q|k|v output (f->qkv), whose
+// qkv_rope_store fwd_attention runs.
+static bool fwd_fills_qkv(const struct model_layer *L)
+{
+    return L->wqkv.data || L->wqk.data;
+}
+
+// Columns [c0, c0 + cols) of the fused q|k|v output, rows as they stand.
+static void fwd_qkv_cols(const struct fwd *f, struct tensor *t, int64_t c0, int64_t cols)
+{
+    VLLMC_ASSERT(tensor_init_2d(t, DTYPE_F32, (float *)f->qkv.data + c0, cols, f->qkv.ne[1]));
+    t->nb[1] = f->qkv.nb[1];
+    t->location = f->qkv.location;
+}
+
+// q|k and v into the fused output by two matmuls (model_layer.wqk), each
+// with the norm inside where fwd_norm_matmul can: the first adds the pending
+// projection to the residual stream, the second norms the stream again.
+static enum vllmc_status fwd_qk_v(struct fwd *f, struct model_layer *L)
+{
+    const struct model_hparams *hp = &f->m->hp;
+    const int64_t qk_cols = (int64_t)(hp->n_heads + hp->n_kv_heads) * hp->head_dim;
+    struct tensor qk, v;
+    fwd_qkv_cols(f, &qk, 0, qk_cols);
+    fwd_qkv_cols(f, &v, qk_cols, (int64_t)hp->n_kv_heads * hp->head_dim);
+    enum vllmc_status rc = VLLMC_OK;
+    if (fwd_norm_matmul(f, &qk, &L->attn_norm, &L->wqk, NULL, false, &rc)) {
+        if (rc || fwd_norm_matmul(f, &v, &L->attn_norm, &L->wv, NULL, false, &rc))
+            return rc;
+        if ((rc = fwd_norm(f, &L->attn_norm)))
+            return rc;
+        return fwd_matmul(f, &v, &f->h, &L->wv, NULL, NULL);
+    }
+    if ((rc = fwd_norm(f, &L->attn_norm)) || (rc = fwd_matmul(f, &qk, &f->h, &L->wqk, NULL, NULL)))
+        return rc;
+    return fwd_matmul(f, &v, &f->h, &L->wv, NULL, NULL);
+}
+
 // q, k and v of layer l from the residual stream, ready for attention: the
 // norm, one matmul and one fused op when the layer has fused q|k|v weights
-// (norm and matmul as one op where fwd_norm_matmul can), else the norm, 3
-// matmuls, 2 RoPEs and a kv_store.
+// (norm and matmul as one op where fwd_norm_matmul can; fused q|k: two
+// matmuls), else the norm, 3 matmuls, 2 RoPEs and a kv_store.
 static enum vllmc_status fwd_qkv(struct fwd *f, const struct model_batch *b, struct kv_cache *kv,
                                  int l)
 {
@@ -260,6 +298,9 @@ static enum vllmc_status fwd_qkv(struct fwd *f, const struct model_batch *b, str
             rc = fwd_matmul(f, &f->qkv, &f->h, &L->wqkv, &L->bqkv, NULL);
         return rc; // its qkv_rope_store: fwd_attention
     }
+    if (L->wqk.data)
+        return fwd_qk_v(f, L); // its qkv_rope_store: fwd_attention
+
     if ((rc = fwd_norm(f, &L->attn_norm)) ||
         (rc = fwd_matmul(f, &f->q2, &f->h, &L->wq, &L->bq, &L->wq_perm)) ||
         (rc = fwd_matmul(f, &f->k2, &f->h, &L->wk, &L->bk, &L->wk_perm)) ||
@@ -321,7 +362,7 @@ static enum vllmc_status fwd_attention(struct fwd *f, const struct model_batch *
                                 .max_seq_len = b->max_seq_len,
                                 .max_q_len = b->max_q_len},
                           .backend = f->be};
-    if (!f->m->layers[l].wqkv.data)
+    if (!fwd_fills_qkv(&f->m->layers[l]))
         return fwd_run(f, &att);
     struct op_call store = fwd_qkv_rope_store_call(f, b, kv, l);
     att.p.prologue = &store;

@@ -388,6 +388,9 @@ static void loader_plan_fusion(struct loader *ld, enum model_fuse fuse)
             if (ls->n_bias)
                 loader_mark_group(ld, ls->bias, 3, on_host);
             ld->fused_qkv_any = true;
+        } else if (device && ls->n_bias == 0 && loader_fusable(ld, ls->qkv, 2)) {
+            loader_mark_group(ld, ls->qkv, 2, on_host); // q|k (model_layer.wqk)
+            ld->fused_qkv_any = true;
         }
         if (loader_fusable(ld, ls->gate, 2)) {
             loader_mark_group(ld, ls->gate, 2, on_host);
@@ -450,10 +453,12 @@ static void loader_fused_views(struct loader *ld)
     for (int l = 0; l < ld->m->hp.n_layers; l++) {
         const struct loader_layer_slots *ls = &ld->layer_slots[l];
         struct model_layer *L = &ld->m->layers[l];
-        if (ld->slots[ls->qkv].fuse_next) {
+        if (ld->slots[ls->qkv].fuse_next && ld->slots[ls->qkv + 1].fuse_next) {
             loader_fused_view(ld, ls->qkv, 3, &L->wqkv);
             if (ls->n_bias)
                 loader_fused_view(ld, ls->bias, 3, &L->bqkv);
+        } else if (ld->slots[ls->qkv].fuse_next) {
+            loader_fused_view(ld, ls->qkv, 2, &L->wqk);
         }
         if (ld->slots[ls->gate].fuse_next)
             loader_fused_view(ld, ls->gate, 2, &L->w_gate_up);

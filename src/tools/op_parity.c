@@ -516,7 +516,9 @@ static void grid_norm_matmul(struct parity *pr)
         {1, 4096, 1024, 0}, {1, 3072, 1024, 1}, {1, 67, 512, 0},   {1, 33, 128, 1},
         {2, 96, 256, 0},    {1, 520, 4096, 0},  {1, 300, 2048, 1}, {3, 17, 64, 1},
     };
-    static const enum dtype types[] = {DTYPE_F32, DTYPE_F16, DTYPE_BF16, DTYPE_Q8_0};
+    // The quantized types of Q8_0 and Q4_K_M files (the one-token kernels' norm).
+    static const enum dtype types[] = {DTYPE_F32,  DTYPE_F16,  DTYPE_BF16,
+                                       DTYPE_Q8_0, DTYPE_Q4_K, DTYPE_Q6_K};
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
         int64_t m = shapes[i][0], n = shapes[i][1], k = shapes[i][2];
         bool silu = shapes[i][3];

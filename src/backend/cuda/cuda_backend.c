@@ -92,6 +92,8 @@ static const struct op_provider cuda_p_attention_tc_ldsm = {
 CUDA_PROVIDER(cuda_p_qembedding, "cuda-q", OP_EMBEDDING, 100, cuda_qembedding);
 CUDA_PROVIDER(cuda_p_qgemv, "cuda-qgemv", OP_MATMUL, 100, cuda_qgemv);
 CUDA_PROVIDER(cuda_p_qgemm, "cuda-qgemm", OP_MATMUL, 90, cuda_qgemm);
+// The norm (and gate|up's SiLU-mul) inside the one-token quantized GEMVs.
+CUDA_PROVIDER(cuda_p_norm_qgemv, "cuda-norm-qgemv", OP_NORM_MATMUL, 100, cuda_norm_qgemv);
 // AWQ/GPTQ int4g weights, the same split as the GGUF types (int4g.cu).
 CUDA_PROVIDER(cuda_p_int4g_gemv, "cuda-int4g-gemv", OP_MATMUL, 100, cuda_int4g_gemv);
 CUDA_PROVIDER(cuda_p_int4g_gemm, "cuda-int4g-gemm", OP_MATMUL, 90, cuda_int4g_gemm);
@@ -126,6 +128,7 @@ static const struct op_provider *const cuda_provider_table[] = {
     &cuda_p_gemv_silu,
     &cuda_p_norm_gemv,
     &cuda_p_norm_gemv_silu,
+    &cuda_p_norm_qgemv,
 };
 
 #define CUDA_N_PROVIDERS (sizeof cuda_provider_table / sizeof cuda_provider_table[0])

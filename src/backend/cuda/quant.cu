@@ -35,9 +35,14 @@
 // Q4_K rows whose length is whole 256-weight blocks go further: in
 // qgemv_lane_kernel a lane reads a whole 144-byte block (9 aligned loads)
 // and unpacks it with compile-time offsets (H100: gate_up 29.3 -> 25.6 us,
-// 8B Q4_K_M tg128 +1.5-2.3%).
+// 8B Q4_K_M tg128 +1.5-2.3%). Both one-token kernels also run NORM_MATMUL
+// (cuda-norm-qgemv): the residual add and RMSNorm go into the activations'
+// quantization, and a gate|up W's rows pair up in a warp task so that it
+// writes silu(gate) * up itself; two kernels a layer fewer (H100, 8B Q4_K_M
+// tg128 +4-5% with the q|k fusion of model_layer.wqk on top).
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/matmul.cuh"
+#include "backend/cuda/norm.cuh"
 #include "backend/cuda/quant.cuh"
 #include "backend/cuda/quant_decode.h"
 #include "backend/cuda/quant_dot.h"
@@ -204,11 +209,19 @@ static __device__ __forceinline__ void qgemv_tile_load(uint4 *pre, const uint8_t
 // of 32, xq [M, kx] laid out by qdot_x_offset for units of uw weights, scales
 // xd [M, k / 32] and sums xs [M, k / 32]. Every thread of the block takes
 // part; the caller syncs before reading.
-template <int M, int THREADS = QGEMV_P_WARPS *CUDA_WARP>
-static __device__ __forceinline__ void qgemv_quantize_x(const float *x, int64_t x_pitch, int k,
-                                                        int uw, int16_t *xq, int kx, float *xd,
-                                                        float *xs)
+// NORM (NORM_MATMUL, one token): what goes in is v = h * w with h = x + add
+// (nin; block 0 also writes h to nin->sum), and the return value is the
+// norm's scale rsqrt(mean(h^2) + eps), which the caller applies to its sums
+// (W . (v * scale) = scale * (W . v)), as cuda_stage_rmsnorm does for the
+// 16-bit GEMVs; the 32-blocks' own scales absorb v's magnitude. red: 32
+// floats of shared memory for the block's sum of squares.
+template <int M, int THREADS = QGEMV_P_WARPS *CUDA_WARP, bool NORM = false>
+static __device__ __forceinline__ float
+qgemv_quantize_x(const float *x, int64_t x_pitch, int k, int uw, int16_t *xq, int kx, float *xd,
+                 float *xs, const struct cuda_norm_in *nin = nullptr, float *red = nullptr)
 {
+    static_assert(!NORM || M == 1, "the norm prologue takes one token");
+    float ss = 0.0f; // NORM: this thread's part of sum(h^2)
     const int n_sub = k / 32;
     // Eight threads a 32-block: q = round(x * 32767 / amax), d = amax / 32767, s = sum x
     // (qdot_quantize32). Four rounds of loads in flight at a time; every
@@ -224,6 +237,23 @@ static __device__ __forceinline__ void qgemv_quantize_x(const float *x, int64_t 
             if (g < n_groups)
                 v[j] = *(const float4 *)(x + (int64_t)(g / n_sub) * x_pitch + (g % n_sub) * 32 +
                                          4 * l8);
+            if (NORM && g < n_groups) {
+                const int i = g * 32 + 4 * l8; // M == 1: g is the 32-block
+                if (nin->add) {
+                    const float4 a = *(const float4 *)(nin->add + i);
+                    v[j].x += a.x;
+                    v[j].y += a.y;
+                    v[j].z += a.z;
+                    v[j].w += a.w;
+                }
+                if (nin->sum && blockIdx.x == 0)
+                    *(float4 *)(nin->sum + i) = v[j];
+                ss += v[j].x * v[j].x + v[j].y * v[j].y + v[j].z * v[j].z + v[j].w * v[j].w;
+                v[j].x *= cuda_bias_at(nin->w, nin->w_type, i);
+                v[j].y *= cuda_bias_at(nin->w, nin->w_type, i + 1);
+                v[j].z *= cuda_bias_at(nin->w, nin->w_type, i + 2);
+                v[j].w *= cuda_bias_at(nin->w, nin->w_type, i + 3);
+            }
         }
 #pragma unroll
         for (int j = 0; j < BATCH; j++) {
@@ -251,6 +281,9 @@ static __device__ __forceinline__ void qgemv_quantize_x(const float *x, int64_t 
             }
         }
     }
+    if constexpr (NORM)
+        return rsqrtf(cuda_block_sum(ss, red) / (float)k + nin->eps);
+    return 1.0f;
 }
 
 // dst [M, n] = x [M, k] . W^T, W 16-aligned with dense rows of w_pitch bytes
@@ -520,9 +553,62 @@ template <> struct q_direct<DTYPE_Q6_K> {
     }
 };
 
+// The row of W that a one-token kernel's row l of n reads: l, or with SILU
+// (W the gate|up weight [2 ff, k], n = 2 ff) gate row l / 2 for even l and up
+// row ff + l / 2 for odd l, so that the rows of a warp task (an even number)
+// give both halves of their outputs.
+template <bool SILU> static __device__ __forceinline__ int qgemv_w_row(int l, int n)
+{
+    return SILU ? (l & 1) * (n >> 1) + (l >> 1) : l;
+}
+
+// Queues rows l0 .. l0 + r - 1 (kernel rows, qgemv_w_row) of W into L2: the
+// whole 16-byte lines inside each run of rows that lie together.
+template <bool SILU>
+static __device__ __forceinline__ void qgemv_prefetch_rows(const uint8_t *w, int64_t w_pitch,
+                                                           int l0, int r, int n)
+{
+    r = min(r, n - l0);
+    for (int i = 0; i < (SILU ? r : 1); i++) {
+        const uintptr_t a = (uintptr_t)(w + (int64_t)qgemv_w_row<SILU>(l0 + i, n) * w_pitch);
+        const uintptr_t e = a + (uintptr_t)((SILU ? 1 : r) * w_pitch);
+        const uintptr_t a16 = (a + 15) & ~(uintptr_t)15, e16 = e & ~(uintptr_t)15;
+        if (e16 > a16)
+            cuda_prefetch_l2((const void *)a16, (uint32_t)(e16 - a16));
+    }
+}
+
+// Writes a warp task's R row sums (lane 0's after cuda_warp_sum), scaled by
+// the norm's scale: dst[row0 + r] (+ bias), or with SILU silu(gate) * up of
+// each pair of rows into dst[(row0 + r) / 2].
+template <int R, bool SILU>
+static __device__ __forceinline__ void qgemv_write_rows(float *dst, const float (&acc)[R],
+                                                        float nscale, int row0, int n,
+                                                        const void *bias, int bias_type, int lane)
+{
+    float sum[R];
+#pragma unroll
+    for (int r = 0; r < R; r++)
+        sum[r] = cuda_warp_sum(acc[r]) * nscale;
+    if (lane != 0)
+        return;
+    if constexpr (SILU) {
+        static_assert(R % 2 == 0, "SILU pairs rows");
+#pragma unroll
+        for (int r = 0; r < R; r += 2)
+            if (row0 + r + 1 < n)
+                dst[(row0 + r) / 2] = sum[r] / (1.0f + expf(-sum[r])) * sum[r + 1];
+    } else {
+#pragma unroll
+        for (int r = 0; r < R; r++)
+            if (row0 + r < n)
+                dst[row0 + r] = bias ? sum[r] + cuda_bias_at(bias, bias_type, row0 + r) : sum[r];
+    }
+}
+
 // Units u0, u0 + 32, ... (UNROLL of them) of rows row0 .. row0 + R - 1 into
 // wu; units past the row or rows past n are left as they are (never used).
-template <int T, int R, int UNROLL>
+template <int T, int R, int UNROLL, bool SILU>
 static __device__ __forceinline__ void
 qgemv_direct_load(const uint8_t *w, int64_t w_pitch, const uint8_t *w_end, int n, int units,
                   int row0, int u0, struct qdot_unit (*wu)[R])
@@ -534,7 +620,7 @@ qgemv_direct_load(const uint8_t *w, int64_t w_pitch, const uint8_t *w_end, int n
 #pragma unroll
         for (int r = 0; r < R; r++)
             if (u < units && row0 + r < n)
-                q_direct<T>::load(w + (int64_t)(row0 + r) * w_pitch +
+                q_direct<T>::load(w + (int64_t)qgemv_w_row<SILU>(row0 + r, n) * w_pitch +
                                       (int64_t)(u / Q::units) * q_fmt<T>::bytes,
                                   u % Q::units, w_end, &wu[j][r]);
     }
@@ -545,13 +631,20 @@ qgemv_direct_load(const uint8_t *w, int64_t w_pitch, const uint8_t *w_end, int n
 // registers (q_direct), two units a lane loaded before any is used. Only the
 // activations (16-bit, quantized once per block as in qgemv_packed_kernel)
 // come from shared memory, and each activation load serves the R rows.
-template <int T, int R>
+// NORM: NORM_MATMUL's norm in the activations' quantization (qgemv_quantize_x);
+// SILU: W is gate|up and dst [n / 2] the SiLU-mul of its halves: a warp task
+// is R pairs of rows (qgemv_w_row), taken in two passes of R rows, the gate
+// rows' then the up rows', so that registers stay those of R rows.
+template <int T, int R, bool NORM, bool SILU>
 static __global__ void __launch_bounds__(QGEMV_P_WARPS *CUDA_WARP)
     qgemv_direct_kernel(float *dst, const float *x, const uint8_t *w, int64_t w_pitch,
-                        const void *bias, int bias_type, int n, int k, int64_t prefetch, bool early)
+                        const void *bias, int bias_type, int n, int k, int64_t prefetch, bool early,
+                        struct cuda_norm_in nin)
 {
+    __shared__ float red[NORM ? 32 : 1];
     using Q = q_unit<T>;
     constexpr int UW = 32 * Q::subs, UNROLL = 2;
+    constexpr int P = SILU ? 2 : 1, TR = P * R; // passes and rows a task
     extern __shared__ uint4 qgemv_smem[];
     const int warp = threadIdx.x / CUDA_WARP, lane = threadIdx.x % CUDA_WARP;
     const int kx = qdot_x_elems(k, UW), n_sub = k / 32, units = k / UW;
@@ -560,68 +653,61 @@ static __global__ void __launch_bounds__(QGEMV_P_WARPS *CUDA_WARP)
     float *xd = (float *)(xq + kx);
     float *xs = xd + n_sub;
     const uint8_t *w_end = w + (int64_t)n * w_pitch;
-    const int row_first = ((int)blockIdx.x * QGEMV_P_WARPS + warp) * R; // the warp's first group
+    const int row_first = ((int)blockIdx.x * QGEMV_P_WARPS + warp) * TR; // the warp's first task
     // The first `prefetch` bytes of W go to L2 while the kernel before this
-    // one finishes: lane 0 of each warp queues its own row groups, in the
+    // one finishes: lane 0 of each warp queues its own tasks' rows, in the
     // order the loop below takes them, the whole 16-byte lines inside each.
     if (lane == 0)
-        for (int r0 = row_first; r0 < n && (int64_t)r0 * w_pitch < prefetch; r0 += n_warps * R) {
-            const uintptr_t a = (uintptr_t)(w + (int64_t)r0 * w_pitch);
-            const uintptr_t e = (uintptr_t)(w + (int64_t)min(r0 + R, n) * w_pitch);
-            const uintptr_t a16 = (a + 15) & ~(uintptr_t)15, e16 = e & ~(uintptr_t)15;
-            if (e16 > a16)
-                cuda_prefetch_l2((const void *)a16, (uint32_t)(e16 - a16));
-        }
+        for (int r0 = row_first; r0 < n && (int64_t)r0 * w_pitch < prefetch; r0 += n_warps * TR)
+            qgemv_prefetch_rows<SILU>(w, w_pitch, r0, TR, n);
     // The warp's first units, loaded before the wait and the activations'
     // quantization when early (cuda_common.cuh); `early` stays true until the
     // loop below has used them.
     struct qdot_unit wu[UNROLL][R];
     early = early && row_first < n && lane < units;
     if (early)
-        qgemv_direct_load<T, R, UNROLL>(w, w_pitch, w_end, n, units, row_first, lane, wu);
+        qgemv_direct_load<T, R, UNROLL, SILU>(w, w_pitch, w_end, n, units, row_first, lane, wu);
     cuda_pdl_sync();
-    qgemv_quantize_x<1>(x, 0, k, UW, xq, kx, xd, xs);
+    const float nscale = qgemv_quantize_x<1, QGEMV_P_WARPS * CUDA_WARP, NORM>(x, 0, k, UW, xq, kx,
+                                                                              xd, xs, &nin, red);
     __syncthreads();
 
-    for (int row0 = row_first; row0 < n; row0 += n_warps * R) {
-        float acc[R];
+    for (int task0 = row_first; task0 < n; task0 += n_warps * TR) {
+        float acc[TR]; // row task0 + i at i
 #pragma unroll
-        for (int r = 0; r < R; r++)
-            acc[r] = 0.0f;
-        for (int u0 = lane; u0 < units; u0 += UNROLL * CUDA_WARP) {
-            if (!early)
-                qgemv_direct_load<T, R, UNROLL>(w, w_pitch, w_end, n, units, row0, u0, wu);
-            early = false;
+        for (int i = 0; i < TR; i++)
+            acc[i] = 0.0f;
 #pragma unroll
-            for (int j = 0; j < UNROLL; j++) {
-                const int u = u0 + j * CUDA_WARP;
-                if (u >= units)
-                    break;
-                uint32_t xw[16 * Q::subs];
+        for (int pass = 0; pass < P; pass++) {
+            const int row0 = task0 + pass * R;
+            for (int u0 = lane; u0 < units; u0 += UNROLL * CUDA_WARP) {
+                if (!early)
+                    qgemv_direct_load<T, R, UNROLL, SILU>(w, w_pitch, w_end, n, units, row0, u0,
+                                                          wu);
+                early = false;
 #pragma unroll
-                for (int i = 0; i < 4 * Q::subs; i++) {
-                    const uint4 q = *(const uint4 *)(xq + qdot_x_offset(UW * u + 8 * i, UW));
-                    xw[4 * i] = q.x;
-                    xw[4 * i + 1] = q.y;
-                    xw[4 * i + 2] = q.z;
-                    xw[4 * i + 3] = q.w;
+                for (int j = 0; j < UNROLL; j++) {
+                    const int u = u0 + j * CUDA_WARP;
+                    if (u >= units)
+                        break;
+                    uint32_t xw[16 * Q::subs];
+#pragma unroll
+                    for (int i = 0; i < 4 * Q::subs; i++) {
+                        const uint4 q = *(const uint4 *)(xq + qdot_x_offset(UW * u + 8 * i, UW));
+                        xw[4 * i] = q.x;
+                        xw[4 * i + 1] = q.y;
+                        xw[4 * i + 2] = q.z;
+                        xw[4 * i + 3] = q.w;
+                    }
+#pragma unroll
+                    for (int r = 0; r < R; r++)
+                        if (row0 + r < n)
+                            acc[pass * R + r] += qdot_unit_dot(&wu[j][r], Q::subs, xw,
+                                                               xd + Q::subs * u, xs + Q::subs * u);
                 }
-#pragma unroll
-                for (int r = 0; r < R; r++)
-                    if (row0 + r < n)
-                        acc[r] += qdot_unit_dot(&wu[j][r], Q::subs, xw, xd + Q::subs * u,
-                                                xs + Q::subs * u);
             }
         }
-#pragma unroll
-        for (int r = 0; r < R; r++) {
-            float sum = cuda_warp_sum(acc[r]);
-            if (lane == 0 && row0 + r < n) {
-                if (bias)
-                    sum += cuda_bias_at(bias, bias_type, row0 + r);
-                dst[row0 + r] = sum;
-            }
-        }
+        qgemv_write_rows<TR, SILU>(dst, acc, nscale, task0, n, bias, bias_type, lane);
     }
 }
 
@@ -694,11 +780,14 @@ template <> struct q_item<DTYPE_Q4_K> {
 // 32 items (4.6 KB of Q4_K) at once. The block quantizes x into shared
 // memory as the direct kernel does (uw 256) while the first pass's loads are
 // in flight.
-template <int T, int R>
+template <int T, int R, bool NORM, bool SILU>
 static __global__ void __launch_bounds__(QGEMV_L_WARPS *CUDA_WARP, 1)
     qgemv_lane_kernel(float *dst, const float *x, const uint8_t *w, int64_t w_pitch,
-                      const void *bias, int bias_type, int n, int k, int64_t prefetch, bool early)
+                      const void *bias, int bias_type, int n, int k, int64_t prefetch, bool early,
+                      struct cuda_norm_in nin)
 {
+    static_assert(!SILU || R % 2 == 0, "SILU pairs rows");
+    __shared__ float red[NORM ? 32 : 1];
     using Q = q_item<T>;
     constexpr int ITEM_BYTES = q_fmt<T>::bytes;
     static_assert(Q::loads * 16 == ITEM_BYTES && q_fmt<T>::elems == 256,
@@ -714,15 +803,14 @@ static __global__ void __launch_bounds__(QGEMV_L_WARPS *CUDA_WARP, 1)
     const int task_first = (int)blockIdx.x * QGEMV_L_WARPS + warp;
     if (lane == 0)
         for (int t = task_first; t < n_tasks && (int64_t)t * R * w_pitch < prefetch; t += n_warps)
-            cuda_prefetch_l2(w + (int64_t)t * R * w_pitch,
-                             (uint32_t)((int64_t)min(R, n - t * R) * w_pitch));
+            qgemv_prefetch_rows<SILU>(w, w_pitch, t * R, R, n);
     // Item i of task t: item i % items of row t R + i / items (a row past n
     // stays unread).
     const auto item_load = [&](int t, int i, uint4 *v) {
         const int row = t * R + i / items;
         if (row < n) {
-            const uint4 *p =
-                (const uint4 *)(w + (int64_t)row * w_pitch + (int64_t)(i % items) * ITEM_BYTES);
+            const uint4 *p = (const uint4 *)(w + (int64_t)qgemv_w_row<SILU>(row, n) * w_pitch +
+                                             (int64_t)(i % items) * ITEM_BYTES);
 #pragma unroll
             for (int j = 0; j < Q::loads; j++)
                 v[j] = __ldcs(p + j);
@@ -733,7 +821,8 @@ static __global__ void __launch_bounds__(QGEMV_L_WARPS *CUDA_WARP, 1)
     if (early)
         item_load(task_first, lane, v);
     cuda_pdl_sync();
-    qgemv_quantize_x<1, QGEMV_L_WARPS * CUDA_WARP>(x, 0, k, 256, xq, kx, xd, xs);
+    const float nscale = qgemv_quantize_x<1, QGEMV_L_WARPS * CUDA_WARP, NORM>(x, 0, k, 256, xq, kx,
+                                                                              xd, xs, &nin, red);
     __syncthreads();
 
     for (int t = task_first; t < n_tasks; t += n_warps) {
@@ -755,16 +844,7 @@ static __global__ void __launch_bounds__(QGEMV_L_WARPS *CUDA_WARP, 1)
                 if (r == row_in)
                     acc[r] += s;
         }
-#pragma unroll
-        for (int r = 0; r < R; r++) {
-            float sum = cuda_warp_sum(acc[r]);
-            const int row = t * R + r;
-            if (lane == 0 && row < n) {
-                if (bias)
-                    sum += cuda_bias_at(bias, bias_type, row);
-                dst[row] = sum;
-            }
-        }
+        qgemv_write_rows<R, SILU>(dst, acc, nscale, t * R, n, bias, bias_type, lane);
     }
 }
 
@@ -923,11 +1003,13 @@ template <int T> static size_t qgemv_direct_smem(int64_t k)
 // qgemv_lane_kernel, which take the same arguments) in blocks of `warps`
 // warps: as many blocks as are resident at once, at most one for each
 // per_block of the call's `units` (row groups or warp tasks).
+// nin: NORM_MATMUL's norm operands for a NORM kernel (c is then the inner
+// call, op_norm_matmul_inner), else NULL.
 template <typename K>
 static enum vllmc_status qgemv_one_launch(K kernel, struct qgemv_occupancy *occ, size_t smem,
                                           int warps, int64_t units, int64_t per_block,
                                           const struct op_call *c, int64_t t0,
-                                          struct cuda_device *dev)
+                                          struct cuda_device *dev, const struct cuda_norm_in *nin)
 {
     struct err *err = dev->err;
     const struct tensor *x = c->src[0], *w = c->src[1], *b = c->src[2];
@@ -939,17 +1021,20 @@ static enum vllmc_status qgemv_one_launch(K kernel, struct qgemv_occupancy *occ,
                 dev->stream, (float *)c->dst->data + t0 * dst_pitch,
                 (const float *)x->data + t0 * x_pitch, (const uint8_t *)w->data, (int64_t)w->nb[1],
                 b ? b->data : nullptr, b ? (int)b->dtype : (int)DTYPE_F32, n, k,
-                cuda_gemv_prefetch((int64_t)n * (int64_t)w->nb[1]), cuda_gemv_load_early);
+                cuda_gemv_prefetch((int64_t)n * (int64_t)w->nb[1]), cuda_gemv_load_early,
+                nin ? *nin : cuda_norm_in{});
     return VLLMC_OK;
 }
 
-template <int T, int R>
+template <int T, int R, bool NORM = false, bool SILU = false>
 static enum vllmc_status qgemv_direct_launch(const struct op_call *c, int64_t t0,
-                                             struct cuda_device *dev)
+                                             struct cuda_device *dev,
+                                             const struct cuda_norm_in *nin = nullptr)
 {
     static struct qgemv_occupancy occ;
-    return qgemv_one_launch(qgemv_direct_kernel<T, R>, &occ, qgemv_direct_smem<T>(c->src[0]->ne[0]),
-                            QGEMV_P_WARPS, c->src[1]->ne[1], QGEMV_P_WARPS * R, c, t0, dev);
+    return qgemv_one_launch(qgemv_direct_kernel<T, R, NORM, SILU>, &occ,
+                            qgemv_direct_smem<T>(c->src[0]->ne[0]), QGEMV_P_WARPS, c->src[1]->ne[1],
+                            QGEMV_P_WARPS * R * (SILU ? 2 : 1), c, t0, dev, nin);
 }
 
 // Rows a warp task of the lane-item GEMV: the fewest (1, 2, 4, 8) whose
@@ -983,29 +1068,34 @@ template <int T> static bool qgemv_lane_ok(const struct op_call *c, const struct
            qgemv_one_smem(w->ne[0], 256) <= dev->smem_optin_bytes;
 }
 
-template <int T, int R>
+template <int T, int R, bool NORM, bool SILU>
 static enum vllmc_status qgemv_lane_launch_r(const struct op_call *c, int64_t t0,
-                                             struct cuda_device *dev)
+                                             struct cuda_device *dev,
+                                             const struct cuda_norm_in *nin)
 {
     static struct qgemv_occupancy occ;
-    return qgemv_one_launch(qgemv_lane_kernel<T, R>, &occ, qgemv_one_smem(c->src[0]->ne[0], 256),
-                            QGEMV_L_WARPS, (c->src[1]->ne[1] + R - 1) / R, QGEMV_L_WARPS, c, t0,
-                            dev);
+    return qgemv_one_launch(qgemv_lane_kernel<T, R, NORM, SILU>, &occ,
+                            qgemv_one_smem(c->src[0]->ne[0], 256), QGEMV_L_WARPS,
+                            (c->src[1]->ne[1] + R - 1) / R, QGEMV_L_WARPS, c, t0, dev, nin);
 }
 
-template <int T>
+// SILU pairs rows, so its tasks take two rows or more.
+template <int T, bool NORM = false, bool SILU = false>
 static enum vllmc_status qgemv_lane_launch(const struct op_call *c, int64_t t0,
-                                           struct cuda_device *dev)
+                                           struct cuda_device *dev,
+                                           const struct cuda_norm_in *nin = nullptr)
 {
     switch (qgemv_lane_rows(c->src[1]->ne[0])) {
     case 1:
-        return qgemv_lane_launch_r<T, 1>(c, t0, dev);
+        if constexpr (!SILU)
+            return qgemv_lane_launch_r<T, 1, NORM, SILU>(c, t0, dev, nin);
+        [[fallthrough]];
     case 2:
-        return qgemv_lane_launch_r<T, 2>(c, t0, dev);
+        return qgemv_lane_launch_r<T, 2, NORM, SILU>(c, t0, dev, nin);
     case 4:
-        return qgemv_lane_launch_r<T, 4>(c, t0, dev);
+        return qgemv_lane_launch_r<T, 4, NORM, SILU>(c, t0, dev, nin);
     default:
-        return qgemv_lane_launch_r<T, 8>(c, t0, dev);
+        return qgemv_lane_launch_r<T, 8, NORM, SILU>(c, t0, dev, nin);
     }
 }
 
@@ -1116,18 +1206,25 @@ static bool q_weight_ok(const struct tensor *w)
            w->ne[0] % dtype_info(w->dtype)->block_size == 0;
 }
 
-static bool q_matmul_ok(const struct op_call *c)
+// x [m, k] f32 . W^T into dst [m, dst_cols] f32 (W's n rows, or n / 2 for
+// the SiLU-mul of a gate|up W), with an optional float bias [n].
+static bool q_matmul_shape_ok(const struct op_call *c, int64_t dst_cols)
 {
     const struct tensor *x = c->src[0], *w = c->src[1], *b = c->src[2];
-    if (c->op != OP_MATMUL || !q_weight_ok(w) || !cuda_tensor_rows_ok(x, DTYPE_F32) ||
+    if (!q_weight_ok(w) || !cuda_tensor_rows_ok(x, DTYPE_F32) ||
         !cuda_tensor_rows_ok(c->dst, DTYPE_F32))
         return false;
     if (b && (!cuda_dtype_is_float(b->dtype) || !cuda_tensor_dense_ok(b, b->dtype) ||
               tensor_n_elements(b) != w->ne[1]))
         return false;
-    return w->ne[0] == x->ne[0] && c->dst->ne[0] == w->ne[1] &&
+    return w->ne[0] == x->ne[0] && c->dst->ne[0] == dst_cols &&
            tensor_n_rows(c->dst) == tensor_n_rows(x) && w->ne[1] <= INT32_MAX &&
            x->ne[0] <= INT32_MAX && (uintptr_t)x->data % 16 == 0 && x->nb[1] % 16 == 0;
+}
+
+static bool q_matmul_ok(const struct op_call *c)
+{
+    return c->op == OP_MATMUL && c->src[1] && q_matmul_shape_ok(c, c->src[1]->ne[1]);
 }
 
 // Up to CUDA_QGEMV_MAX_M tokens; more only where the dequantizing GEMM's
@@ -1183,6 +1280,94 @@ extern "C" enum vllmc_status cuda_qgemm_run(const struct op_call *c)
     qdequant_any<__nv_bfloat16>((__nv_bfloat16 *)scratch, k, w, nullptr, n, dev->stream);
     CUDA_TRY_LAUNCH();
     return cuda_matmul_lt_bf16(c, scratch);
+}
+
+// ---- NORM_MATMUL at one token: the norm (and the SiLU-mul) in the one-token kernels ----
+
+// Whether W's type and layout take a one-token kernel (the lane-item or the
+// direct one, as qgemv_launch_chunk picks) for the inner call mm. Q8_0's
+// direct kernel takes the norm only with the SiLU-mul: before a plain
+// projection (the 8B shape's q|k|v, 6144 rows, 528 blocks that each repeat
+// the norm for ~12 rows) it made decode slower than the norm kernel (H100,
+// 8B Q8_0 tg128: 239.0-239.9 -> 230.0-230.6 tok/s; bench/RESULTS.md).
+template <int T>
+static bool qgemv_norm_ok(const struct op_call *mm, bool silu, const struct cuda_device *dev)
+{
+    if constexpr (q_item<T>::ok) {
+        if (qgemv_lane_ok<T>(mm, dev))
+            return true;
+    }
+    if constexpr (q_direct<T>::ok)
+        return (silu || T != DTYPE_Q8_0) && qgemv_direct_ok<T>(mm, dev);
+    return false;
+}
+
+template <int T, bool SILU>
+static enum vllmc_status qgemv_norm_launch(const struct op_call *mm, struct cuda_device *dev,
+                                           const struct cuda_norm_in *nin)
+{
+    if constexpr (q_item<T>::ok) {
+        if (qgemv_lane_ok<T>(mm, dev))
+            return qgemv_lane_launch<T, true, SILU>(mm, 0, dev, nin);
+    }
+    if constexpr (!q_direct<T>::ok) {
+        VLLMC_ASSERT(!"cuda-norm-qgemv: no one-token kernel for the type");
+        return VLLMC_OK;
+    } else {
+        return qgemv_mode == 3 ? qgemv_direct_launch<T, 2, true, SILU>(mm, 0, dev, nin)
+                               : qgemv_direct_launch<T, 1, true, SILU>(mm, 0, dev, nin);
+    }
+}
+
+// One token of packed W after its norm: the inner projection (op.h,
+// op_norm_matmul_inner) as cuda-qgemv would run it, with the norm's operands
+// (cuda_norm_in_ok); with silu_mul, W [2 ff, k] and dst [1, ff].
+extern "C" bool cuda_norm_qgemv_supports(const struct op_call *c)
+{
+    if (!cuda_norm_in_ok(c))
+        return false;
+    struct op_call mm = op_norm_matmul_inner(c, c->src[0]);
+    const struct tensor *w = mm.src[1];
+    if (!w || !q_matmul_shape_ok(&mm, c->p.silu_mul ? w->ne[1] / 2 : w->ne[1]) ||
+        (c->p.silu_mul && w->ne[1] % 2 != 0) || tensor_n_rows(mm.src[0]) != 1)
+        return false;
+    const struct cuda_device *dev = cuda_device_of(c);
+    switch (w->dtype) {
+#define Q_CASE(t, ...)                                                                             \
+    case t:                                                                                        \
+        return qgemv_norm_ok<t>(&mm, c->p.silu_mul, dev);
+        Q_TYPES(Q_CASE)
+#undef Q_CASE
+    default:
+        return false;
+    }
+}
+
+extern "C" enum vllmc_status cuda_norm_qgemv_run(const struct op_call *c)
+{
+    struct cuda_device *dev = cuda_device_of(c);
+    struct err *err = dev->err;
+    const struct op_call mm = op_norm_matmul_inner(c, c->src[0]);
+    if (mm.src[1]->ne[1] == 0)
+        return VLLMC_OK;
+    const struct cuda_norm_in nin = cuda_norm_in_of(c);
+    enum vllmc_status rc = VLLMC_OK;
+    switch (mm.src[1]->dtype) {
+#define Q_CASE(t, ...)                                                                             \
+    case t:                                                                                        \
+        rc = c->p.silu_mul ? qgemv_norm_launch<t, true>(&mm, dev, &nin)                            \
+                           : qgemv_norm_launch<t, false>(&mm, dev, &nin);                          \
+        break;
+        Q_TYPES(Q_CASE)
+#undef Q_CASE
+    default:
+        VLLMC_ASSERT(!"cuda-norm-qgemv: dtype outside q_type_ok");
+        break;
+    }
+    if (rc)
+        return rc;
+    CUDA_TRY_LAUNCH();
+    return VLLMC_OK;
 }
 
 extern "C" bool cuda_qembedding_supports(const struct op_call *c)

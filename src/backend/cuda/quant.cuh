@@ -26,6 +26,10 @@ bool cuda_qgemv_supports(const struct op_call *c);
 enum vllmc_status cuda_qgemv_run(const struct op_call *c);
 bool cuda_qgemm_supports(const struct op_call *c);
 enum vllmc_status cuda_qgemm_run(const struct op_call *c);
+// NORM_MATMUL at one token over packed W (with silu_mul too): the norm, and
+// the SiLU-mul of a gate|up W, inside the one-token GEMVs.
+bool cuda_norm_qgemv_supports(const struct op_call *c);
+enum vllmc_status cuda_norm_qgemv_run(const struct op_call *c);
 bool cuda_qembedding_supports(const struct op_call *c);
 enum vllmc_status cuda_qembedding_run(const struct op_call *c);
 
