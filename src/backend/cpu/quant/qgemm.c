@@ -16,11 +16,14 @@
 
 #define QGEMM_PREFETCH_TILES 2 // decode: how many 4-row tiles ahead to prefetch
 #define QGEMM_DECODE_RUNS 32   // decode: runs of panels a thread
-// The same when a run is read as several streams. On the Intel Xeon of
-// bench/RESULTS.md, through the 16-stream driver, Q8_0 / Q4_K_M tok/s at 1, 2,
-// 4 and 8 runs: 49.8-52.6 / 77.8-82.8, 49.8-51.7 / 74.5-78.2, 48.4-49.1 /
-// 73.7-74.7, 45.1-45.7 / 68.8-69.7.
-#define QGEMM_DECODE_LONG_RUNS 2
+// The same when a run is read as several streams: one, the longest streams.
+// On the Intel Xeon of bench/RESULTS.md, through the 16-stream driver, Q8_0 /
+// Q4_K_M tok/s at 1, 2, 4 and 8 runs: 49.8-52.6 / 77.8-82.8, 49.8-51.7 /
+// 74.5-78.2, 48.4-49.1 / 73.7-74.7, 45.1-45.7 / 68.8-69.7; later, 1 against 2
+// runs: Q4_0 87.2-91.3 / 82.6-85.3, Q4_K_M 78.5-82.9 / 77.2-80.0, Q8_0
+// 48.8-49.7 / 48.9-49.5 (a fast thread then waits instead of taking over
+// the other's last run, which costs less than streams half as long).
+#define QGEMM_DECODE_LONG_RUNS 1
 #define QGEMM_STREAM_BYTES (2 << 20) // prefill outputs from this size bypass the caches
 
 static const struct qgemm_kernel *qgemm_find_kernel(const struct qgemm_isa *isa, enum dtype t)
@@ -338,7 +341,7 @@ enum vllmc_status qgemm_run(const struct qgemm_isa *isa, const struct op_call *c
         // next run's, so a thread's rows stream as one, and the small runs
         // still let a fast thread take over a slow one's last rows. The
         // 16-stream reads split a run between their streams, so they take
-        // QGEMM_DECODE_LONG_RUNS long runs a thread.
+        // QGEMM_DECODE_LONG_RUNS long run(s) a thread.
         ctx.read = qgemm_decode_read_for(ctx.kern, ctx.m);
         int64_t n_runs = (ctx.read == QGEMM_READ_ONE ? QGEMM_DECODE_RUNS : QGEMM_DECODE_LONG_RUNS) *
                          (int64_t)n_threads;
