@@ -634,8 +634,8 @@ qgemv_direct_load(const uint8_t *w, int64_t w_pitch, const uint8_t *w_end, int n
 // come from shared memory, and each activation load serves the R rows.
 // NORM: NORM_MATMUL's norm in the activations' quantization (qgemv_quantize_x);
 // SILU: W is gate|up and dst [n / 2] the SiLU-mul of its halves: a warp task
-// is R pairs of rows (qgemv_w_row), taken in two passes of R rows, the gate
-// rows' then the up rows', so that registers stay those of R rows.
+// is 2 R rows (gate and up rows alternate, qgemv_w_row) taken in two passes
+// of R rows, so that registers stay those of R rows.
 template <int T, int R, bool NORM, bool SILU>
 static __global__ void __launch_bounds__(QGEMV_P_WARPS *CUDA_WARP)
     qgemv_direct_kernel(float *dst, const float *x, const uint8_t *w, int64_t w_pitch,
