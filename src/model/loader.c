@@ -388,7 +388,7 @@ static void loader_plan_fusion(struct loader *ld, enum model_fuse fuse)
             if (ls->n_bias)
                 loader_mark_group(ld, ls->bias, 3, on_host);
             ld->fused_qkv_any = true;
-        } else if (device && ls->n_bias == 0 && loader_fusable(ld, ls->qkv, 2)) {
+        } else if (ls->n_bias == 0 && loader_fusable(ld, ls->qkv, 2)) {
             loader_mark_group(ld, ls->qkv, 2, on_host); // q|k (model_layer.wqk)
             ld->fused_qkv_any = true;
         }

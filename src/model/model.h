@@ -87,7 +87,7 @@ struct model_layer {
     struct tensor bqkv;      // [(n_heads + 2 n_kv_heads) * head_dim]: bq | bk | bv, with biases
     // [(n_heads + n_kv_heads) * head_dim, dim]: wq | wk rows where wv has another
     // dtype (llama.cpp's Q4_K_M gives some layers' wv Q6_K) and no layer bias:
-    // the two matmuls still fill the fused q|k|v output. Device only.
+    // the two matmuls still fill the fused q|k|v output.
     struct tensor wqk;
     struct tensor w_gate_up; // [2 ff_dim, dim]: w_gate | w_up rows
 };

@@ -117,9 +117,13 @@ static bool synth_write(const char *path, const struct synth *sy)
     return ok;
 }
 
+// What the fused load of a model must give each layer: q|k|v split, all
+// fused, or every layer fused q|k|v or (wv of another dtype) q|k, both kinds present.
+enum want_qkv { QKV_SPLIT, QKV_FUSED, QKV_OR_QK };
+
 // Loads path twice (split and fused), runs a prompt and a few greedy steps
 // on both and compares every logit bit for bit.
-static void check_fused_same(const char *path, bool want_qkv, bool want_gu)
+static void check_fused_same(const char *path, enum want_qkv want_qkv, bool want_gu)
 {
     struct model_load_params off, on;
     model_load_params_default(&off);
@@ -137,11 +141,18 @@ static void check_fused_same(const char *path, bool want_qkv, bool want_gu)
         goto out;
     // Default on the CPU: no fused views; forced: every layer that can.
     CHECK(a.m->layers[0].wqkv.data == NULL && a.m->layers[0].w_gate_up.data == NULL);
+    int n_qkv = 0, n_qk = 0;
     for (int l = 0; l < b.m->hp.n_layers; l++) {
-        CHECK((b.m->layers[l].wqkv.data != NULL) == want_qkv);
-        CHECK((b.m->layers[l].w_gate_up.data != NULL) == want_gu);
-        CHECK((b.m->layers[l].bqkv.data != NULL) == (want_qkv && b.m->layers[l].bq.data));
+        const struct model_layer *L = &b.m->layers[l];
+        n_qkv += L->wqkv.data != NULL;
+        n_qk += L->wqk.data != NULL;
+        CHECK((L->wqkv.data != NULL) == (want_qkv == QKV_FUSED) || want_qkv == QKV_OR_QK);
+        CHECK(!L->wqk.data || (!L->wqkv.data && L->wv.dtype != L->wq.dtype));
+        CHECK((L->w_gate_up.data != NULL) == want_gu);
+        CHECK((L->bqkv.data != NULL) == (L->wqkv.data && L->bq.data));
     }
+    if (want_qkv == QKV_OR_QK)
+        CHECK(n_qkv > 0 && n_qk > 0 && n_qkv + n_qk == b.m->hp.n_layers);
     int n_vocab = a.m->hp.n_vocab;
     int32_t prompt[9] = {1, 5, 9, 14, 3, 27, 8, 41, 2};
     for (int seq = 0; seq < 2; seq++) {
@@ -157,14 +168,14 @@ static void check_fused_same(const char *path, bool want_qkv, bool want_gu)
             CHECK(same);
         }
     }
-    printf("  %s: fused q|k|v %s, gate|up %s: logits identical\n", path,
-           b.m->layers[0].wqkv.data ? "yes" : "no", b.m->layers[0].w_gate_up.data ? "yes" : "no");
+    printf("  %s: fused q|k|v in %d layers, q|k in %d, gate|up %s: logits identical\n", path, n_qkv,
+           n_qk, b.m->layers[0].w_gate_up.data ? "yes" : "no");
 out:
     runner_deinit(&a);
     runner_deinit(&b);
 }
 
-static void check_synth(const struct synth *sy, bool want_qkv)
+static void check_synth(const struct synth *sy, enum want_qkv want_qkv)
 {
     char path[256];
     snprintf(path, sizeof path, "/tmp/vllmc_test_fused_%ld_%s%s%s.gguf", (long)getpid(), sy->arch,
@@ -178,38 +189,52 @@ static void test_stories260k(void)
 {
     char path[1024];
     snprintf(path, sizeof path, "%s/models/stories260K.gguf", VLLMC_SHARED_DIR);
-    check_fused_same(path, true, true);
+    check_fused_same(path, QKV_FUSED, true);
     snprintf(path, sizeof path, "%s/models/stories260K-hf", VLLMC_SHARED_DIR);
-    check_fused_same(path, true, true);
+    check_fused_same(path, QKV_FUSED, true);
 }
 
 static void test_llama_gqa(void)
 {
-    check_synth(&(struct synth){"llama", false, false, DTYPE_F32}, true);
+    check_synth(&(struct synth){"llama", false, false, DTYPE_F32}, QKV_FUSED);
 }
 
 static void test_qwen2_bias(void)
 {
-    check_synth(&(struct synth){"qwen2", true, false, DTYPE_F32}, true);
+    check_synth(&(struct synth){"qwen2", true, false, DTYPE_F32}, QKV_FUSED);
 }
 
 static void test_qwen3_qk_norm(void)
 {
-    check_synth(&(struct synth){"qwen3", false, true, DTYPE_F32}, true);
+    check_synth(&(struct synth){"qwen3", false, true, DTYPE_F32}, QKV_FUSED);
 }
 
 // wq in f16 beside f32 wk, wv: q|k|v stays split, gate|up still fuses.
 static void test_mixed_dtypes(void)
 {
-    check_synth(&(struct synth){"qwen3", false, true, DTYPE_F16}, false);
+    check_synth(&(struct synth){"qwen3", false, true, DTYPE_F16}, QKV_SPLIT);
+}
+
+// llama.cpp's Q4_K_M: some layers' wv is Q6_K beside Q4_K wq and wk, so those
+// layers fuse q|k (model_layer.wqk) and fill the fused output in two matmuls.
+static void test_q4_k_m_qk(void)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/testdata/quant/models/randllama-h256.Q4_K_M.gguf",
+             VLLMC_SHARED_DIR);
+    check_fused_same(path, QKV_OR_QK, true);
 }
 
 int main(int argc, char **argv)
 {
     static const struct check_case cases[] = {
-        {"stories260k", test_stories260k},   {"llama_gqa", test_llama_gqa},
-        {"qwen2_bias", test_qwen2_bias},     {"qwen3_qk_norm", test_qwen3_qk_norm},
-        {"mixed_dtypes", test_mixed_dtypes}, {NULL, NULL},
+        {"stories260k", test_stories260k},
+        {"llama_gqa", test_llama_gqa},
+        {"qwen2_bias", test_qwen2_bias},
+        {"qwen3_qk_norm", test_qwen3_qk_norm},
+        {"mixed_dtypes", test_mixed_dtypes},
+        {"q4_k_m_qk", test_q4_k_m_qk},
+        {NULL, NULL},
     };
     return check_run(cases, argc, argv);
 }
