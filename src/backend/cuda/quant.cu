@@ -287,6 +287,23 @@ qgemv_quantize_x(const float *x, int64_t x_pitch, int k, int uw, int16_t *xq, in
     return 1.0f;
 }
 
+// The 16-bit activations of one unit, its 32 SUBS values from element e0 of
+// xq (qgemv_quantize_x's layout for units of uw weights), as the 16 SUBS
+// words of two values that qdot_unit_dot takes.
+template <int SUBS>
+static __device__ __forceinline__ void qgemv_x_unit(const int16_t *xq, int e0, int uw,
+                                                    uint32_t (&xw)[16 * SUBS])
+{
+#pragma unroll
+    for (int i = 0; i < 4 * SUBS; i++) {
+        const uint4 q = *(const uint4 *)(xq + qdot_x_offset(e0 + 8 * i, uw));
+        xw[4 * i] = q.x;
+        xw[4 * i + 1] = q.y;
+        xw[4 * i + 2] = q.z;
+        xw[4 * i + 3] = q.w;
+    }
+}
+
 // dst [M, n] = x [M, k] . W^T, W 16-aligned with dense rows of w_pitch bytes
 // (even; 4-aligned rows for Q4_1 and Q5_1, 16-aligned for Q4_K and Q5_K). A
 // warp takes qgemv_rows rows at a time (a group), so each activation
@@ -386,14 +403,7 @@ static __global__ void __launch_bounds__(QGEMV_P_WARPS *CUDA_WARP, 2)
                 for (int m = 0; m < M; m++) {
                     const int16_t *xt = xq + (int64_t)m * kx;
                     uint32_t xw[16 * Q::subs];
-#pragma unroll
-                    for (int i = 0; i < 4 * Q::subs; i++) {
-                        const uint4 q = *(const uint4 *)(xt + qdot_x_offset(32 * s + 8 * i, UW));
-                        xw[4 * i] = q.x;
-                        xw[4 * i + 1] = q.y;
-                        xw[4 * i + 2] = q.z;
-                        xw[4 * i + 3] = q.w;
-                    }
+                    qgemv_x_unit<Q::subs>(xt, 32 * s, UW, xw);
 #pragma unroll
                     for (int r = 0; r < R; r++)
                         if (r < n_rows)
@@ -692,14 +702,7 @@ static __global__ void __launch_bounds__(QGEMV_P_WARPS *CUDA_WARP)
                     if (u >= units)
                         break;
                     uint32_t xw[16 * Q::subs];
-#pragma unroll
-                    for (int i = 0; i < 4 * Q::subs; i++) {
-                        const uint4 q = *(const uint4 *)(xq + qdot_x_offset(UW * u + 8 * i, UW));
-                        xw[4 * i] = q.x;
-                        xw[4 * i + 1] = q.y;
-                        xw[4 * i + 2] = q.z;
-                        xw[4 * i + 3] = q.w;
-                    }
+                    qgemv_x_unit<Q::subs>(xq, UW * u, UW, xw);
 #pragma unroll
                     for (int r = 0; r < R; r++)
                         if (row0 + r < n)
