@@ -18,12 +18,14 @@
 // so every output has the bits of the other tile and of the decode kernels
 // (test_qmatmul's batch invariance holds across them).
 //
-// Q8_0 skips the panel's bytes altogether (qgemm_amx_tile_q8_0_rows): its
-// blocks hold signed bytes at a fixed offset, so 16 rows' block j is an A
-// tile where it lies, one row pitch apart, and TDPBSSD multiplies it signed
-// by signed; the sums are (w + 128) . q - 128 sum(q) without the correction,
-// the same integers. Only the scales are unpacked. With one or two token
-// groups a panel (batched decode) the copy had cost as much as the tile.
+// Q8_0 skips the panel altogether (qgemm_amx_tile_q8_0_rows): its blocks
+// hold signed bytes at a fixed offset, so 16 rows' block j is an A tile
+// where it lies, one row pitch apart, and TDPBSSD multiplies it signed by
+// signed; the sums are (w + 128) . q - 128 sum(q) without the correction,
+// the same integers. With one or two token groups a panel (batched decode)
+// the copy had cost as much as the tile; the scales, converted one at a time
+// in a pass of their own, still cost 13% of a 16-token product, so the tile
+// gathers each block's 16 scales itself as it goes.
 #include <immintrin.h>
 
 #include "backend/cpu/avx512/avx512.h"
@@ -62,7 +64,8 @@ static void amx_configure(int sub)
 // (corr NULL: signed weights, the sums need no zero-point correction).
 ALWAYS_INLINE void amx_scale(const int SUB, const bool has_min, const int32_t *ci, int64_t j,
                              const int32_t *corr, const float *ad, const float *as,
-                             const float *const *ws, const float *const *wm, __m512 acc[16])
+                             const float *const *ws, const float *const *wm, const float *wsj,
+                             __m512 acc[16])
 {
     const int64_t b = j * SUB / 32; // the activation block
     const __m512i c = corr ? _mm512_load_si512(corr + 16 * j) : _mm512_setzero_si512();
@@ -71,26 +74,40 @@ ALWAYS_INLINE void amx_scale(const int SUB, const bool has_min, const int32_t *c
 #pragma GCC unroll 16
     for (int r = 0; r < 16; r++) {
         __m512i ia = _mm512_add_epi32(_mm512_load_si512(ci + 16 * r), c);
-        acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia), _mm512_mul_ps(_mm512_set1_ps(ws[r][j]), D),
+        const float w_scale = wsj ? wsj[r] : ws[r][j];
+        acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia), _mm512_mul_ps(_mm512_set1_ps(w_scale), D),
                                  acc[r]);
         if (has_min)
             acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(wm[r][j]), AS, acc[r]);
     }
 }
 
-// The tile over the A tiles at a_base (a_stride, a_step as AMX_ISSUE) with
-// the scales of the panel's rows.
+// Block j's scales of 16 Q8_0 rows read in place, row r in lane r: the
+// halves at d0 + r stride (a block's first two bytes), widened as fp16() does.
+ALWAYS_INLINE __m512 q8_0_block_scales(const uint8_t *d0, __m512i row_offsets)
+{
+    const __m512i h = _mm512_i32gather_epi32(row_offsets, d0, 1); // the half and 2 bytes past it
+    return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(h));
+}
+
+// The tile over the A tiles at a_base (a_stride, a_step as AMX_ISSUE). With
+// SIGNED_A these are Q8_0 rows in place, whose scales the first token group
+// gathers (q8_0_block_scales) into wsb [k / 32][16 rows] for the others;
+// else the scales are the panel rows'.
 ALWAYS_INLINE void amx_tile(const int SUB, const bool has_min, const bool SIGNED_A,
                             const uint8_t *a_base, size_t a_stride, size_t a_step,
-                            const uint8_t *panel, int64_t k, int n_groups, const uint8_t *const *a,
-                            float *out, const uint8_t *pf, size_t pf_bytes)
+                            const uint8_t *panel, float *wsb, int64_t k, int n_groups,
+                            const uint8_t *const *a, float *out, const uint8_t *pf, size_t pf_bytes)
 {
     const size_t prb = qgemm_panel_row_bytes(k);
     const float *ws[16], *wm[16];
-    for (int r = 0; r < 16; r++) {
+    for (int r = 0; r < 16 && !SIGNED_A; r++) {
         ws[r] = (const float *)(panel + (size_t)r * prb + qgemm_panel_ws_off(k));
         wm[r] = (const float *)(panel + (size_t)r * prb + qgemm_panel_wm_off(k));
     }
+    const __m512i row_offsets =
+        _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                           _mm512_set1_epi32((int)a_stride));
     // The next panel's rows into L2, a few lines a block, spread over the run.
     const int64_t steps = k / SUB;
     const size_t per_step =
@@ -112,13 +129,22 @@ ALWAYS_INLINE void amx_tile(const int SUB, const bool has_min, const bool SIGNED
                 _mm_prefetch(pf_at, _MM_HINT_T1);
             if (j + 1 < steps)
                 AMX_ISSUE(1, 5, 7, j + 1);
+            if (SIGNED_A && g == 0)
+                _mm512_store_ps(wsb + 16 * j,
+                                q8_0_block_scales(a_base - 2 + (size_t)j * a_step, row_offsets));
             _tile_stored(0, ci[0], 64);
-            amx_scale(SUB, has_min, ci[0], j, corr, ad, as, ws, wm, acc);
+            amx_scale(SUB, has_min, ci[0], j, corr, ad, as, ws, wm, SIGNED_A ? wsb + 16 * j : NULL,
+                      acc);
             if (j + 1 < steps) {
                 if (j + 2 < steps)
                     AMX_ISSUE(0, 4, 6, j + 2);
+                if (SIGNED_A && g == 0)
+                    _mm512_store_ps(
+                        wsb + 16 * (j + 1),
+                        q8_0_block_scales(a_base - 2 + (size_t)(j + 1) * a_step, row_offsets));
                 _tile_stored(1, ci[1], 64);
-                amx_scale(SUB, has_min, ci[1], j + 1, corr, ad, as, ws, wm, acc);
+                amx_scale(SUB, has_min, ci[1], j + 1, corr, ad, as, ws, wm,
+                          SIGNED_A ? wsb + 16 * (j + 1) : NULL, acc);
             }
         }
         // acc[r] lane t -> out[(16 g + t) * 16 + r].
@@ -134,31 +160,32 @@ _Static_assert(QGEMM_PANEL == 16 && QGEMM_LANES == 16, "a tile is 16 rows x 16 t
 void qgemm_amx_tile_32(const uint8_t *panel, int64_t k, int n_groups, const uint8_t *const *a,
                        float *out, const uint8_t *pf, size_t pf_bytes)
 {
-    amx_tile(32, false, false, panel, qgemm_panel_row_bytes(k), 32, panel, k, n_groups, a, out, pf,
-             pf_bytes);
+    amx_tile(32, false, false, panel, qgemm_panel_row_bytes(k), 32, panel, NULL, k, n_groups, a,
+             out, pf, pf_bytes);
 }
 
 void qgemm_amx_tile_32_min(const uint8_t *panel, int64_t k, int n_groups, const uint8_t *const *a,
                            float *out, const uint8_t *pf, size_t pf_bytes)
 {
-    amx_tile(32, true, false, panel, qgemm_panel_row_bytes(k), 32, panel, k, n_groups, a, out, pf,
-             pf_bytes);
+    amx_tile(32, true, false, panel, qgemm_panel_row_bytes(k), 32, panel, NULL, k, n_groups, a, out,
+             pf, pf_bytes);
 }
 
 void qgemm_amx_tile_16(const uint8_t *panel, int64_t k, int n_groups, const uint8_t *const *a,
                        float *out, const uint8_t *pf, size_t pf_bytes)
 {
-    amx_tile(16, false, false, panel, qgemm_panel_row_bytes(k), 16, panel, k, n_groups, a, out, pf,
-             pf_bytes);
+    amx_tile(16, false, false, panel, qgemm_panel_row_bytes(k), 16, panel, NULL, k, n_groups, a,
+             out, pf, pf_bytes);
 }
 
 // Q8_0 rows in place: block j of a row is its half scale and 32 signed bytes
 // at 34 j + 2, so 16 rows' bytes of block j are an A tile as they lie
 // (stride w_pitch), multiplied signed by signed; the integer sums equal the
 // panel's (w + 128) . q - 128 sum(q) exactly.
-void qgemm_amx_tile_q8_0_rows(const uint8_t *w0, size_t w_pitch, const uint8_t *panel, int64_t k,
+void qgemm_amx_tile_q8_0_rows(const uint8_t *w0, size_t w_pitch, uint8_t *scratch, int64_t k,
                               int n_groups, const uint8_t *const *a, float *out, const uint8_t *pf,
                               size_t pf_bytes)
 {
-    amx_tile(32, false, true, w0 + 2, w_pitch, 34, panel, k, n_groups, a, out, pf, pf_bytes);
+    amx_tile(32, false, true, w0 + 2, w_pitch, 34, NULL, (float *)scratch, k, n_groups, a, out, pf,
+             pf_bytes);
 }

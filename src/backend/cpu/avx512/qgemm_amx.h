@@ -15,7 +15,7 @@ void qgemm_amx_tile_32_min(const uint8_t *panel, int64_t k, int n_groups, const 
 void qgemm_amx_tile_16(const uint8_t *panel, int64_t k, int n_groups, const uint8_t *const *a,
                        float *out, const uint8_t *pf, size_t pf_bytes);
 // Q8_0 through qgemm_tile_rows_fn: the A tiles are the packed rows in place.
-void qgemm_amx_tile_q8_0_rows(const uint8_t *w0, size_t w_pitch, const uint8_t *panel, int64_t k,
+void qgemm_amx_tile_q8_0_rows(const uint8_t *w0, size_t w_pitch, uint8_t *scratch, int64_t k,
                               int n_groups, const uint8_t *const *a, float *out, const uint8_t *pf,
                               size_t pf_bytes);
 

@@ -327,15 +327,6 @@ static void q8_0_unpack(const uint8_t *w, int64_t k, uint8_t *dst)
     }
 }
 
-// Only the scales of a Q8_0 row (qgemm_amx_tile_q8_0_rows reads its bytes).
-static void q8_0_unpack_scales(const uint8_t *w, int64_t k, uint8_t *dst)
-{
-    const struct block_q8_0 *b = (const struct block_q8_0 *)w;
-    struct panel_row p = panel_row_at(dst, k);
-    for (int64_t j = 0; j < k / 32; j++)
-        p.ws[j] = fp16(b[j].d);
-}
-
 static void q4_0_unpack(const uint8_t *w, int64_t k, uint8_t *dst)
 {
     const struct block_q4_0 *b = (const struct block_q4_0 *)w;
@@ -1349,13 +1340,12 @@ static void store_fence(void)
 
 static const struct qgemm_kernel kernels[] = {
     {DTYPE_Q8_0, 128, 128, 32, q8_0_unpack, tile_32, q8_0_gemv, q8_0_gemv16, qgemm_amx_tile_32,
-     q8_0_unpack_scales, qgemm_amx_tile_q8_0_rows},
-    {DTYPE_Q4_0, 128, 8, 32, q4_0_unpack, tile_32, q4_0_gemv, q4_0_gemv16, qgemm_amx_tile_32, NULL,
-     NULL},
+     qgemm_amx_tile_q8_0_rows},
+    {DTYPE_Q4_0, 128, 8, 32, q4_0_unpack, tile_32, q4_0_gemv, q4_0_gemv16, qgemm_amx_tile_32, NULL},
     {DTYPE_Q4_K, QK_K, 0, 32, q4_k_unpack, tile_32_min, q4_k_gemv, q4_k_gemv16,
-     qgemm_amx_tile_32_min, NULL, NULL},
+     qgemm_amx_tile_32_min, NULL},
     {DTYPE_Q6_K, QK_K, 32, 16, q6_k_unpack, tile_16, q6_k_gemv, q6_k_gemv16, qgemm_amx_tile_16,
-     NULL, NULL},
+     NULL},
 };
 
 const struct qgemm_isa qgemm_isa_avx512 = {

@@ -81,11 +81,12 @@ typedef void (*qgemm_tile_fn)(const uint8_t *panel, int64_t k, int n_groups,
                               const uint8_t *const *a, float *out, const uint8_t *pf,
                               size_t pf_bytes);
 // qgemm_tile_fn over 16 packed rows read in place (row r at w0 + r w_pitch)
-// rather than the panel's bytes, the panel holding only the rows' scales
-// (qgemm_kernel.unpack_scales): for a type whose blocks hold their values as
-// signed bytes at a fixed offset, which a tile unit can multiply as they lie.
-typedef void (*qgemm_tile_rows_fn)(const uint8_t *w0, size_t w_pitch, const uint8_t *panel,
-                                   int64_t k, int n_groups, const uint8_t *const *a, float *out,
+// rather than a panel, scales included: for a type whose blocks hold their
+// values as signed bytes at a fixed offset, which a tile unit can multiply as
+// they lie. scratch: a panel's bytes (16 x qgemm_panel_row_bytes(k)), which
+// the tile may use for what it reads once and needs for every token group.
+typedef void (*qgemm_tile_rows_fn)(const uint8_t *w0, size_t w_pitch, uint8_t *scratch, int64_t k,
+                                   int n_groups, const uint8_t *const *a, float *out,
                                    const uint8_t *pf, size_t pf_bytes);
 // y[c][r] = out[c * QGEMM_PANEL + r] + bias[r] for c < n_tokens, r < n_rows.
 // stream: a whole panel's rows (n_rows = 16, each y[c] 64-byte aligned) go
@@ -119,8 +120,7 @@ struct qgemm_kernel {
     qgemm_gemv16_fn gemv16; // optional: a lone token takes it over gemv
     qgemm_tile_fn tile_amx; // optional: tile's bits on AMX-INT8, where the CPU has it
     // optional, with tile_amx: whole panels on AMX-INT8 read the packed rows
-    // in place, unpacking only their scales (ws) into the panel rows
-    qgemm_unpack_fn unpack_scales;
+    // in place, without unpacking
     qgemm_tile_rows_fn tile_amx_rows;
 };
 
