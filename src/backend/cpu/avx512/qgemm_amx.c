@@ -61,26 +61,46 @@ static void amx_configure(int sub)
     } while (0)
 
 // Block j's sums in ci [16 rows][16 tokens] into the 16 rows' accumulators
-// (corr NULL: signed weights, the sums need no zero-point correction).
-ALWAYS_INLINE void amx_scale(const int SUB, const bool has_min, const int32_t *ci, int64_t j,
-                             const int32_t *corr, const float *ad, const float *as,
-                             const float *const *ws, const float *const *wm, const float *wsj,
-                             __m512 acc[16])
-{
-    const int64_t b = j * SUB / 32; // the activation block
-    const __m512i c = corr ? _mm512_load_si512(corr + 16 * j) : _mm512_setzero_si512();
-    const __m512 D = _mm512_load_ps(ad + 16 * b);
-    const __m512 AS = has_min ? _mm512_load_ps(as + 16 * b) : _mm512_setzero_ps();
-#pragma GCC unroll 16
-    for (int r = 0; r < 16; r++) {
-        __m512i ia = _mm512_add_epi32(_mm512_load_si512(ci + 16 * r), c);
-        const float w_scale = wsj ? wsj[r] : ws[r][j];
-        acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia), _mm512_mul_ps(_mm512_set1_ps(w_scale), D),
-                                 acc[r]);
-        if (has_min)
-            acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(wm[r][j]), AS, acc[r]);
-    }
-}
+// acc0 .. acc15 of the caller (corr NULL: signed weights, the sums need no
+// zero-point correction). Named variables, not an array: the tile
+// instructions are asm statements that clobber memory, and GCC kept an
+// array of accumulators in memory across them, a load and a store per row
+// and block (in a loop of one tile, 2x the time per block).
+#define AMX_SCALE_ROW(r)                                                                           \
+    do {                                                                                           \
+        const __m512i ia = _mm512_add_epi32(_mm512_load_si512(ci_ + 16 * (r)), c_);               \
+        const float w_scale = wsj_ ? wsj_[r] : ws[r][j_];                                          \
+        acc##r = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia),                                           \
+                                 _mm512_mul_ps(_mm512_set1_ps(w_scale), D_), acc##r);             \
+        if (has_min)                                                                               \
+            acc##r = _mm512_fmadd_ps(_mm512_set1_ps(wm[r][j_]), AS_, acc##r);                      \
+    } while (0)
+#define AMX_SCALE(ci_in, j_in, wsj_in)                                                             \
+    do {                                                                                           \
+        const int32_t *ci_ = (ci_in);                                                              \
+        const int64_t j_ = (j_in);                                                                 \
+        const float *wsj_ = (wsj_in);                                                              \
+        const int64_t b_ = j_ * SUB / 32; /* the activation block */                               \
+        const __m512i c_ = corr ? _mm512_load_si512(corr + 16 * j_) : _mm512_setzero_si512();     \
+        const __m512 D_ = _mm512_load_ps(ad + 16 * b_);                                            \
+        const __m512 AS_ = has_min ? _mm512_load_ps(as + 16 * b_) : _mm512_setzero_ps();           \
+        AMX_SCALE_ROW(0);                                                                          \
+        AMX_SCALE_ROW(1);                                                                          \
+        AMX_SCALE_ROW(2);                                                                          \
+        AMX_SCALE_ROW(3);                                                                          \
+        AMX_SCALE_ROW(4);                                                                          \
+        AMX_SCALE_ROW(5);                                                                          \
+        AMX_SCALE_ROW(6);                                                                          \
+        AMX_SCALE_ROW(7);                                                                          \
+        AMX_SCALE_ROW(8);                                                                          \
+        AMX_SCALE_ROW(9);                                                                          \
+        AMX_SCALE_ROW(10);                                                                         \
+        AMX_SCALE_ROW(11);                                                                         \
+        AMX_SCALE_ROW(12);                                                                         \
+        AMX_SCALE_ROW(13);                                                                         \
+        AMX_SCALE_ROW(14);                                                                         \
+        AMX_SCALE_ROW(15);                                                                         \
+    } while (0)
 
 // Block j's scales of 16 Q8_0 rows read in place, row r in lane r: the
 // halves at d0 + r stride (a block's first two bytes), widened as fp16() does.
@@ -100,7 +120,7 @@ ALWAYS_INLINE void amx_tile(const int SUB, const bool has_min, const bool SIGNED
                             const uint8_t *const *a, float *out, const uint8_t *pf, size_t pf_bytes)
 {
     const size_t prb = qgemm_panel_row_bytes(k);
-    const float *ws[16], *wm[16];
+    const float *ws[16] = {NULL}, *wm[16] = {NULL};
     for (int r = 0; r < 16 && !SIGNED_A; r++) {
         ws[r] = (const float *)(panel + (size_t)r * prb + qgemm_panel_ws_off(k));
         wm[r] = (const float *)(panel + (size_t)r * prb + qgemm_panel_wm_off(k));
@@ -120,9 +140,9 @@ ALWAYS_INLINE void amx_tile(const int SUB, const bool has_min, const bool SIGNED
         const float *ad = (const float *)(a[g] + qgemm_group_d_off(k));
         const float *as = (const float *)(a[g] + qgemm_group_asum_off(k));
         const int32_t *corr = SIGNED_A ? NULL : (const int32_t *)(a[g] + qgemm_group_corr_off(k));
-        __m512 acc[16];
-        for (int r = 0; r < 16; r++)
-            acc[r] = _mm512_setzero_ps();
+        __m512 acc0 = _mm512_setzero_ps(), acc1 = acc0, acc2 = acc0, acc3 = acc0, acc4 = acc0,
+               acc5 = acc0, acc6 = acc0, acc7 = acc0, acc8 = acc0, acc9 = acc0, acc10 = acc0,
+               acc11 = acc0, acc12 = acc0, acc13 = acc0, acc14 = acc0, acc15 = acc0;
         AMX_ISSUE(0, 4, 6, 0);
         for (int64_t j = 0; j < steps; j += 2) {
             for (size_t i = 0; i < 2 * per_step && pf_at < pf_end; i++, pf_at += 64)
@@ -133,8 +153,7 @@ ALWAYS_INLINE void amx_tile(const int SUB, const bool has_min, const bool SIGNED
                 _mm512_store_ps(wsb + 16 * j,
                                 q8_0_block_scales(a_base - 2 + (size_t)j * a_step, row_offsets));
             _tile_stored(0, ci[0], 64);
-            amx_scale(SUB, has_min, ci[0], j, corr, ad, as, ws, wm, SIGNED_A ? wsb + 16 * j : NULL,
-                      acc);
+            AMX_SCALE(ci[0], j, SIGNED_A ? wsb + 16 * j : NULL);
             if (j + 1 < steps) {
                 if (j + 2 < steps)
                     AMX_ISSUE(0, 4, 6, j + 2);
@@ -143,11 +162,12 @@ ALWAYS_INLINE void amx_tile(const int SUB, const bool has_min, const bool SIGNED
                         wsb + 16 * (j + 1),
                         q8_0_block_scales(a_base - 2 + (size_t)(j + 1) * a_step, row_offsets));
                 _tile_stored(1, ci[1], 64);
-                amx_scale(SUB, has_min, ci[1], j + 1, corr, ad, as, ws, wm,
-                          SIGNED_A ? wsb + 16 * (j + 1) : NULL, acc);
+                AMX_SCALE(ci[1], j + 1, SIGNED_A ? wsb + 16 * (j + 1) : NULL);
             }
         }
-        // acc[r] lane t -> out[(16 g + t) * 16 + r].
+        // acc r lane t -> out[(16 g + t) * 16 + r].
+        __m512 acc[16] = {acc0, acc1, acc2,  acc3,  acc4,  acc5,  acc6,  acc7,
+                          acc8, acc9, acc10, acc11, acc12, acc13, acc14, acc15};
         avx512_transpose16(acc);
         for (int t = 0; t < 16; t++)
             _mm512_storeu_ps(out + (size_t)(16 * g + t) * QGEMM_PANEL, acc[t]);
