@@ -61,11 +61,13 @@ static void amx_configure(int sub)
     } while (0)
 
 // Block j's sums in ci [16 rows][16 tokens] into the 16 rows' accumulators
-// acc0 .. acc15 of the caller (corr NULL: signed weights, the sums need no
-// zero-point correction). Named variables, not an array: the tile
-// instructions are asm statements that clobber memory, and GCC kept an
+// acc0 .. acc15 of amx_tile, with its corr (NULL: signed weights, the sums
+// need no zero-point correction), ad, as, ws and wm; wsj: the block's 16 row
+// scales, or NULL for the panel rows' ws. Named variables, not an array: the
+// tile instructions are asm statements that clobber memory, and GCC kept an
 // array of accumulators in memory across them, a load and a store per row
-// and block (in a loop of one tile, 2x the time per block).
+// and block (a loop over one Q8_0 panel in L1: 36.9 ns a block, 33.0 with
+// the accumulators in registers).
 #define AMX_SCALE_ROW(r)                                                                           \
     do {                                                                                           \
         const __m512i ia = _mm512_add_epi32(_mm512_load_si512(ci_ + 16 * (r)), c_);               \
@@ -174,6 +176,8 @@ ALWAYS_INLINE void amx_tile(const int SUB, const bool has_min, const bool SIGNED
     }
     _tile_release();
 }
+#undef AMX_SCALE
+#undef AMX_SCALE_ROW
 
 _Static_assert(QGEMM_PANEL == 16 && QGEMM_LANES == 16, "a tile is 16 rows x 16 tokens");
 
