@@ -62,18 +62,18 @@ static void amx_configure(int sub)
 
 // Block j's sums in ci [16 rows][16 tokens] into the 16 rows' accumulators
 // acc0 .. acc15 of amx_tile, with its corr (NULL: signed weights, the sums
-// need no zero-point correction), ad, as, ws and wm; wsj: the block's 16 row
-// scales, or NULL for the panel rows' ws. Named variables, not an array: the
+// need no zero-point correction), ad, as, ws and wm; wsj: with SIGNED_A the
+// block's 16 row scales (else the panel rows' ws serve). Named variables, not an array: the
 // tile instructions are asm statements that clobber memory, and GCC kept an
 // array of accumulators in memory across them, a load and a store per row
 // and block (a loop over one Q8_0 panel in L1: 36.9 ns a block, 33.0 with
 // the accumulators in registers).
 #define AMX_SCALE_ROW(r)                                                                           \
     do {                                                                                           \
-        const __m512i ia = _mm512_add_epi32(_mm512_load_si512(ci_ + 16 * (r)), c_);               \
-        const float w_scale = wsj_ ? wsj_[r] : ws[r][j_];                                          \
+        const __m512i ia = _mm512_add_epi32(_mm512_load_si512(ci_ + 16 * (r)), c_);                \
+        const float w_scale = SIGNED_A ? wsj_[r] : ws[r][j_];                                      \
         acc##r = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia),                                           \
-                                 _mm512_mul_ps(_mm512_set1_ps(w_scale), D_), acc##r);             \
+                                 _mm512_mul_ps(_mm512_set1_ps(w_scale), D_), acc##r);              \
         if (has_min)                                                                               \
             acc##r = _mm512_fmadd_ps(_mm512_set1_ps(wm[r][j_]), AS_, acc##r);                      \
     } while (0)
