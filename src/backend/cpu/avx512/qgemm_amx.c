@@ -63,11 +63,11 @@ static void amx_configure(int sub)
 // Block j's sums in ci [16 rows][16 tokens] into the 16 rows' accumulators
 // acc0 .. acc15 of amx_tile, with its corr (NULL: signed weights, the sums
 // need no zero-point correction), ad, as, ws and wm; wsj: with SIGNED_A the
-// block's 16 row scales (else the panel rows' ws serve). Named variables, not an array: the
-// tile instructions are asm statements that clobber memory, and GCC kept an
-// array of accumulators in memory across them, a load and a store per row
-// and block (a loop over one Q8_0 panel in L1: 36.9 ns a block, 33.0 with
-// the accumulators in registers).
+// block's 16 row scales (else the panel rows' ws serve). Named variables,
+// not an array: the tile instructions are asm statements that clobber
+// memory, and GCC kept an array of accumulators in memory across them, a
+// load and a store per row and block (a loop over one Q8_0 panel in L1:
+// 36.9 ns a block, 33.0 with the accumulators in registers).
 #define AMX_SCALE_ROW(r)                                                                           \
     do {                                                                                           \
         const __m512i ia = _mm512_add_epi32(_mm512_load_si512(ci_ + 16 * (r)), c_);                \
@@ -145,26 +145,27 @@ ALWAYS_INLINE void amx_tile(const int SUB, const bool has_min, const bool SIGNED
         __m512 acc0 = _mm512_setzero_ps(), acc1 = acc0, acc2 = acc0, acc3 = acc0, acc4 = acc0,
                acc5 = acc0, acc6 = acc0, acc7 = acc0, acc8 = acc0, acc9 = acc0, acc10 = acc0,
                acc11 = acc0, acc12 = acc0, acc13 = acc0, acc14 = acc0, acc15 = acc0;
+// Block jj's sums from C tile CT into the accumulators; the first token
+// group of in-place Q8_0 rows gathers the block's scales for every group.
+#define AMX_FINISH(CT, jj)                                                                         \
+    do {                                                                                           \
+        if (SIGNED_A && g == 0)                                                                    \
+            _mm512_store_ps(wsb + 16 * (jj),                                                       \
+                            q8_0_block_scales(a_base - 2 + (size_t)(jj)*a_step, row_offsets));     \
+        _tile_stored(CT, ci[CT], 64);                                                              \
+        AMX_SCALE(ci[CT], jj, SIGNED_A ? wsb + 16 * (jj) : NULL);                                  \
+    } while (0)
         AMX_ISSUE(0, 4, 6, 0);
         for (int64_t j = 0; j < steps; j += 2) {
             for (size_t i = 0; i < 2 * per_step && pf_at < pf_end; i++, pf_at += 64)
                 _mm_prefetch(pf_at, _MM_HINT_T1);
             if (j + 1 < steps)
                 AMX_ISSUE(1, 5, 7, j + 1);
-            if (SIGNED_A && g == 0)
-                _mm512_store_ps(wsb + 16 * j,
-                                q8_0_block_scales(a_base - 2 + (size_t)j * a_step, row_offsets));
-            _tile_stored(0, ci[0], 64);
-            AMX_SCALE(ci[0], j, SIGNED_A ? wsb + 16 * j : NULL);
+            AMX_FINISH(0, j);
             if (j + 1 < steps) {
                 if (j + 2 < steps)
                     AMX_ISSUE(0, 4, 6, j + 2);
-                if (SIGNED_A && g == 0)
-                    _mm512_store_ps(
-                        wsb + 16 * (j + 1),
-                        q8_0_block_scales(a_base - 2 + (size_t)(j + 1) * a_step, row_offsets));
-                _tile_stored(1, ci[1], 64);
-                AMX_SCALE(ci[1], j + 1, SIGNED_A ? wsb + 16 * (j + 1) : NULL);
+                AMX_FINISH(1, j + 1);
             }
         }
         // acc r lane t -> out[(16 g + t) * 16 + r].
@@ -176,6 +177,7 @@ ALWAYS_INLINE void amx_tile(const int SUB, const bool has_min, const bool SIGNED
     }
     _tile_release();
 }
+#undef AMX_FINISH
 #undef AMX_SCALE
 #undef AMX_SCALE_ROW
 

@@ -95,7 +95,7 @@ static void qgemm_panel_run(const struct qgemm_ctx *ctx, int64_t p, uint8_t *pan
     const int R = ctx->n - j0 < QGEMM_PANEL ? (int)(ctx->n - j0) : QGEMM_PANEL;
     const size_t prb = qgemm_panel_row_bytes(k);
     const bool in_place = ctx->tile_rows && R == QGEMM_PANEL;
-    for (int r = 0; r < QGEMM_PANEL && !in_place; r++) {
+    for (int r = 0; r < QGEMM_PANEL && !in_place; r++) { // in place: the tile reads the rows
         if (r < R)
             ctx->kern->unpack(tensor_row(w, j0 + r), k, panel + (size_t)r * prb);
         else // rows past n: zeros, their outputs dropped
