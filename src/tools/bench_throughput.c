@@ -6,6 +6,11 @@
 // tokens/s) plus the aggregate decode speed: output tokens per second over the
 // window in which every request had finished its prefill and none had yet
 // finished, i.e. the steady state of max-num-seqs sequences decoding together.
+// On a GPU a warm-up run comes first (--warmup): the first max-num-seqs
+// requests' shapes with other token ids, untimed, so that the decode buckets'
+// one-off work (an eager step, graph capture and its check) is done before the
+// timer starts, as llama-batched-bench warms up and vLLM captures its graphs
+// at start-up.
 #include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -36,6 +41,7 @@ struct tput_opts {
     long long kv_cache_memory_bytes;
     const char *kv_cache_dtype; // NULL = engine default
     bool sync_scheduling;       // --no-async-scheduling
+    int warmup;                 // -1 = by device (on for GPUs), 0 off, 1 on
     long seed;
     double temperature;
     const char *output_json;
@@ -59,6 +65,8 @@ struct tput {
     struct vllmc_engine *engine;
     struct tput_req *reqs;  // owned, [num_prompts]
     int n;
+    struct tput_req *warm; // owned, [n_warm]: the warm-up run's requests
+    int n_warm;
     pthread_mutex_t mu;
     pthread_cond_t cv;
     atomic_long n_signals;  // bumped by the engine thread on every output
@@ -79,6 +87,8 @@ static void tput_usage(FILE *f)
             "      --kv-cache-memory-bytes N  KV cache size (default: engine's)\n"
             "      --kv-cache-dtype auto|f32|f16|bf16  (default auto)\n"
             "      --no-async-scheduling      read each step's tokens before the next step\n"
+            "      --warmup, --no-warmup      an untimed run of the first max-num-seqs requests'\n"
+            "                                 shapes first (default: on for GPUs, off on the CPU)\n"
             "  -t, --threads N                CPU threads (default: all cores)\n"
             "      --device cpu|cuda          (default cpu)\n"
             "      --seed S                   dataset seed (default 0)\n"
@@ -88,8 +98,13 @@ static void tput_usage(FILE *f)
 
 static int tput_parse(struct tput_opts *o, int argc, char **argv)
 {
-    *o = (struct tput_opts){.device = "cpu", .num_prompts = 1000, .input_len = 1024,
-                            .output_len = 128, .max_num_seqs = 256, .temperature = 1.0};
+    *o = (struct tput_opts){.device = "cpu",
+                            .num_prompts = 1000,
+                            .input_len = 1024,
+                            .output_len = 128,
+                            .max_num_seqs = 256,
+                            .temperature = 1.0,
+                            .warmup = -1};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = NULL;
         bool ok = true;
@@ -124,6 +139,9 @@ static int tput_parse(struct tput_opts *o, int argc, char **argv)
             o->kv_cache_dtype = v;
         } else if (!strcmp(a, "--no-async-scheduling") || !strcmp(a, "--async-scheduling")) {
             o->sync_scheduling = a[2] == 'n';
+            v = a;
+        } else if (!strcmp(a, "--warmup") || !strcmp(a, "--no-warmup")) {
+            o->warmup = a[2] != 'n';
             v = a;
         } else if (cli_opt(argc, argv, &i, "--threads", "-t", &v)) {
             ok = v && cli_parse_int(a, v, 0, 1024, &o->threads);
@@ -223,6 +241,33 @@ static int tput_dataset(struct tput *t)
     return 0;
 }
 
+// The warm-up run's requests: the first min(n, max-num-seqs) requests'
+// lengths, so that its decode steps take the same (sequences, context)
+// buckets, with ids two apart (the timed prompts' are consecutive), so that
+// no block of theirs is a prefix-cache hit for the timed run.
+static int tput_warm_dataset(struct tput *t)
+{
+    int vocab = vllmc_engine_vocab_size(t->engine);
+    t->n_warm = t->n < (int)t->o.max_num_seqs ? t->n : (int)t->o.max_num_seqs;
+    t->warm = mem_calloc((size_t)t->n_warm, sizeof(*t->warm));
+    if (!t->warm)
+        return 1;
+    for (int i = 0; i < t->n_warm; i++) {
+        struct tput_req *r = &t->warm[i];
+        r->prompt_len = t->reqs[i].prompt_len;
+        r->output_len = t->reqs[i].output_len;
+        long offset = tput_randint(0, vocab - 1);
+        r->ids = mem_alloc((size_t)r->prompt_len * sizeof(*r->ids));
+        r->tok_s = mem_alloc((size_t)(r->output_len + 2) * sizeof(*r->tok_s));
+        r->t = t;
+        if (!r->ids || !r->tok_s)
+            return 1;
+        for (int j = 0; j < r->prompt_len; j++)
+            r->ids[j] = (int32_t)((offset + 2L * j) % vocab);
+    }
+    return 0;
+}
+
 // Tokens of r with a queue time: one per step (one token per step per sequence).
 static int tput_n_timed(struct tput_req *r)
 {
@@ -230,12 +275,12 @@ static int tput_n_timed(struct tput_req *r)
     return n_cb < r->n_out ? n_cb : r->n_out;
 }
 
-// Drains every request's queued outputs; returns how many requests finished.
-static int tput_drain(struct tput *t)
+// Drains the queued outputs of reqs [n]; returns how many requests finished.
+static int tput_drain(struct tput_req *reqs, int n)
 {
     int n_done = 0;
-    for (int i = 0; i < t->n; i++) {
-        struct tput_req *r = &t->reqs[i];
+    for (int i = 0; i < n; i++) {
+        struct tput_req *r = &reqs[i];
         while (!r->done) {
             struct vllmc_output *out = NULL;
             enum vllmc_status st = vllmc_request_next_output(r->req, 0, &out);
@@ -297,16 +342,16 @@ static void tput_print_load(const struct tput *t, const struct vllmc_engine_stat
                elapsed > 0 && n_threads > 0 ? cpu_s / (elapsed * (double)n_threads) : 0);
 }
 
-static int tput_run(struct tput *t)
+// Submits reqs [n] at once and waits until every one has finished.
+static int tput_submit_wait(struct tput *t, struct tput_req *reqs, int n)
 {
     struct vllmc_request_params rp;
     vllmc_request_params_default(&rp);
     rp.sampling.temperature = (float)t->o.temperature;
     rp.sampling.ignore_eos = true;
     rp.on_output = tput_on_output;
-    double t0 = time_now_s(), cpu0 = tput_cpu_s();
-    for (int i = 0; i < t->n; i++) {
-        struct tput_req *r = &t->reqs[i];
+    for (int i = 0; i < n; i++) {
+        struct tput_req *r = &reqs[i];
         rp.prompt = NULL;
         rp.prompt_token_ids = r->ids;
         rp.n_prompt_token_ids = r->prompt_len;
@@ -319,8 +364,8 @@ static int tput_run(struct tput *t)
             return 1;
         }
     }
-    long seen = 0;
-    while (tput_drain(t) < t->n) {
+    long seen = atomic_load(&t->n_signals);
+    while (tput_drain(reqs, n) < n) {
         pthread_mutex_lock(&t->mu);
         if (atomic_load(&t->n_signals) == seen) {
             struct timespec ts;
@@ -335,6 +380,52 @@ static int tput_run(struct tput *t)
         seen = atomic_load(&t->n_signals);
         pthread_mutex_unlock(&t->mu);
     }
+    return 0;
+}
+
+// The engine's counters of the timed run: now less what the warm-up left.
+static void tput_stats_since(struct vllmc_engine_stats *s, const struct vllmc_engine_stats *w)
+{
+    s->prefix_cache_queries -= w->prefix_cache_queries;
+    s->prefix_cache_hits -= w->prefix_cache_hits;
+    s->n_preemptions -= w->n_preemptions;
+    s->n_steps -= w->n_steps;
+    s->n_async_steps -= w->n_async_steps;
+    s->n_decode_steps -= w->n_decode_steps;
+    s->decode_schedule_s -= w->decode_schedule_s;
+    s->decode_prepare_s -= w->decode_prepare_s;
+    s->decode_forward_s -= w->decode_forward_s;
+    s->decode_output_s -= w->decode_output_s;
+    s->n_graph_steps -= w->n_graph_steps;
+    s->step_host_s -= w->step_host_s;
+    s->device_wait_s -= w->device_wait_s;
+    s->device_idle_s -= w->device_idle_s;
+    s->n_device_idle -= w->n_device_idle;
+    s->decode_cpu_s -= w->decode_cpu_s;
+    s->n_decode_device -= w->n_decode_device;
+    s->decode_device_forward_s -= w->decode_device_forward_s;
+    s->decode_device_sample_s -= w->decode_device_sample_s;
+}
+
+static int tput_run(struct tput *t)
+{
+    struct vllmc_engine_stats warm_st = {0};
+    if (t->n_warm > 0) {
+        double w0 = time_now_s();
+        if (tput_submit_wait(t, t->warm, t->n_warm))
+            return 1;
+        for (int i = 0; i < t->n_warm; i++)
+            if (t->warm[i].failed) {
+                fprintf(stderr, "vllmc bench throughput: warm-up request %d failed\n", i);
+                return 1;
+            }
+        vllmc_engine_stats(t->engine, &warm_st);
+        printf("Warm-up: %d requests, %.2f s, %lld engine steps (not counted below)\n", t->n_warm,
+               time_now_s() - w0, (long long)warm_st.n_steps);
+    }
+    double t0 = time_now_s(), cpu0 = tput_cpu_s();
+    if (tput_submit_wait(t, t->reqs, t->n))
+        return 1;
     double cpu_s = tput_cpu_s() - cpu0;
     // The run ends at the engine's last callback, not when this thread woke
     // to notice it (up to 50 ms later when a request ended early).
@@ -372,13 +463,16 @@ static int tput_run(struct tput *t)
     }
     struct vllmc_engine_stats st;
     vllmc_engine_stats(t->engine, &st);
+    tput_stats_since(&st, &warm_st);
     double decode_tps = window > 0 ? (double)window_tokens / window : 0;
     printf("Throughput: %.2f requests/s, %.2f total tokens/s, %.2f output tokens/s\n",
            t->n / elapsed, (double)(total_in + total_out) / elapsed, (double)total_out / elapsed);
     printf("Total num prompt tokens:  %ld\n", total_in);
     printf("Total num output tokens:  %ld\n", total_out);
-    printf("Elapsed: %.2f s, %lld engine steps, %lld preemptions, %d failed requests\n", elapsed,
-           (long long)st.n_steps, (long long)st.n_preemptions, n_failed);
+    printf("Elapsed: %.2f s, %lld engine steps, %lld preemptions, %d failed requests, "
+           "prefix-cache hits %lld of %lld prompt tokens\n",
+           elapsed, (long long)st.n_steps, (long long)st.n_preemptions, n_failed,
+           (long long)st.prefix_cache_hits, (long long)st.prefix_cache_queries);
     int n_seqs = t->n < (int)t->o.max_num_seqs ? t->n : (int)t->o.max_num_seqs;
     if (window > 0 && window_tokens > 0)
         printf("Decode (all %d sequences decoding): %.2f output tokens/s aggregate, "
@@ -448,6 +542,9 @@ int bench_throughput_main(int argc, char **argv)
     pthread_mutex_init(&t.mu, NULL);
     pthread_cond_init(&t.cv, NULL);
     rc = tput_dataset(&t);
+    bool warmup = t.o.warmup < 0 ? strcmp(t.o.device, "cpu") != 0 : t.o.warmup > 0;
+    if (!rc && warmup)
+        rc = tput_warm_dataset(&t);
     if (rc == 1)
         fprintf(stderr, "vllmc bench throughput: out of memory\n");
     if (!rc)
@@ -455,12 +552,19 @@ int bench_throughput_main(int argc, char **argv)
     // Requests first: the engine must outlive their handles' last use.
     for (int i = 0; t.reqs && i < t.n; i++)
         vllmc_request_free(t.reqs[i].req);
+    for (int i = 0; t.warm && i < t.n_warm; i++)
+        vllmc_request_free(t.warm[i].req);
     vllmc_engine_free(t.engine);
     for (int i = 0; t.reqs && i < t.n; i++) {
         mem_free(t.reqs[i].ids);
         mem_free(t.reqs[i].tok_s);
     }
+    for (int i = 0; t.warm && i < t.n_warm; i++) {
+        mem_free(t.warm[i].ids);
+        mem_free(t.warm[i].tok_s);
+    }
     mem_free(t.reqs);
+    mem_free(t.warm);
     pthread_cond_destroy(&t.cv);
     pthread_mutex_destroy(&t.mu);
     return rc;
