@@ -58,16 +58,18 @@ for t in f32 f16 bf16 Q8_0 Q4_K_M Q4_0; do
     echo "${ROWS[-1]}"
 done
 
-# throughput NAME LLAMA_FIGURES SEQS...: aggregate decode tok/s at each sequence count.
+# throughput NAME KV LLAMA_FIGURES SEQS...: aggregate decode tok/s at each
+# sequence count, with KV cache dtype KV (auto: the engine's f32; llama.cpp's
+# figures ran with its default f16 cache, so the f16 rows compare like for like).
 TROWS=()
 throughput() {
-    local name=$1 bars=$2 n
-    shift 2
-    local line="| $name |" ratios=""
+    local name=$1 kv=$2 bars=$3 n
+    shift 3
+    local line="| $name, $kv KV cache |" ratios=""
     local i=0
     for n in "$@"; do
         out=$("$VLLMC" bench throughput -m "$MODELS/$name.gguf" --num-prompts "$n" --input-len "$LEN" \
-            --output-len "$LEN" --max-num-seqs "$n" -t "$THREADS" --temperature 0 2>&1)
+            --output-len "$LEN" --max-num-seqs "$n" -t "$THREADS" --temperature 0 --kv-cache-dtype "$kv" 2>&1)
         echo "$out" >>"$LOG"
         tok=$(echo "$out" | sed -n 's/^Decode (all .*): \([0-9.]*\) output tokens\/s aggregate.*/\1/p')
         line="$line $n: $tok"
@@ -78,9 +80,11 @@ throughput() {
     TROWS+=("$line |$ratios |")
     echo "${TROWS[-1]}"
 }
-throughput s15m-f16 618,1516,1879 1 4 16
-throughput q06-Q8_0 54,53,131 1 4 16
-throughput q06-bf16 "" 1 8 32
+throughput s15m-f16 auto 618,1516,1879 1 4 16
+throughput s15m-f16 f16 618,1516,1879 1 4 16
+throughput q06-Q8_0 auto 54,53,131 1 4 16
+throughput q06-Q8_0 f16 54,53,131 1 4 16
+throughput q06-bf16 auto "" 1 8 32
 
 echo
 echo "commit $(git -C "$(dirname "$0")" log --oneline -1 2>/dev/null | cut -c1-60)"
