@@ -58,6 +58,15 @@ need "$tmp/tput" "Total num prompt tokens:  32"
 need "$tmp/tput" "Total num output tokens:  32"
 # Whether all four ever decode together depends on how fast they are added.
 need "$tmp/tput" "Decode"
+# The warm-up run (default on GPUs only) is untimed and shares no prefix
+# block with the timed prompts; the summary counts the timed run alone.
+"$bin" bench throughput --num-prompts 4 --input-len 32 --output-len 8 --max-num-seqs 4 --warmup \
+    --kv-cache-memory-bytes 4000000 >"$tmp/tput-warm" 2>/dev/null
+need "$tmp/tput-warm" "Warm-up: 4 requests, "
+need "$tmp/tput-warm" "Total num prompt tokens:  128"
+need "$tmp/tput-warm" "Total num output tokens:  32"
+need "$tmp/tput-warm" "prefix-cache hits 0 of 128 prompt tokens"
+grep -q "Warm-up" "$tmp/tput" && fail "bench throughput warmed up on the CPU by default"
 "$bin" bench throughput --input-len 4000 --output-len 8 --num-prompts 1 >/dev/null 2>&1 &&
     fail "bench throughput accepted a prompt longer than the context"
 
