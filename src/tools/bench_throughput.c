@@ -203,6 +203,23 @@ static long tput_randint(long lo, long hi)
     return hi <= lo ? lo : lo + (long)(z % (uint64_t)(hi - lo + 1));
 }
 
+// Sets up r with a prompt of prompt_len ids (offset + step j) % vocab and
+// room for output_len queue times.
+static int tput_req_init(struct tput *t, struct tput_req *r, int prompt_len, int output_len,
+                         long offset, long step, int vocab)
+{
+    r->prompt_len = prompt_len;
+    r->output_len = output_len;
+    r->ids = mem_alloc((size_t)prompt_len * sizeof(*r->ids));
+    r->tok_s = mem_alloc((size_t)(output_len + 2) * sizeof(*r->tok_s));
+    r->t = t;
+    if (!r->ids || !r->tok_s)
+        return 1;
+    for (int j = 0; j < prompt_len; j++)
+        r->ids[j] = (int32_t)((offset + step * j) % vocab);
+    return 0;
+}
+
 // Random prompts as vLLM's random dataset: consecutive ids from a random
 // offset. Lengths are capped so prompt + output fits max_model_len.
 static int tput_dataset(struct tput *t)
@@ -226,17 +243,11 @@ static int tput_dataset(struct tput *t)
         return 2;
     }
     for (int i = 0; i < t->n; i++) {
-        struct tput_req *r = &t->reqs[i];
-        r->prompt_len = (int)tput_randint(in_lo < 1 ? 1 : in_lo, in_hi);
-        r->output_len = (int)tput_randint(out_lo < 1 ? 1 : out_lo, out_hi);
+        int prompt_len = (int)tput_randint(in_lo < 1 ? 1 : in_lo, in_hi);
+        int output_len = (int)tput_randint(out_lo < 1 ? 1 : out_lo, out_hi);
         long offset = tput_randint(0, vocab - 1);
-        r->ids = mem_alloc((size_t)r->prompt_len * sizeof(*r->ids));
-        r->tok_s = mem_alloc((size_t)(r->output_len + 2) * sizeof(*r->tok_s));
-        r->t = t;
-        if (!r->ids || !r->tok_s)
+        if (tput_req_init(t, &t->reqs[i], prompt_len, output_len, offset + i, 1, vocab))
             return 1;
-        for (int j = 0; j < r->prompt_len; j++)
-            r->ids[j] = (int32_t)((offset + i + j) % vocab);
     }
     return 0;
 }
@@ -252,19 +263,10 @@ static int tput_warm_dataset(struct tput *t)
     t->warm = mem_calloc((size_t)t->n_warm, sizeof(*t->warm));
     if (!t->warm)
         return 1;
-    for (int i = 0; i < t->n_warm; i++) {
-        struct tput_req *r = &t->warm[i];
-        r->prompt_len = t->reqs[i].prompt_len;
-        r->output_len = t->reqs[i].output_len;
-        long offset = tput_randint(0, vocab - 1);
-        r->ids = mem_alloc((size_t)r->prompt_len * sizeof(*r->ids));
-        r->tok_s = mem_alloc((size_t)(r->output_len + 2) * sizeof(*r->tok_s));
-        r->t = t;
-        if (!r->ids || !r->tok_s)
+    for (int i = 0; i < t->n_warm; i++)
+        if (tput_req_init(t, &t->warm[i], t->reqs[i].prompt_len, t->reqs[i].output_len,
+                          tput_randint(0, vocab - 1), 2, vocab))
             return 1;
-        for (int j = 0; j < r->prompt_len; j++)
-            r->ids[j] = (int32_t)((offset + 2L * j) % vocab);
-    }
     return 0;
 }
 
@@ -512,6 +514,22 @@ static int tput_run(struct tput *t)
     return n_failed ? 1 : 0;
 }
 
+// The engine handles of reqs [n] (before the engine goes), then their buffers.
+static void tput_reqs_free_handles(struct tput_req *reqs, int n)
+{
+    for (int i = 0; reqs && i < n; i++)
+        vllmc_request_free(reqs[i].req);
+}
+
+static void tput_reqs_free(struct tput_req *reqs, int n)
+{
+    for (int i = 0; reqs && i < n; i++) {
+        mem_free(reqs[i].ids);
+        mem_free(reqs[i].tok_s);
+    }
+    mem_free(reqs);
+}
+
 int bench_throughput_main(int argc, char **argv)
 {
     struct tput t = {0};
@@ -550,21 +568,11 @@ int bench_throughput_main(int argc, char **argv)
     if (!rc)
         rc = tput_run(&t);
     // Requests first: the engine must outlive their handles' last use.
-    for (int i = 0; t.reqs && i < t.n; i++)
-        vllmc_request_free(t.reqs[i].req);
-    for (int i = 0; t.warm && i < t.n_warm; i++)
-        vllmc_request_free(t.warm[i].req);
+    tput_reqs_free_handles(t.reqs, t.n);
+    tput_reqs_free_handles(t.warm, t.n_warm);
     vllmc_engine_free(t.engine);
-    for (int i = 0; t.reqs && i < t.n; i++) {
-        mem_free(t.reqs[i].ids);
-        mem_free(t.reqs[i].tok_s);
-    }
-    for (int i = 0; t.warm && i < t.n_warm; i++) {
-        mem_free(t.warm[i].ids);
-        mem_free(t.warm[i].tok_s);
-    }
-    mem_free(t.reqs);
-    mem_free(t.warm);
+    tput_reqs_free(t.reqs, t.n);
+    tput_reqs_free(t.warm, t.n_warm);
     pthread_cond_destroy(&t.cv);
     pthread_mutex_destroy(&t.mu);
     return rc;
