@@ -294,6 +294,10 @@ if want hf && [ -d "$DATA/qwen3-0.6b-random" ]; then
     stage "vllmc bench throughput cuda (0.6B, 64x512/128)" "$OUT/bench.log" 150 \
         "$VLLMC" bench throughput --model "$DATA/qwen3-0.6b-random" --device cuda \
         --num-prompts 64 --input-len 512 --output-len 128 --max-num-seqs 64
+    # llama.cpp's aggregate-decode bar ran with its default f16 cache.
+    stage "vllmc bench throughput cuda (0.6B, 64x512/128, f16 cache)" "$OUT/bench.log" 150 \
+        "$VLLMC" bench throughput --model "$DATA/qwen3-0.6b-random" --device cuda \
+        --num-prompts 64 --input-len 512 --output-len 128 --max-num-seqs 64 --kv-cache-dtype f16
     # Where the engine thread's decode step goes (batch building and upload,
     # launch, waiting) beside the device's own time.
     tail -n +"$from" "$OUT/bench.log" | grep "^Decode (all\|^Decode step" | cut -c1-200 |
@@ -462,6 +466,9 @@ if want hf8b; then
     stage "vllmc bench throughput cuda (8B, 64x512/128)" "$OUT/bench.log" 200 \
         "$VLLMC" bench throughput --model "$DATA/qwen3-8b-random" --device cuda \
         --num-prompts 64 --input-len 512 --output-len 128 --max-num-seqs 64
+    stage "vllmc bench throughput cuda (8B, 64x512/128, f16 cache)" "$OUT/bench.log" 200 \
+        "$VLLMC" bench throughput --model "$DATA/qwen3-8b-random" --device cuda \
+        --num-prompts 64 --input-len 512 --output-len 128 --max-num-seqs 64 --kv-cache-dtype f16
     stage "serve + bench serve cuda (8B)" "$OUT/bench.log" 300 env SERVE_LOG="$OUT/serve-8b.log" \
         bash "$ROOT/scripts/serve-bench.sh" "$VLLMC" "$DATA/qwen3-8b-random" cuda 18081 $BENCH_SERVE
 fi
