@@ -290,18 +290,18 @@ fi
 if want hf && [ -d "$DATA/qwen3-0.6b-random" ]; then
     stage "vllmc bench pp512/tg128 cuda (0.6B)" "$OUT/bench.log" 150 \
         "$VLLMC" bench --model "$DATA/qwen3-0.6b-random" --device cuda -p 512 -n 128 -r 3
-    from=$(($(wc -l <"$OUT/bench.log" 2>/dev/null || echo 0) + 1))
-    stage "vllmc bench throughput cuda (0.6B, 64x512/128)" "$OUT/bench.log" 150 \
-        "$VLLMC" bench throughput --model "$DATA/qwen3-0.6b-random" --device cuda \
-        --num-prompts 64 --input-len 512 --output-len 128 --max-num-seqs 64
-    # llama.cpp's aggregate-decode bar ran with its default f16 cache.
-    stage "vllmc bench throughput cuda (0.6B, 64x512/128, f16 cache)" "$OUT/bench.log" 150 \
-        "$VLLMC" bench throughput --model "$DATA/qwen3-0.6b-random" --device cuda \
-        --num-prompts 64 --input-len 512 --output-len 128 --max-num-seqs 64 --kv-cache-dtype f16
-    # Where the engine thread's decode step goes (batch building and upload,
-    # launch, waiting) beside the device's own time.
-    tail -n +"$from" "$OUT/bench.log" | grep "^Decode (all\|^Decode step" | cut -c1-200 |
-        sed "s|^|  0.6B 64 seqs: |" >>"$SUMMARY"
+    # The default f32 cache, then f16 (llama.cpp's default, which its
+    # aggregate-decode bar ran with). Where the engine thread's decode step
+    # goes (batch building and upload, launch, waiting) beside the device's
+    # own time, into the summary.
+    for kv in f32 f16; do
+        from=$(($(wc -l <"$OUT/bench.log" 2>/dev/null || echo 0) + 1))
+        stage "vllmc bench throughput cuda (0.6B, 64x512/128, $kv cache)" "$OUT/bench.log" 150 \
+            "$VLLMC" bench throughput --model "$DATA/qwen3-0.6b-random" --device cuda \
+            --num-prompts 64 --input-len 512 --output-len 128 --max-num-seqs 64 --kv-cache-dtype $kv
+        tail -n +"$from" "$OUT/bench.log" | grep "^Decode (all\|^Decode step" | cut -c1-200 |
+            sed "s|^|  0.6B 64 seqs, $kv cache: |" >>"$SUMMARY"
+    done
 fi
 
 # ---- side by side: the choices behind the engine's defaults ----
@@ -463,12 +463,11 @@ if want hf8b; then
     parity_runs qwen3-8b-random cuda:1 cuda:8
     stage "vllmc bench pp512/tg128 cuda (8B)" "$OUT/bench.log" 200 \
         "$VLLMC" bench --model "$DATA/qwen3-8b-random" --device cuda -p 512 -n 128 -r 3
-    stage "vllmc bench throughput cuda (8B, 64x512/128)" "$OUT/bench.log" 200 \
-        "$VLLMC" bench throughput --model "$DATA/qwen3-8b-random" --device cuda \
-        --num-prompts 64 --input-len 512 --output-len 128 --max-num-seqs 64
-    stage "vllmc bench throughput cuda (8B, 64x512/128, f16 cache)" "$OUT/bench.log" 200 \
-        "$VLLMC" bench throughput --model "$DATA/qwen3-8b-random" --device cuda \
-        --num-prompts 64 --input-len 512 --output-len 128 --max-num-seqs 64 --kv-cache-dtype f16
+    for kv in f32 f16; do
+        stage "vllmc bench throughput cuda (8B, 64x512/128, $kv cache)" "$OUT/bench.log" 200 \
+            "$VLLMC" bench throughput --model "$DATA/qwen3-8b-random" --device cuda \
+            --num-prompts 64 --input-len 512 --output-len 128 --max-num-seqs 64 --kv-cache-dtype $kv
+    done
     stage "serve + bench serve cuda (8B)" "$OUT/bench.log" 300 env SERVE_LOG="$OUT/serve-8b.log" \
         bash "$ROOT/scripts/serve-bench.sh" "$VLLMC" "$DATA/qwen3-8b-random" cuda 18081 $BENCH_SERVE
 fi

@@ -385,9 +385,14 @@ static int tput_submit_wait(struct tput *t, struct tput_req *reqs, int n)
     return 0;
 }
 
-// The engine's counters of the timed run: now less what the warm-up left.
+// The engine's counters of the timed run: every cumulative field now less
+// what the warm-up left (the gauges, running and waiting requests and free
+// blocks, stay as read).
 static void tput_stats_since(struct vllmc_engine_stats *s, const struct vllmc_engine_stats *w)
 {
+    s->prompt_tokens_total -= w->prompt_tokens_total;
+    s->generation_tokens_total -= w->generation_tokens_total;
+    s->n_requests_finished -= w->n_requests_finished;
     s->prefix_cache_queries -= w->prefix_cache_queries;
     s->prefix_cache_hits -= w->prefix_cache_hits;
     s->n_preemptions -= w->n_preemptions;
