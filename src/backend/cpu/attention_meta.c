@@ -1,6 +1,6 @@
-// Data checks of a paged attention call shared by the CPU providers: the
-// metadata come from the scheduler, but a bad block id must give a status,
-// not a read outside the cache.
+// What the CPU providers share about a paged attention call: data checks
+// (the metadata come from the scheduler, but a bad block id must give a
+// status, not a read outside the cache) and the call's size.
 #include "backend/cpu/cpu_ops.h"
 
 enum vllmc_status cpu_attention_check_meta(const struct op_call *c, int32_t *max_seq_len)
@@ -37,4 +37,13 @@ enum vllmc_status cpu_attention_check_meta(const struct op_call *c, int32_t *max
             *max_seq_len = seq_lens[s];
     }
     return VLLMC_OK;
+}
+
+int64_t cpu_attention_work(const struct op_call *c)
+{
+    const int32_t *seq_lens = c->src[4]->data, *qsl = c->src[5]->data;
+    int64_t work = 0;
+    for (int64_t s = 0; s < c->src[4]->ne[0]; s++)
+        work += (int64_t)(qsl[s + 1] - qsl[s]) * seq_lens[s];
+    return work * c->src[0]->ne[1] * c->src[0]->ne[0];
 }

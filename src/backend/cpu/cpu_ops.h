@@ -67,5 +67,9 @@ static inline bool cpu_f32_rows(const struct tensor *t)
 // ordering, n_q <= seq_len, block ids inside the cache) and returns the
 // largest seq_len in *max_seq_len. VLLMC_ERR_INVALID_ARG via op_fail.
 enum vllmc_status cpu_attention_check_meta(const struct op_call *c, int32_t *max_seq_len);
+// Multiply-adds of an attention call's q.k products: query tokens x their
+// keys x query heads x head_dim, what the providers weigh against waking
+// their workers.
+int64_t cpu_attention_work(const struct op_call *c);
 
 #endif

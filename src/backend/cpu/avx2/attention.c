@@ -175,12 +175,7 @@ static enum vllmc_status attention_run(const struct op_call *c)
     int64_t n_kv = c->src[1]->ne[1];
     // Small calls (a tiny model, a short context) run inline: waking the
     // workers would cost more than the work.
-    const int32_t *seq_lens = c->src[4]->data;
-    int64_t work = 0;
-    for (int64_t s = 0; s < n_seqs; s++)
-        work += (int64_t)(qsl[s + 1] - qsl[s]) * seq_lens[s];
-    work *= c->src[0]->ne[1] * ctx.head_dim;
-    struct threadpool *pool = work < (1 << 17) ? NULL : op_call_pool(c);
+    struct threadpool *pool = cpu_attention_work(c) < (1 << 17) ? NULL : op_call_pool(c);
     threadpool_run(pool, attn_task, &ctx, (int)(qsl[n_seqs] * n_kv));
     return VLLMC_OK;
 }

@@ -815,7 +815,7 @@ static enum vllmc_status attention_run(const struct op_call *c)
     int64_t n_seqs = c->src[4]->ne[0];
     if (n_seqs == 0)
         return VLLMC_OK;
-    const int32_t *qsl = c->src[5]->data, *seq_lens = c->src[4]->data;
+    const int32_t *qsl = c->src[5]->data;
     struct attn_ctx ctx = {
         .c = c,
         .n_seqs = n_seqs,
@@ -843,11 +843,8 @@ static enum vllmc_status attention_run(const struct op_call *c)
     // cache from memory (the weights pass between layers) at half the rate
     // of two: Q4_K_M tg128 spent 0.21-0.22 s of 251 tokens in attention
     // against 0.17-0.18 at 2^15, the stories shape unchanged.
-    int64_t n_kv = c->src[1]->ne[1], work = 0;
-    for (int64_t s = 0; s < n_seqs; s++)
-        work += (int64_t)(qsl[s + 1] - qsl[s]) * seq_lens[s];
-    work *= c->src[0]->ne[1] * ctx.head_dim;
-    struct threadpool *pool = work < (1 << 15) ? NULL : op_call_pool(c);
+    int64_t n_kv = c->src[1]->ne[1];
+    struct threadpool *pool = cpu_attention_work(c) < (1 << 15) ? NULL : op_call_pool(c);
     if (max_q == 1) {
         // Decode batch: tasks of one sequence's kv heads, all of them
         // unless that leaves fewer than 4 tasks per thread, and at most
@@ -855,7 +852,8 @@ static enum vllmc_status attention_run(const struct op_call *c)
         // which balance: each reads n_kv / n_thr heads' rows side by side
         // (a key's heads are contiguous), where a head a task read 512-byte
         // rows 4 KiB apart at the 0.6B shape (Q4_K_M tg128: attention
-        // 0.24-0.25 against 0.21-0.22 s of 251 tokens). The split changes no row's operations.
+        // 0.24-0.25 against 0.21-0.22 s of 251 tokens). The split changes
+        // no row's operations.
         int64_t n_thr = threadpool_n_threads(pool);
         int64_t n_runs = n_seqs == 1 ? n_thr : (4 * n_thr + n_seqs - 1) / n_seqs;
         n_runs = n_runs < 1 ? 1 : n_runs > n_kv ? n_kv : n_runs;
