@@ -636,6 +636,94 @@ static void test_split_handoff(void)
     cuda_mma_gemm_set(mma_m, 0, 0, 0);
 }
 
+// Device buffers a and b hold the same bytes (n of them).
+static bool device_same(const struct tensor *a, const struct tensor *b, size_t n)
+{
+    void *ha = mem_alloc(n), *hb = mem_alloc(n);
+    VLLMC_ASSERT(ha && hb);
+    CHECK_EQ_INT(backend_download(gpu, ha, a->data, n), VLLMC_OK);
+    CHECK_EQ_INT(backend_download(gpu, hb, b->data, n), VLLMC_OK);
+    const bool same = !memcmp(ha, hb, n);
+    mem_free(ha);
+    mem_free(hb);
+    return same;
+}
+
+// A stacked GEMM's sum taken by the op after it (struct cuda_pending_sum):
+// the GEMM then ADD_RMSNORM (its dst the GEMM's output, as the forward runs
+// it, or another buffer) or the packed SiLU-mul give the same bits as with
+// a sync between them, which launches the sum kernel first; the GEMM's own
+// output ends the same too, and only the pair without the sync counts a
+// handoff. m = 64 takes the stacked [hi; lo] GEMM.
+static void sum_handoff_case(int consumer, bool bias)
+{
+    const int64_t m = 64, k = 1024, n = consumer == 2 ? 1040 : 1024;
+    struct pair x, w, b, wn, res, res2, y, y2, o, o2;
+    int64_t ne_x[2] = {k, m}, ne_w[2] = {k, n}, ne_b[1] = {n}, ne_wn[1] = {n}, ne_y[2] = {n, m},
+            ne_o[2] = {consumer == 2 ? n / 2 : n, m};
+    pair_init(&x, DTYPE_F32, 2, ne_x);
+    pair_init(&w, DTYPE_BF16, 2, ne_w);
+    pair_init(&b, DTYPE_F32, 1, ne_b);
+    pair_init(&wn, DTYPE_BF16, 1, ne_wn);
+    pair_init(&res, DTYPE_F32, 2, ne_y);
+    pair_init(&res2, DTYPE_F32, 2, ne_y);
+    pair_init(&y, DTYPE_F32, 2, ne_y);
+    pair_init(&y2, DTYPE_F32, 2, ne_y);
+    pair_init(&o, DTYPE_F32, 2, ne_o);
+    pair_init(&o2, DTYPE_F32, 2, ne_o);
+    pair_random(&x, 2.0f);
+    pair_random(&w, 0.5f);
+    pair_random(&b, 1.0f);
+    pair_random(&wn, 1.0f);
+    pair_random(&res, 2.0f);
+    memcpy(res2.h.data, res.h.data, res.n_bytes);
+    pair_upload(&res2);
+    uint64_t taken[2];
+    for (int run = 0; run < 2; run++) { // run 1: a sync between the two ops
+        struct pair *yy = run ? &y2 : &y, *oo = run ? &o2 : &o, *rr = run ? &res2 : &res;
+        struct op_call mc = {
+            .op = OP_MATMUL, .dst = &yy->d, .src = {&x.d, &w.d, bias ? &b.d : NULL}};
+        struct op_call cc = {.op = OP_ADD_RMSNORM,
+                             .p = {.eps = 1e-6f},
+                             .dst = consumer == 0 ? &yy->d : &oo->d,
+                             .src = {&yy->d, &wn.d, &rr->d}};
+        if (consumer == 2)
+            cc = (struct op_call){.op = OP_SILU_MUL, .dst = &oo->d, .src = {&yy->d}};
+        const uint64_t before = cuda_backend_sum_handoffs(gpu);
+        CHECK_EQ_INT(backend_run_op(gpu, &mc), VLLMC_OK);
+        if (run)
+            CHECK_EQ_INT(backend_sync(gpu), VLLMC_OK);
+        CHECK_EQ_INT(backend_run_op(gpu, &cc), VLLMC_OK);
+        CHECK_EQ_INT(backend_sync(gpu), VLLMC_OK);
+        taken[run] = cuda_backend_sum_handoffs(gpu) - before;
+    }
+    const bool same_y = device_same(&y.d, &y2.d, y.n_bytes);
+    const bool same_o = consumer == 0 || device_same(&o.d, &o2.d, o.n_bytes);
+    const bool same_res = consumer == 2 || device_same(&res.d, &res2.d, res.n_bytes);
+    printf("sum handoff to %s%s: m=%lld k=%lld n=%lld taken %llu / %llu, %s\n",
+           consumer == 0   ? "add_rmsnorm (in place)"
+           : consumer == 1 ? "add_rmsnorm"
+                           : "silu_mul (packed)",
+           bias ? " with bias" : "", (long long)m, (long long)k, (long long)n,
+           (unsigned long long)taken[0], (unsigned long long)taken[1],
+           same_y && same_o && same_res ? "identical" : "DIFFERENT");
+    CHECK(taken[0] == 1 && taken[1] == 0);
+    CHECK(same_y && same_o && same_res);
+    struct pair *all[] = {&x, &w, &b, &wn, &res, &res2, &y, &y2, &o, &o2};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        pair_free(all[i]);
+}
+
+static void test_sum_handoff(void)
+{
+    const int mma_m = cuda_mma_gemm_max_m();
+    cuda_mma_gemm_set(0, 0, 0, 0);
+    for (int consumer = 0; consumer < 3; consumer++)
+        for (int bias = 0; bias < 2; bias++)
+            sum_handoff_case(consumer, bias);
+    cuda_mma_gemm_set(mma_m, 0, 0, 0);
+}
+
 // SiLU-mul over one packed gate|up output [n, 2 ff] (the fused gate|up matmul's).
 static void test_silu_mul_packed(void)
 {
@@ -1071,6 +1159,7 @@ int main(int argc, char **argv)
         {"qkv_rope_store", test_qkv_rope_store},
         {"split_handoff", test_split_handoff},
         {"split_handoff_attention", test_split_handoff_attention},
+        {"sum_handoff", test_sum_handoff},
         {"int4g", test_int4g},
         {NULL, NULL},
     };

@@ -38,13 +38,19 @@
 // matmul_mma.cu), the tiled kernel takes what they leave.
 // Packed GGUF weights: a dequantizing GEMV for few tokens, dequantization to
 // bf16 then cuBLASLt for many (quant.cu).
+// Every run first settles a stacked GEMM's pending sum (cuda_sum_before_op).
 #define CUDA_PROVIDER(var, pname, kind, prio, fn)                                                  \
+    static enum vllmc_status var##_run(const struct op_call *c)                                    \
+    {                                                                                              \
+        enum vllmc_status rc = cuda_sum_before_op(c);                                              \
+        return rc ? rc : fn##_run(c);                                                              \
+    }                                                                                              \
     static const struct op_provider var = {                                                        \
         .name = pname,                                                                             \
         .op = kind,                                                                                \
         .priority = prio,                                                                          \
         .supports = fn##_supports,                                                                 \
-        .run = fn##_run,                                                                           \
+        .run = var##_run,                                                                          \
     }
 
 CUDA_PROVIDER(cuda_p_embedding, "cuda", OP_EMBEDDING, 100, cuda_embedding);
@@ -70,23 +76,33 @@ CUDA_PROVIDER(cuda_p_attention, "cuda-paged", OP_ATTENTION, 100, cuda_attention)
 CUDA_PROVIDER(cuda_p_attention_rope, "cuda-paged-rope", OP_ATTENTION, 100, cuda_attention_rope);
 // Prefill attention on tensor cores wins calls with many query tokens by its
 // gate (attention_prefill.cu); its f16/bf16 operands get the 5e-4 parity bar.
+static enum vllmc_status attention_tc_run(const struct op_call *c)
+{
+    enum vllmc_status rc = cuda_sum_before_op(c);
+    return rc ? rc : cuda_attention_tc_run(c);
+}
 static const struct op_provider cuda_p_attention_tc = {
     .name = "cuda-attn-prefill-tc",
     .op = OP_ATTENTION,
     .priority = 110,
     .supports = cuda_attention_tc_supports,
-    .run = cuda_attention_tc_run,
+    .run = attention_tc_run,
     .parity_bar = 5e-4,
 };
 // The same kernel with ldmatrix operand loads and cp.async double-buffered
 // K/V tiles, ranked above the plain one: on the H200 it passed op parity and
 // ran the 8B shape's pp512 attention in 48.2 us against 59.4 (bench-ops).
+static enum vllmc_status attention_tc_ldsm_run(const struct op_call *c)
+{
+    enum vllmc_status rc = cuda_sum_before_op(c);
+    return rc ? rc : cuda_attention_tc_ldsm_run(c);
+}
 static const struct op_provider cuda_p_attention_tc_ldsm = {
     .name = "cuda-attn-prefill-tc-ldsm",
     .op = OP_ATTENTION,
     .priority = 115,
     .supports = cuda_attention_tc_supports,
-    .run = cuda_attention_tc_ldsm_run,
+    .run = attention_tc_ldsm_run,
     .parity_bar = 5e-4,
 };
 CUDA_PROVIDER(cuda_p_qembedding, "cuda-q", OP_EMBEDDING, 100, cuda_qembedding);
@@ -256,6 +272,11 @@ uint64_t cuda_backend_split_handoffs(const struct backend *be)
     return ((const struct cuda_device *)be->impl)->split.n_handoffs;
 }
 
+uint64_t cuda_backend_sum_handoffs(const struct backend *be)
+{
+    return ((const struct cuda_device *)be->impl)->pending_sum.n_taken;
+}
+
 enum vllmc_status cuda_scratch(struct cuda_device *dev, size_t n_bytes, void **out)
 {
     struct err *err = dev->err;
@@ -403,8 +424,19 @@ static void split_drop(struct backend *be)
     dev_of(be)->split.x = NULL;
 }
 
+// Anything but an op that reads, writes, frees or waits on device memory, or
+// opens or closes a graph, runs a stacked GEMM's pending sum first.
+#define SUM_FLUSH(be)                                                                              \
+    do {                                                                                           \
+        enum vllmc_status sum_rc_ = cuda_sum_flush(dev_of(be));                                    \
+        if (sum_rc_)                                                                               \
+            return sum_rc_;                                                                        \
+    } while (0)
+
 static void cuda_buffer_free(struct backend *be, void *p)
 {
+    // A failed launch here would surface at the next call that checks.
+    (void)cuda_sum_flush(dev_of(be));
     split_drop(be);
     // Frees wait for work in flight; a failure here has nobody to report to.
     (void)cudaFree(p);
@@ -413,6 +445,7 @@ static void cuda_buffer_free(struct backend *be, void *p)
 static enum vllmc_status cuda_fill(struct backend *be, void *dst, int value, size_t n_bytes)
 {
     struct err *err = &be->err;
+    SUM_FLUSH(be);
     split_drop(be);
     CUDA_TRY(cudaMemsetAsync(dst, value, n_bytes, dev_of(be)->stream));
     return VLLMC_OK;
@@ -422,6 +455,7 @@ static enum vllmc_status cuda_fill(struct backend *be, void *dst, int value, siz
 static enum vllmc_status cuda_upload(struct backend *be, void *dst, const void *host_src, size_t n)
 {
     struct err *err = &be->err;
+    SUM_FLUSH(be);
     split_drop(be);
     if (!n)
         return VLLMC_OK;
@@ -441,6 +475,7 @@ static enum vllmc_status cuda_download(struct backend *be, void *host_dst, const
 {
     struct cuda_device *dev = dev_of(be);
     struct err *err = &be->err;
+    SUM_FLUSH(be);
     if (!n)
         return VLLMC_OK;
     if (n <= dev->pinned_bytes) {
@@ -474,6 +509,7 @@ static enum vllmc_status cuda_download(struct backend *be, void *host_dst, const
 static enum vllmc_status cuda_sync(struct backend *be)
 {
     struct err *err = &be->err;
+    SUM_FLUSH(be);
     CUDA_TRY(cudaStreamSynchronize(dev_of(be)->stream));
     return VLLMC_OK;
 }
@@ -498,6 +534,7 @@ static enum vllmc_status cuda_download_async(struct backend *be, void *host_dst,
                                              size_t n)
 {
     struct err *err = &be->err;
+    SUM_FLUSH(be);
     if (n)
         CUDA_TRY(cudaMemcpyAsync(host_dst, src, n, cudaMemcpyDeviceToHost, dev_of(be)->stream));
     return VLLMC_OK;
@@ -533,6 +570,7 @@ static void cuda_event_free(struct backend *be, struct backend_event *ev)
 static enum vllmc_status cuda_event_record(struct backend *be, struct backend_event *ev)
 {
     struct err *err = &be->err;
+    SUM_FLUSH(be);
     CUDA_TRY(cudaEventRecord(ev->ev, dev_of(be)->stream));
     return VLLMC_OK;
 }
@@ -574,6 +612,7 @@ struct backend_graph {
 static enum vllmc_status cuda_graph_begin(struct backend *be)
 {
     struct err *err = &be->err;
+    SUM_FLUSH(be); // before the capture: launched inside it, every replay would repeat it
     split_drop(be);
     // Thread-local: only this thread's unsafe calls (e.g. a cudaFree) break it.
     CUDA_TRY(cudaStreamBeginCapture(dev_of(be)->stream, cudaStreamCaptureModeThreadLocal));
@@ -584,14 +623,17 @@ static enum vllmc_status cuda_graph_end(struct backend *be, bool keep, struct ba
 {
     struct cuda_device *dev = dev_of(be);
     struct err *err = &be->err;
+    // Inside the capture: the graph's last GEMM needs its sum. The capture
+    // ends either way.
+    const enum vllmc_status sum_rc = cuda_sum_flush(dev);
     split_drop(be);
     cudaGraph_t graph = NULL;
     cudaError_t rc = cudaStreamEndCapture(dev->stream, &graph);
-    if (rc != cudaSuccess || !keep) {
+    if (rc != cudaSuccess || !keep || sum_rc) {
         if (graph)
             cudaGraphDestroy(graph);
         CUDA_TRY(rc);
-        return VLLMC_OK;
+        return sum_rc;
     }
     cudaGraphExec_t exec = NULL;
     rc = cudaGraphInstantiate(&exec, graph, 0);
@@ -616,6 +658,7 @@ static bool cuda_graph_valid(struct backend *be, const struct backend_graph *g)
 static enum vllmc_status cuda_graph_launch(struct backend *be, struct backend_graph *g)
 {
     struct err *err = &be->err;
+    SUM_FLUSH(be);
     split_drop(be);
     CUDA_TRY(cudaGraphLaunch(g->exec, dev_of(be)->stream));
     return VLLMC_OK;
@@ -754,6 +797,10 @@ enum vllmc_status cuda_backend_create(const struct backend_options *o, struct ba
     // VLLMC_CUDA_SPLIT_HANDOFF=0 leaves the split to the GEMM, for comparisons.
     const char *handoff = getenv("VLLMC_CUDA_SPLIT_HANDOFF");
     dev->split.disabled = handoff && *handoff && atoi(handoff) == 0;
+    // Stacked GEMMs' sums taken by the op after them (struct cuda_pending_sum);
+    // VLLMC_CUDA_SUM_HANDOFF=0 launches each at once, for comparisons.
+    const char *sum_handoff = getenv("VLLMC_CUDA_SUM_HANDOFF");
+    dev->pending_sum.disabled = sum_handoff && *sum_handoff && atoi(sum_handoff) == 0;
     char mma_note[96] = "", mma_size[40] = "";
     const int64_t mma_mib_max = cuda_mma_gemm_max_weight_bytes() >> 20;
     if (mma_mib_max > 0)

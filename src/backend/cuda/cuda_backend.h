@@ -17,6 +17,9 @@ enum vllmc_status cuda_backend_create(const struct backend_options *o, struct ba
 // How many bf16 GEMMs of backend be took their activations already split by
 // the op that wrote them (cuda_split_find), for tests.
 uint64_t cuda_backend_split_handoffs(const struct backend *be);
+// How many stacked GEMMs' sums of backend be an ADD_RMSNORM or SiLU-mul took
+// into its own kernel (struct cuda_pending_sum), for tests.
+uint64_t cuda_backend_sum_handoffs(const struct backend *be);
 
 #ifdef __cplusplus
 }

@@ -51,6 +51,26 @@ struct cuda_split {
     bool disabled;       // VLLMC_CUDA_SPLIT_HANDOFF=0
 };
 
+// A stacked GEMM's sum left to the op after it (lt_run): dst [m, n] = y
+// [m, n] + y [m + row, n] (+ bias), y's rows y_pitch floats apart. The sum
+// kernel is ~2 us of launch and ramp for a few hundred KB; ADD_RMSNORM and
+// the packed SILU_MUL, which read the GEMM's output anyway, add the halves
+// in their own kernels instead (cuda_sum_take). Any other op, and every
+// copy, fill, free, sync, event and graph boundary, launches the sum first
+// (cuda_sum_flush), so no one sees dst unsummed.
+struct cuda_pending_sum {
+    bool active;
+    float *dst;
+    int64_t dst_pitch;
+    const float *y; // op scratch of the GEMM: valid until the next op asks for scratch
+    int64_t y_pitch;
+    int m, n;
+    const void *bias; // NULL or [n] of bias_type
+    int bias_type;
+    bool disabled;    // VLLMC_CUDA_SUM_HANDOFF=0: lt_run sums at once, for comparisons
+    uint64_t n_taken; // sums an op took into its kernel
+};
+
 struct cuda_device {
     int index;                      // CUDA ordinal
     char name[256];                 // from cudaGetDeviceProperties
@@ -68,6 +88,7 @@ struct cuda_device {
     size_t pinned_bytes;
     cudaEvent_t staged[2];   // owned: the two halves of pinned hold a finished copy
     struct cuda_split split; // activations split by the op that wrote them
+    struct cuda_pending_sum pending_sum;              // a stacked GEMM's sum not launched yet
     struct cuda_lt_algo lt_algos[CUDA_LT_ALGO_SLOTS]; // heuristic results by shape
     int lt_algo_next;                                 // next slot to replace
     struct err *err;                // borrowed: the backend's error slot
@@ -146,6 +167,17 @@ void *cuda_split_begin_rows(const struct op_call *c, const void *x, int64_t m, i
 // (or the GEMMs that read it since) wrote it, else NULL.
 const void *cuda_split_find(const struct op_call *c, const void *x, int64_t m, int64_t k,
                             int64_t x_pitch);
+
+// Launches the pending sum, if any (struct cuda_pending_sum).
+enum vllmc_status cuda_sum_flush(struct cuda_device *dev);
+// Before op c runs: the pending sum stays for an op that may take it (an
+// ADD_RMSNORM or packed SILU_MUL whose src[0] is its dst), else it is launched.
+enum vllmc_status cuda_sum_before_op(const struct op_call *c);
+// For op c reading x: *taken set and *out the pending sum when its dst is x
+// (the caller's kernel then adds the halves and writes dst's rows where it
+// says so); else any pending sum is launched first and *taken is false.
+enum vllmc_status cuda_sum_take(const struct op_call *c, const struct tensor *x,
+                                struct cuda_pending_sum *out, bool *taken);
 
 // Per-op temporary device memory of at least n_bytes, valid until the next
 // op. Grows by reallocation, which synchronises the device: run each batch

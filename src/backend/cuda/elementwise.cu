@@ -33,6 +33,34 @@ static __global__ void elem_kernel(float *dst, int64_t dst_pitch, const float *a
         cuda_split_store(hi + row * n_cols + col, lo_off, r);
 }
 
+// Packed SiLU-mul over a stacked GEMM's output whose sum it took
+// (cuda_sum_take): gate|up row r is y's row r + row r + m (+ bias), added as
+// the sum kernel does, and also written to gu's row (the GEMM's dst) so that
+// buffer means what it would have.
+static __global__ void silu_mul_sum_kernel(float *dst, int64_t dst_pitch, const float *y,
+                                           int64_t y_pitch, int64_t half_off, int ff,
+                                           const void *bias, int bias_type, float *gu,
+                                           int64_t gu_pitch, __nv_bfloat16 *hi, int64_t lo_off)
+{
+    cuda_pdl_sync();
+    const int col = blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t row = blockIdx.y;
+    if (col >= ff)
+        return;
+    const float *y0 = y + row * y_pitch, *y1 = y0 + half_off;
+    float g = y0[col] + y1[col], u = y0[ff + col] + y1[ff + col];
+    if (bias) {
+        g += cuda_bias_at(bias, bias_type, col);
+        u += cuda_bias_at(bias, bias_type, ff + col);
+    }
+    gu[row * gu_pitch + col] = g;
+    gu[row * gu_pitch + ff + col] = u;
+    const float r = g / (1.0f + expf(-g)) * u;
+    dst[row * dst_pitch + col] = r;
+    if (hi)
+        cuda_split_store(hi + row * ff + col, lo_off, r);
+}
+
 // ---- launchers ----
 
 template <int KIND>
@@ -78,8 +106,25 @@ template <int KIND> static enum vllmc_status elem_run(const struct op_call *c)
     if (n_rows == 0 || n_cols == 0)
         return VLLMC_OK;
     const float *bp = b ? (const float *)b->data : (const float *)a->data + n_cols;
+    struct cuda_pending_sum ps;
+    bool taken = false;
+    if (KIND == ELEM_SILU_MUL && !b) { // gate|up may be a stacked GEMM's, not summed yet
+        enum vllmc_status rc = cuda_sum_take(c, a, &ps, &taken);
+        if (rc)
+            return rc;
+    }
     // SiLU-mul's output is the down projection's input.
     __nv_bfloat16 *hi = KIND == ELEM_SILU_MUL ? (__nv_bfloat16 *)cuda_split_begin(c, d) : nullptr;
+    if (taken) {
+        // Rows on grid y: a stacked GEMM has at most 65535 (lt_stack_max_m).
+        const dim3 grid((unsigned)((n_cols + ELEM_THREADS - 1) / ELEM_THREADS), (unsigned)n_rows);
+        CUDA_TRY(cuda_launch(silu_mul_sum_kernel, grid, ELEM_THREADS, 0, dev->stream,
+                             (float *)d->data, cuda_row_pitch(d), ps.y, ps.y_pitch,
+                             (int64_t)ps.m * ps.y_pitch, (int)n_cols, ps.bias, ps.bias_type, ps.dst,
+                             ps.dst_pitch, hi, n_rows * n_cols));
+        CUDA_TRY_LAUNCH();
+        return VLLMC_OK;
+    }
     elem_launch<KIND>((float *)d->data, cuda_row_pitch(d), (const float *)a->data,
                       cuda_row_pitch(a), bp, b ? cuda_row_pitch(b) : cuda_row_pitch(a), (int)n_cols,
                       n_rows, hi, dev->stream);

@@ -750,12 +750,65 @@ static size_t lt_stack_bytes(int m, int n)
                : 0;
 }
 
+// ---- the stacked GEMM's sum, launched now or taken by the next op ----
+
+static enum vllmc_status sum_launch(struct cuda_device *dev, const struct cuda_pending_sum *ps)
+{
+    struct err *err = dev->err;
+    const bool vec = ps->n % 4 == 0 && ps->dst_pitch % 4 == 0 && (uintptr_t)ps->dst % 16 == 0;
+    const dim3 grid((unsigned)((ps->n + 1023) / 1024), (unsigned)ps->m);
+    CUDA_TRY(cuda_launch(split_sum_kernel, grid, 256, 0, dev->stream, ps->dst, ps->dst_pitch, ps->y,
+                         ps->y_pitch, ps->m, ps->n, ps->bias, ps->bias_type, vec));
+    CUDA_TRY_LAUNCH();
+    return VLLMC_OK;
+}
+
+extern "C" enum vllmc_status cuda_sum_flush(struct cuda_device *dev)
+{
+    if (!dev->pending_sum.active)
+        return VLLMC_OK;
+    dev->pending_sum.active = false;
+    return sum_launch(dev, &dev->pending_sum);
+}
+
+extern "C" enum vllmc_status cuda_sum_before_op(const struct op_call *c)
+{
+    struct cuda_device *dev = cuda_device_of(c);
+    const struct cuda_pending_sum *ps = &dev->pending_sum;
+    if (!ps->active)
+        return VLLMC_OK;
+    const bool taker = (c->op == OP_ADD_RMSNORM || (c->op == OP_SILU_MUL && !c->src[1])) &&
+                       c->src[0] && c->src[0]->data == ps->dst;
+    return taker ? VLLMC_OK : cuda_sum_flush(dev);
+}
+
+extern "C" enum vllmc_status cuda_sum_take(const struct op_call *c, const struct tensor *x,
+                                           struct cuda_pending_sum *out, bool *taken)
+{
+    struct cuda_device *dev = cuda_device_of(c);
+    struct cuda_pending_sum *ps = &dev->pending_sum;
+    *taken = false;
+    if (!ps->active)
+        return VLLMC_OK;
+    if (x->data != ps->dst || tensor_n_rows(x) != ps->m || x->ne[0] != ps->n ||
+        cuda_row_pitch(x) != ps->dst_pitch)
+        return cuda_sum_flush(dev);
+    ps->active = false;
+    ps->n_taken++;
+    *out = *ps;
+    *taken = true;
+    return VLLMC_OK;
+}
+
 // cuBLASLt over a->w of dtype wt (f32, f16, bf16); xc is scratch for the
 // activations in a 16-bit wt (m * k elements; 2 * m * k with split_x, the
 // hi + lo terms of bf16), unused for f32. split_ready, when not NULL, holds
 // those terms already (written by the op that made x, cuda_split_begin).
+// defer_sum: a stacked GEMM may leave its sum pending (the caller's op ends
+// with the GEMM).
 static enum vllmc_status lt_run(struct cuda_device *dev, const struct matmul_args *a_in,
-                                enum dtype wt, void *xc, bool split_x, const void *split_ready)
+                                enum dtype wt, void *xc, bool split_x, const void *split_ready,
+                                bool defer_sum)
 {
     struct err *err = dev->err;
     struct matmul_args a = *a_in;
@@ -781,15 +834,24 @@ static enum vllmc_status lt_run(struct cuda_device *dev, const struct matmul_arg
             s2.dst = y;
             s2.dst_pitch = (a.n + 3) & ~3;
             rc = lt_matmul(dev, &s2, CUDA_R_16BF, hi, a.k, 0.0f);
+            if (!rc)
+                rc = cuda_sum_flush(dev); // one pending sum at a time
             if (rc)
                 return rc;
-            const bool vec = a.n % 4 == 0 && a.dst_pitch % 4 == 0 && (uintptr_t)a.dst % 16 == 0;
-            const dim3 grid((unsigned)((a.n + 1023) / 1024), (unsigned)a.m);
-            CUDA_TRY(cuda_launch(split_sum_kernel, grid, 256, 0, dev->stream, a.dst, a.dst_pitch,
-                                 (const float *)y, s2.dst_pitch, a.m, a.n, a.bias, a.bias_type,
-                                 vec));
-            CUDA_TRY_LAUNCH();
-            return VLLMC_OK;
+            struct cuda_pending_sum *ps = &dev->pending_sum;
+            ps->dst = a.dst;
+            ps->dst_pitch = a.dst_pitch;
+            ps->y = y;
+            ps->y_pitch = s2.dst_pitch;
+            ps->m = (int)a.m;
+            ps->n = (int)a.n;
+            ps->bias = a.bias;
+            ps->bias_type = a.bias_type;
+            if (defer_sum && !ps->disabled) {
+                ps->active = true;
+                return VLLMC_OK;
+            }
+            return sum_launch(dev, ps);
         }
         rc = lt_matmul(dev, &a, CUDA_R_16BF, hi, a.k, 0.0f);
         if (!rc)
@@ -843,7 +905,7 @@ extern "C" enum vllmc_status cuda_cublaslt_run(const struct op_call *c)
         if (rc)
             return rc;
     }
-    return lt_run(dev, &a, wt, xc, lt_split_x, split_ready);
+    return lt_run(dev, &a, wt, xc, lt_split_x, split_ready, true);
 }
 
 // Bytes of the bf16 W [n, k] at the start of the scratch, rounded up so the
@@ -867,5 +929,5 @@ extern "C" enum vllmc_status cuda_matmul_lt_bf16(const struct op_call *c, const 
     a.w = w_scratch;
     a.w_pitch = a.k;
     void *x_scratch = (char *)w_scratch + lt_bf16_w_bytes(c);
-    return lt_run(cuda_device_of(c), &a, DTYPE_BF16, x_scratch, false, nullptr);
+    return lt_run(cuda_device_of(c), &a, DTYPE_BF16, x_scratch, false, nullptr, false);
 }

@@ -9,6 +9,18 @@
 
 // ---- kernels ----
 
+// x as the two halves of a stacked GEMM's output whose sum ADD_RMSNORM took
+// (cuda_sum_take): x's row is x + x2's (+ bias), added as the sum kernel
+// does, and written to xw's row where xw is set (the GEMM's dst, when the
+// norm's dst is not that buffer). x2 NULL: x as it is.
+struct norm_x2 {
+    const float *x2; // row r at x2 + r * x_pitch
+    const void *bias;
+    int bias_type;
+    float *xw;
+    int64_t xw_pitch;
+};
+
 // dst [n, dim] = x * rsqrt(mean(x^2) + eps) * w. When res is set (fused add),
 // res [n, dim] += x first and the norm is taken of the sum. dst may alias x.
 // With hi set, dst's bf16 hi + lo terms also go to hi [n, dim] and
@@ -16,7 +28,8 @@
 template <typename TW, bool FUSED>
 static __global__ void norm_rms_kernel(float *dst, int64_t dst_pitch, const float *x,
                                        int64_t x_pitch, float *res, int64_t res_pitch, const TW *w,
-                                       int dim, float eps, __nv_bfloat16 *hi, int64_t lo_off)
+                                       int dim, float eps, __nv_bfloat16 *hi, int64_t lo_off,
+                                       struct norm_x2 s2)
 {
     __shared__ float red[32];
     cuda_pdl_sync();
@@ -28,6 +41,13 @@ static __global__ void norm_rms_kernel(float *dst, int64_t dst_pitch, const floa
     float ss = 0.0f;
     for (int i = threadIdx.x; i < dim; i += blockDim.x) {
         float v = xr[i];
+        if (s2.x2) {
+            v += s2.x2[row * x_pitch + i];
+            if (s2.bias)
+                v += cuda_bias_at(s2.bias, s2.bias_type, i);
+            if (s2.xw)
+                s2.xw[row * s2.xw_pitch + i] = v;
+        }
         if (FUSED) {
             v += rr[i];
             rr[i] = v;
@@ -36,7 +56,8 @@ static __global__ void norm_rms_kernel(float *dst, int64_t dst_pitch, const floa
     }
     ss = cuda_block_sum(ss, red);
     const float scale = rsqrtf(ss / (float)dim + eps);
-    // Each thread reads back only the elements it wrote above.
+    // Each thread reads back only the elements it wrote above (a taken sum
+    // comes with the residual: FUSED).
     for (int i = threadIdx.x; i < dim; i += blockDim.x) {
         const float v = FUSED ? rr[i] : xr[i];
         const float o = v * scale * cuda_to_f32(w[i]);
@@ -56,7 +77,7 @@ template <typename TW, bool FUSED, int CH>
 static __global__ void norm_rms_vec_kernel(float *dst, int64_t dst_pitch, const float *x,
                                            int64_t x_pitch, float *res, int64_t res_pitch,
                                            const TW *w, int dim, float eps, __nv_bfloat16 *hi,
-                                           int64_t lo_off)
+                                           int64_t lo_off, struct norm_x2 s2)
 {
     __shared__ float red[32];
     cuda_pdl_sync();
@@ -72,6 +93,21 @@ static __global__ void norm_rms_vec_kernel(float *dst, int64_t dst_pitch, const 
         v[j] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
         if (c < n4) {
             v[j] = xr[c];
+            if (s2.x2) {
+                const float4 b = ((const float4 *)(s2.x2 + row * x_pitch))[c];
+                v[j].x += b.x;
+                v[j].y += b.y;
+                v[j].z += b.z;
+                v[j].w += b.w;
+                if (s2.bias) {
+                    v[j].x += cuda_bias_at(s2.bias, s2.bias_type, 4 * c);
+                    v[j].y += cuda_bias_at(s2.bias, s2.bias_type, 4 * c + 1);
+                    v[j].z += cuda_bias_at(s2.bias, s2.bias_type, 4 * c + 2);
+                    v[j].w += cuda_bias_at(s2.bias, s2.bias_type, 4 * c + 3);
+                }
+                if (s2.xw)
+                    ((float4 *)(s2.xw + row * s2.xw_pitch))[c] = v[j];
+            }
             if (FUSED) {
                 const float4 r = rr[c];
                 v[j].x += r.x;
@@ -126,69 +162,73 @@ static bool norm_aligned16(const void *p, int64_t pitch)
 template <typename TW, bool FUSED, int CH>
 static void norm_rms_vec_launch(float *dst, int64_t dst_pitch, const float *x, int64_t x_pitch,
                                 float *res, int64_t res_pitch, const void *w, int dim,
-                                int64_t n_rows, float eps, __nv_bfloat16 *hi, cudaStream_t stream)
+                                int64_t n_rows, float eps, __nv_bfloat16 *hi, cudaStream_t stream,
+                                struct norm_x2 s2)
 {
     const int n4 = dim / 4, per = (n4 + CH - 1) / CH;
     const int threads = (per + CUDA_WARP - 1) / CUDA_WARP * CUDA_WARP;
     cuda_launch(norm_rms_vec_kernel<TW, FUSED, CH>, (unsigned)n_rows, threads, 0, stream, dst,
                 dst_pitch, x, x_pitch, res, res_pitch, (const TW *)w, dim, eps, hi,
-                n_rows * (int64_t)dim);
+                n_rows * (int64_t)dim, s2);
 }
 
 template <typename TW, bool FUSED>
 static void norm_rms_launch(float *dst, int64_t dst_pitch, const float *x, int64_t x_pitch,
                             float *res, int64_t res_pitch, const void *w, int dim, int64_t n_rows,
-                            float eps, __nv_bfloat16 *hi, cudaStream_t stream)
+                            float eps, __nv_bfloat16 *hi, cudaStream_t stream, struct norm_x2 s2)
 {
-    const bool vec = dim % 4 == 0 && dim <= 8 * 4 * NORM_THREADS_MAX &&
-                     norm_aligned16(dst, dst_pitch) && norm_aligned16(x, x_pitch) &&
-                     (!FUSED || norm_aligned16(res, res_pitch)) &&
-                     (uintptr_t)w % (4 * sizeof(TW)) == 0;
+    const bool vec =
+        dim % 4 == 0 && dim <= 8 * 4 * NORM_THREADS_MAX && norm_aligned16(dst, dst_pitch) &&
+        norm_aligned16(x, x_pitch) && (!s2.x2 || norm_aligned16(s2.x2, x_pitch)) &&
+        (!s2.xw || norm_aligned16(s2.xw, s2.xw_pitch)) &&
+        (!FUSED || norm_aligned16(res, res_pitch)) && (uintptr_t)w % (4 * sizeof(TW)) == 0;
     if (vec) {
         const int n4 = dim / 4;
         if (n4 <= NORM_THREADS_MAX)
             norm_rms_vec_launch<TW, FUSED, 1>(dst, dst_pitch, x, x_pitch, res, res_pitch, w, dim,
-                                              n_rows, eps, hi, stream);
+                                              n_rows, eps, hi, stream, s2);
         else if (n4 <= 2 * NORM_THREADS_MAX)
             norm_rms_vec_launch<TW, FUSED, 2>(dst, dst_pitch, x, x_pitch, res, res_pitch, w, dim,
-                                              n_rows, eps, hi, stream);
+                                              n_rows, eps, hi, stream, s2);
         else if (n4 <= 4 * NORM_THREADS_MAX)
             norm_rms_vec_launch<TW, FUSED, 4>(dst, dst_pitch, x, x_pitch, res, res_pitch, w, dim,
-                                              n_rows, eps, hi, stream);
+                                              n_rows, eps, hi, stream, s2);
         else
             norm_rms_vec_launch<TW, FUSED, 8>(dst, dst_pitch, x, x_pitch, res, res_pitch, w, dim,
-                                              n_rows, eps, hi, stream);
+                                              n_rows, eps, hi, stream, s2);
         return;
     }
     cuda_launch(norm_rms_kernel<TW, FUSED>, (unsigned)n_rows, norm_threads(dim), 0, stream, dst,
                 dst_pitch, x, x_pitch, res, res_pitch, (const TW *)w, dim, eps, hi,
-                n_rows * (int64_t)dim);
+                n_rows * (int64_t)dim, s2);
 }
 
+// x's rows from x_data (row pitch x_pitch): the tensor's own, or a taken
+// sum's first half (struct norm_x2).
 template <bool FUSED>
 static void norm_rms_dispatch(const struct tensor *dst, const struct tensor *x,
                               const struct tensor *w, const struct tensor *res, float eps,
-                              __nv_bfloat16 *hi, cudaStream_t stream)
+                              __nv_bfloat16 *hi, cudaStream_t stream, const float *x_data,
+                              int64_t x_pitch, struct norm_x2 s2)
 {
     const int dim = (int)x->ne[0];
     const int64_t n_rows = tensor_n_rows(x);
     float *rp = res ? (float *)res->data : nullptr;
     const int64_t res_pitch = res ? cuda_row_pitch(res) : 0;
+    float *dp = (float *)dst->data;
+    const int64_t dp_pitch = cuda_row_pitch(dst);
     switch (w->dtype) {
     case DTYPE_F16:
-        norm_rms_launch<__half, FUSED>((float *)dst->data, cuda_row_pitch(dst),
-                                       (const float *)x->data, cuda_row_pitch(x), rp, res_pitch,
-                                       w->data, dim, n_rows, eps, hi, stream);
+        norm_rms_launch<__half, FUSED>(dp, dp_pitch, x_data, x_pitch, rp, res_pitch, w->data, dim,
+                                       n_rows, eps, hi, stream, s2);
         break;
     case DTYPE_BF16:
-        norm_rms_launch<__nv_bfloat16, FUSED>((float *)dst->data, cuda_row_pitch(dst),
-                                              (const float *)x->data, cuda_row_pitch(x), rp,
-                                              res_pitch, w->data, dim, n_rows, eps, hi, stream);
+        norm_rms_launch<__nv_bfloat16, FUSED>(dp, dp_pitch, x_data, x_pitch, rp, res_pitch, w->data,
+                                              dim, n_rows, eps, hi, stream, s2);
         break;
     default:
-        norm_rms_launch<float, FUSED>((float *)dst->data, cuda_row_pitch(dst),
-                                      (const float *)x->data, cuda_row_pitch(x), rp, res_pitch,
-                                      w->data, dim, n_rows, eps, hi, stream);
+        norm_rms_launch<float, FUSED>(dp, dp_pitch, x_data, x_pitch, rp, res_pitch, w->data, dim,
+                                      n_rows, eps, hi, stream, s2);
         break;
     }
 }
@@ -215,8 +255,10 @@ extern "C" enum vllmc_status cuda_rmsnorm_run(const struct op_call *c)
     struct err *err = dev->err;
     if (tensor_n_rows(c->src[0]) == 0)
         return VLLMC_OK;
+    const struct norm_x2 none = {};
     norm_rms_dispatch<false>(c->dst, c->src[0], c->src[1], nullptr, c->p.eps,
-                             (__nv_bfloat16 *)cuda_split_begin(c, c->dst), dev->stream);
+                             (__nv_bfloat16 *)cuda_split_begin(c, c->dst), dev->stream,
+                             (const float *)c->src[0]->data, cuda_row_pitch(c->src[0]), none);
     CUDA_TRY_LAUNCH();
     return VLLMC_OK;
 }
@@ -233,8 +275,30 @@ extern "C" enum vllmc_status cuda_add_rmsnorm_run(const struct op_call *c)
     struct err *err = dev->err;
     if (tensor_n_rows(c->src[0]) == 0)
         return VLLMC_OK;
+    // x may be a stacked GEMM's output whose halves are not summed yet.
+    struct cuda_pending_sum ps;
+    bool taken;
+    enum vllmc_status rc = cuda_sum_take(c, c->src[0], &ps, &taken);
+    if (rc)
+        return rc;
+    struct norm_x2 s2 = {};
+    const float *x_data = (const float *)c->src[0]->data;
+    int64_t x_pitch = cuda_row_pitch(c->src[0]);
+    if (taken) {
+        x_data = ps.y;
+        x_pitch = ps.y_pitch;
+        s2.x2 = ps.y + (int64_t)ps.m * ps.y_pitch;
+        s2.bias = ps.bias;
+        s2.bias_type = ps.bias_type;
+        // The GEMM's dst keeps its meaning unless the norm overwrites it.
+        if (c->dst->data != c->src[0]->data) {
+            s2.xw = ps.dst;
+            s2.xw_pitch = ps.dst_pitch;
+        }
+    }
     norm_rms_dispatch<true>(c->dst, c->src[0], c->src[1], c->src[2], c->p.eps,
-                            (__nv_bfloat16 *)cuda_split_begin(c, c->dst), dev->stream);
+                            (__nv_bfloat16 *)cuda_split_begin(c, c->dst), dev->stream, x_data,
+                            x_pitch, s2);
     CUDA_TRY_LAUNCH();
     return VLLMC_OK;
 }
