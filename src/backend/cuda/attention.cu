@@ -749,17 +749,58 @@ template <typename TC, int GMAX> static __global__ void __launch_bounds__(ATT_TH
 
 // ---- decode: the QKV_ROPE_STORE prologue inside the short-split kernel ----
 
-// One head [head_dim = L x VEC] spread over L consecutive lanes, VEC dims a
-// lane (lane_in's dims lane_in * VEC ..): in place, its RMSNorm with w (when
-// set) and its RoPE at angle pos over the whole head, with qkv_rope_store's
-// arithmetic. Every lane of the warp calls it (shuffles).
+// What the prologue of a lane needs besides the q|k|v rows, read before the
+// kernel's sync: the q and k norm weights of its dims and the cos and sin of
+// its dims' rotation. The weights and frequencies are the model's, the
+// position and slot the step's upload: no kernel of the step writes them, so
+// their round trips (two to three after the q|k|v rows before: the norm
+// weights, then the frequencies) overlap the K and V loads instead.
+template <int VEC> struct att_rope_lane {
+    float wq[VEC], wk[VEC]; // norm weights of dims lane_in * VEC + i (1 without a norm)
+    float freq[VEC];        // the inverse frequency of dim i's pair
+    float co[VEC], sn[VEC]; // its rotation at the token's position
+    int32_t slot;           // the new key's cache slot
+};
+
+// The position-free part: issued at the kernel's start.
 template <int VEC>
-static __device__ __forceinline__ void att_rope_head(float (&x)[VEC], int lane_in, int L,
-                                                     const struct att_params &p, const void *w,
-                                                     float pos)
+static __device__ __forceinline__ void att_rope_lane_consts(const struct att_params &p, int lane_in,
+                                                            int L, att_rope_lane<VEC> &r)
 {
     const int D = L * VEC, half = D / 2;
-    if (w) {
+#pragma unroll
+    for (int i = 0; i < VEC; i++) {
+        const int d = lane_in * VEC + i;
+        r.wq[i] = p.wq ? cuda_bias_at(p.wq, p.w_type, d) : 1.0f;
+        r.wk[i] = p.wk ? cuda_bias_at(p.wk, p.w_type, d) : 1.0f;
+        r.freq[i] = p.inv_freq[p.rope_neox ? (d < half ? d : d - half) : d / 2];
+    }
+}
+
+// The token's slot and rotation: once q0 is known (round trip 1).
+template <int VEC>
+static __device__ __forceinline__ void att_rope_lane_angles(const struct att_params &p, int q0,
+                                                            att_rope_lane<VEC> &r)
+{
+    r.slot = __ldcg(p.rope_slots + q0);
+    const float pos = (float)__ldcg(p.rope_pos + q0);
+#pragma unroll
+    for (int i = 0; i < VEC; i++)
+        sincosf(pos * r.freq[i], &r.sn[i], &r.co[i]);
+}
+
+// One head [head_dim = L x VEC] spread over L consecutive lanes, VEC dims a
+// lane (lane_in's dims lane_in * VEC ..): in place, its RMSNorm with the
+// lane's weights w (when norm) and its RoPE with the lane's rotation, with
+// qkv_rope_store's arithmetic. Every lane of the warp calls it (shuffles).
+template <int VEC>
+static __device__ __forceinline__ void att_rope_head(float (&x)[VEC], int lane_in, int L,
+                                                     const struct att_params &p, bool norm,
+                                                     const float (&w)[VEC],
+                                                     const att_rope_lane<VEC> &r)
+{
+    const int D = L * VEC, half = D / 2;
+    if (norm) {
         float ss = 0.0f;
 #pragma unroll
         for (int i = 0; i < VEC; i++)
@@ -769,7 +810,7 @@ static __device__ __forceinline__ void att_rope_head(float (&x)[VEC], int lane_i
         const float scale = rsqrtf(ss / (float)D + p.rope_eps);
 #pragma unroll
         for (int i = 0; i < VEC; i++)
-            x[i] = x[i] * scale * cuda_bias_at(w, p.w_type, lane_in * VEC + i);
+            x[i] = x[i] * scale * w[i];
     }
     if (p.rope_neox) { // pairs (d, d + half): the partner is half / VEC lanes away
         float y[VEC];
@@ -778,21 +819,15 @@ static __device__ __forceinline__ void att_rope_head(float (&x)[VEC], int lane_i
             y[i] = __shfl_xor_sync(0xffffffffu, x[i], half / VEC);
 #pragma unroll
         for (int i = 0; i < VEC; i++) {
-            const int d = lane_in * VEC + i;
-            const bool lo = d < half;
-            float sn, co;
-            sincosf(pos * p.inv_freq[lo ? d : d - half], &sn, &co);
-            x[i] = lo ? x[i] * co - y[i] * sn : x[i] * co + y[i] * sn;
+            const bool lo = lane_in * VEC + i < half;
+            x[i] = lo ? x[i] * r.co[i] - y[i] * r.sn[i] : x[i] * r.co[i] + y[i] * r.sn[i];
         }
     } else { // pairs (2i, 2i + 1) within the lane
 #pragma unroll
         for (int i = 0; i < VEC; i += 2) {
-            const int d = lane_in * VEC + i;
-            float sn, co;
-            sincosf(pos * p.inv_freq[d / 2], &sn, &co);
             const float a = x[i], b = x[i + 1];
-            x[i] = a * co - b * sn;
-            x[i + 1] = b * co + a * sn;
+            x[i] = a * r.co[i] - b * r.sn[i];
+            x[i + 1] = b * r.co[i] + a * r.sn[i];
         }
     }
 }
@@ -825,14 +860,14 @@ template <typename TC, int GMAX, int CHMAX>
 static __device__ __forceinline__ void att_decode_rope_prologue(
     const struct att_params &p, int q0, int kvh, int split, int last, int first, int lane_in, int L,
     int key_slot, int keys_per_pass, int cc, int kg, int n_kg, const int (&kblk)[ATT_UNROLL],
-    const int (&vblk)[ATT_UNROLL], float (&qr)[GMAX][CHMAX * (16 / sizeof(TC))],
-    uint4 (&kr)[ATT_UNROLL][CHMAX], uint4 (&vr)[ATT_UNROLL])
+    const int (&vblk)[ATT_UNROLL], const att_rope_lane<16 / sizeof(TC)> &rl,
+    float (&qr)[GMAX][CHMAX * (16 / sizeof(TC))], uint4 (&kr)[ATT_UNROLL][CHMAX],
+    uint4 (&vr)[ATT_UNROLL])
 {
     constexpr int VEC = 16 / (int)sizeof(TC);
     const int D = p.head_dim, G = p.group, bs = p.block_size;
     const float *row = p.qkv + (int64_t)q0 * p.qkv_pitch;
-    const int32_t slot = p.rope_slots[q0];
-    const float pos = (float)p.rope_pos[q0];
+    const int32_t slot = rl.slot;
     float qx[GMAX][VEC];
 #pragma unroll
     for (int h = 0; h < GMAX; h++)
@@ -861,7 +896,7 @@ static __device__ __forceinline__ void att_decode_rope_prologue(
 #pragma unroll
     for (int h = 0; h < GMAX; h++) {
         if (h < G) {
-            att_rope_head<VEC>(qx[h], lane_in, L, p, p.wq, pos);
+            att_rope_head<VEC>(qx[h], lane_in, L, p, p.wq != nullptr, rl.wq, rl);
 #pragma unroll
             for (int i = 0; i < VEC; i++) {
                 qr[h][i] = qx[h][i] * p.scale;
@@ -877,7 +912,7 @@ static __device__ __forceinline__ void att_decode_rope_prologue(
     const bool slot_ok = slot >= 0 && slot < p.n_slots;
     const int r = first + last;
     if (__any_sync(0xffffffffu, ku >= 0)) { // this warp holds the new key's lanes
-        att_rope_head<VEC>(kx, lane_in, L, p, p.wk, pos);
+        att_rope_head<VEC>(kx, lane_in, L, p, p.wk != nullptr, rl.wk, rl);
         int blk = 0;
 #pragma unroll
         for (int u = 0; u < ATT_UNROLL; u++)
@@ -945,6 +980,12 @@ static __global__ void __launch_bounds__(ATT_THREADS)
     const int blk0 = k_begin / bs, first = k_begin - blk0 * bs;
     const int32_t *bt = p.block_tables + (int64_t)seq * p.bt_stride;
 
+    // The prologue's norm weights and frequencies go out first, with round
+    // trip 1: they depend on nothing.
+    att_rope_lane<VEC> rl;
+    if (p.qkv)
+        att_rope_lane_consts<VEC>(p, lane_in, L, rl);
+
     // Round trip 1. Key kk of the split sits at r = first + kk of its blocks.
     const int q0 = __ldcg(p.q_start + seq), q1 = __ldcg(p.q_start + seq + 1);
     const int ctx = __ldcg(p.seq_lens + seq);
@@ -990,13 +1031,16 @@ static __global__ void __launch_bounds__(ATT_THREADS)
                                            cc * VEC));
         }
     }
+    // With the K and V rows in flight: the new token's slot and rotation.
+    if (p.qkv)
+        att_rope_lane_angles<VEC>(p, q0, rl);
     if (sync_at == 2) // q|k|v rows: the GEMV before writes them
         cuda_pdl_sync();
     float qr[GMAX][CHMAX * VEC];
     if (p.qkv) { // the prologue (one chunk a lane): q and the new key from the q|k|v rows
         att_decode_rope_prologue<TC, GMAX, CHMAX>(p, q0, kvh, split, ctx - 1 - k_begin, first,
                                                   lane_in, L, key_slot, keys_per_pass, cc, kg, n_kg,
-                                                  kblk, vblk, qr, kr, vr);
+                                                  kblk, vblk, rl, qr, kr, vr);
     } else {
         att_decode_load_q<TC, GMAX, CHMAX>(p, q0, kvh, lane_in, L, CH, qr);
     }
