@@ -67,7 +67,9 @@ static void mm_task(void *p, int task, int thread)
     const struct mm_ctx *ctx = p;
     const struct tensor *x = ctx->c->src[0], *w = ctx->c->src[1], *bias = ctx->c->src[2];
     const struct tensor *y = ctx->c->dst;
-    int r_max = ctx->kernel->r_max, c_max = ctx->c_step;
+    // The tiles come from the panel kernel where the weights go through panels.
+    const struct cpu_mm_kernel *kernel = ctx->panels ? ctx->kernel->panel_kernel : ctx->kernel;
+    int r_max = kernel->r_max, c_max = ctx->c_step;
     int64_t j0 = (int64_t)(task / ctx->n_row_blocks) * ctx->col_block;
     int64_t i0 = (int64_t)(task % ctx->n_row_blocks) * ctx->row_block;
     int64_t i1 = i0 + ctx->row_block < ctx->m ? i0 + ctx->row_block : ctx->m;
@@ -82,7 +84,6 @@ static void mm_task(void *p, int task, int thread)
     const void *wr[MM_MAX_TILE];
     float out[MM_MAX_TILE * MM_MAX_TILE];
     _Alignas(64) float acc[MM_PART_ROWS * MM_PART_COLS * CPU_MM_ACC_FLOATS];
-    const struct cpu_mm_kernel *kernel = ctx->panels ? ctx->kernel->panel_kernel : ctx->kernel;
     float *panel =
         ctx->panels ? ctx->panels + (size_t)thread * (size_t)c_max * ctx->panel_stride : NULL;
     for (int64_t i = i0; i < i1; i++) {
@@ -194,7 +195,16 @@ enum vllmc_status cpu_matmul_tiled_run_x(const struct op_call *c,
     // A single row takes wider tiles; elements are computed the same way in
     // any tile, so this does not change results.
     ctx.decode = ctx.m == 1 && kernel->decode;
-    ctx.c_step = ctx.decode ? 8 : ctx.m == 1 ? kernel->c_max_r1 : kernel->c_max;
+    // Weights converted once per column tile when several row tiles use them,
+    // on CPUs that split 512-bit operations (Zen 4: F16 prefill matmul +5%).
+    // With full-width units (Zen 5) the conversion in registers is the
+    // cheaper one at every row count: f16 weights on 2 threads, 8 to 512
+    // rows, 365-416 GFLOP/s in registers against 195-357 through panels.
+    // Without scratch memory the tiles convert in registers as for m = 1.
+    const bool use_panels =
+        kernel->panel && ctx.m > kernel->panel_kernel->r_max && cpu_features_get()->avx512_split;
+    const struct cpu_mm_kernel *tiles = use_panels ? kernel->panel_kernel : kernel;
+    ctx.c_step = ctx.decode ? 8 : ctx.m == 1 ? kernel->c_max_r1 : tiles->c_max;
     // Prefill: a task is one column block of one row block, so that the
     // threads share out hundreds of tasks of even size (a column block alone
     // for all rows left a thread idle for up to 1/9 of the call).
@@ -225,17 +235,13 @@ enum vllmc_status cpu_matmul_tiled_run_x(const struct op_call *c,
         block = ctx.c_step;
     ctx.col_block = block;
     int n_tasks = (int)((ctx.n + block - 1) / block * ctx.n_row_blocks);
-    // Weights converted once per column tile when several row tiles use them,
-    // on CPUs that split 512-bit operations (Zen 4: F16 prefill matmul +5%).
-    // With full-width units (Zen 5) the conversion in registers is the
-    // cheaper one at every row count: f16 weights on 2 threads, 8 to 512
-    // rows, 365-416 GFLOP/s in registers against 195-357 through panels.
-    // Without scratch memory the tiles convert in registers as for m = 1.
-    if (kernel->panel && ctx.m > kernel->r_max && cpu_features_get()->avx512_split) {
+    if (use_panels) {
         ctx.panel_stride = ((size_t)ctx.k + 15) & ~(size_t)15;
         ctx.w_row_bytes = dtype_row_bytes(c->src[1]->dtype, ctx.k);
         ctx.panels = op_scratch(c, (size_t)n_threads * (size_t)ctx.c_step * ctx.panel_stride *
                                        sizeof(float));
+        if (!ctx.panels) // the kernel's own tiles, of its own width
+            ctx.c_step = kernel->c_max;
     }
     ctx.k_parts = kernel->tile_part && !ctx.panels && ctx.m > kernel->r_max &&
                   ctx.k > kernel->k_whole_max && ctx.row_block <= MM_PART_ROWS &&

@@ -11,6 +11,9 @@
 #define R_MAX 4
 #define C_MAX 6
 #define C_MAX_R1 8
+#define F16_R_MAX 6 // f16 tiles of several rows: 6 x 4 (see tile_f16)
+#define F16_C_MAX 4
+#define ACC_R 6 // accumulator rows any tile may use
 
 // 16 values of dtype wt at p as f32: without a mask for full blocks (a
 // masked load is markedly slower on Zen 4; with all lanes on it reads the
@@ -31,10 +34,10 @@ static inline __attribute__((always_inline)) __m512 load16(const int wt, const v
 // acc[r][c] += x[r][l..l+16) * w[c][l..l+16) (lanes under m).
 static inline __attribute__((always_inline)) void
 tile_step(const int R, const int C, const int wt, const float *const *x, const void *const *w,
-          int64_t l, __mmask16 m, const bool full, __m512 acc[R_MAX][C_MAX_R1])
+          int64_t l, __mmask16 m, const bool full, __m512 acc[ACC_R][C_MAX_R1])
 {
     size_t esz = wt == DTYPE_F32 ? 4 : 2;
-    __m512 xv[R_MAX];
+    __m512 xv[ACC_R];
 #pragma GCC unroll 8
     for (int r = 0; r < R; r++)
         xv[r] = load16(DTYPE_F32, x[r] + l, m, full);
@@ -80,7 +83,7 @@ tile_step_line(const int C, const int wt, const float *x, const void *const *w, 
 // w[c] + ahead + l while the tile reads w[c] + l.
 static inline __attribute__((always_inline)) void
 tile_dots(const int R, const int C, const int wt, const float *const *x, const void *const *w,
-          int64_t k, const bool pf, ptrdiff_t ahead, __m512 acc[R_MAX][C_MAX_R1])
+          int64_t k, const bool pf, ptrdiff_t ahead, __m512 acc[ACC_R][C_MAX_R1])
 {
 #pragma GCC unroll 8
     for (int r = 0; r < R; r++)
@@ -114,10 +117,10 @@ static inline __attribute__((always_inline)) void tile(const int R, const int C,
                                                        int64_t k, float *const *y,
                                                        const float *bias, const void *next)
 {
-    __m512 acc[R_MAX][C_MAX_R1];
+    __m512 acc[ACC_R][C_MAX_R1];
     tile_dots(R, C, wt, x, w, k, next != NULL, next ? (const char *)next - (const char *)w[0] : 0,
               acc);
-    __m512 flat[R_MAX * C_MAX_R1], sums[2];
+    __m512 flat[ACC_R * C_MAX_R1], sums[2];
 #pragma GCC unroll 8
     for (int r = 0; r < R; r++)
 #pragma GCC unroll 8
@@ -220,10 +223,102 @@ static void tile_f32(int R, int C, const float *const *x, const void *const *w, 
     TILE_CASES(DTYPE_F32)
 }
 
+// f16 tiles of several rows are 6 x 4 (R <= 6, C <= 4): a step converts
+// each weight vector once (vcvtph2ps, two uops on the FMA ports of Intel
+// cores) for R FMAs, so taller tiles leave the FMA ports more of their
+// cycles: 4 conversions for 24 FMAs instead of 6 in a 4 x 6 tile.
+#define TILE_CASES_F16                                                                             \
+    switch (R * 16 + C) {                                                                          \
+    case 16 + 1:                                                                                   \
+        T(1, 1, DTYPE_F16);                                                                        \
+        break;                                                                                     \
+    case 16 + 2:                                                                                   \
+        T(1, 2, DTYPE_F16);                                                                        \
+        break;                                                                                     \
+    case 16 + 3:                                                                                   \
+        T(1, 3, DTYPE_F16);                                                                        \
+        break;                                                                                     \
+    case 16 + 4:                                                                                   \
+        T(1, 4, DTYPE_F16);                                                                        \
+        break;                                                                                     \
+    case 16 + 5:                                                                                   \
+        T(1, 5, DTYPE_F16);                                                                        \
+        break;                                                                                     \
+    case 16 + 6:                                                                                   \
+        T(1, 6, DTYPE_F16);                                                                        \
+        break;                                                                                     \
+    case 16 + 7:                                                                                   \
+        T(1, 7, DTYPE_F16);                                                                        \
+        break;                                                                                     \
+    case 16 + 8:                                                                                   \
+        T(1, 8, DTYPE_F16);                                                                        \
+        break;                                                                                     \
+    case 32 + 1:                                                                                   \
+        T(2, 1, DTYPE_F16);                                                                        \
+        break;                                                                                     \
+    case 32 + 2:                                                                                   \
+        T(2, 2, DTYPE_F16);                                                                        \
+        break;                                                                                     \
+    case 32 + 3:                                                                                   \
+        T(2, 3, DTYPE_F16);                                                                        \
+        break;                                                                                     \
+    case 32 + 4:                                                                                   \
+        T(2, 4, DTYPE_F16);                                                                        \
+        break;                                                                                     \
+    case 48 + 1:                                                                                   \
+        T(3, 1, DTYPE_F16);                                                                        \
+        break;                                                                                     \
+    case 48 + 2:                                                                                   \
+        T(3, 2, DTYPE_F16);                                                                        \
+        break;                                                                                     \
+    case 48 + 3:                                                                                   \
+        T(3, 3, DTYPE_F16);                                                                        \
+        break;                                                                                     \
+    case 48 + 4:                                                                                   \
+        T(3, 4, DTYPE_F16);                                                                        \
+        break;                                                                                     \
+    case 64 + 1:                                                                                   \
+        T(4, 1, DTYPE_F16);                                                                        \
+        break;                                                                                     \
+    case 64 + 2:                                                                                   \
+        T(4, 2, DTYPE_F16);                                                                        \
+        break;                                                                                     \
+    case 64 + 3:                                                                                   \
+        T(4, 3, DTYPE_F16);                                                                        \
+        break;                                                                                     \
+    case 64 + 4:                                                                                   \
+        T(4, 4, DTYPE_F16);                                                                        \
+        break;                                                                                     \
+    case 80 + 1:                                                                                   \
+        T(5, 1, DTYPE_F16);                                                                        \
+        break;                                                                                     \
+    case 80 + 2:                                                                                   \
+        T(5, 2, DTYPE_F16);                                                                        \
+        break;                                                                                     \
+    case 80 + 3:                                                                                   \
+        T(5, 3, DTYPE_F16);                                                                        \
+        break;                                                                                     \
+    case 80 + 4:                                                                                   \
+        T(5, 4, DTYPE_F16);                                                                        \
+        break;                                                                                     \
+    case 96 + 1:                                                                                   \
+        T(6, 1, DTYPE_F16);                                                                        \
+        break;                                                                                     \
+    case 96 + 2:                                                                                   \
+        T(6, 2, DTYPE_F16);                                                                        \
+        break;                                                                                     \
+    case 96 + 3:                                                                                   \
+        T(6, 3, DTYPE_F16);                                                                        \
+        break;                                                                                     \
+    default:                                                                                       \
+        T(6, 4, DTYPE_F16);                                                                        \
+        break;                                                                                     \
+    }
+
 static void tile_f16(int R, int C, const float *const *x, const void *const *w, int64_t k,
                      float *const *y, const float *bias, const void *next)
 {
-    TILE_CASES(DTYPE_F16)
+    TILE_CASES_F16
 }
 
 static void tile_bf16(int R, int C, const float *const *x, const void *const *w, int64_t k,
@@ -243,7 +338,7 @@ static inline __attribute__((always_inline)) void decode(const int wt, cpu_mm_ti
     int G = n / 8;
     for (int g = 0; g < G; g++) {
         const void *wp[8];
-        __m512 acc[R_MAX][C_MAX_R1];
+        __m512 acc[ACC_R][C_MAX_R1];
 #pragma GCC unroll 8
         for (int c = 0; c < 8; c++)
             wp[c] = (const char *)w + (size_t)(c * G + g) * row_bytes;
@@ -306,8 +401,8 @@ static const struct cpu_mm_kernel kernel_f32 = {
     .tile_store = tile_f32, .decode = decode_f32, .r_max = R_MAX, .c_max = C_MAX, .c_max_r1 = C_MAX_R1};
 static const struct cpu_mm_kernel kernel_f16 = {.tile_store = tile_f16,
                                                 .decode = decode_f16,
-                                                .r_max = R_MAX,
-                                                .c_max = C_MAX,
+                                                .r_max = F16_R_MAX,
+                                                .c_max = F16_C_MAX,
                                                 .c_max_r1 = C_MAX_R1,
                                                 .panel = panel_f16,
                                                 .panel_kernel = &kernel_f32};
