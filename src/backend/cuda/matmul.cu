@@ -777,8 +777,12 @@ extern "C" enum vllmc_status cuda_sum_before_op(const struct op_call *c)
     const struct cuda_pending_sum *ps = &dev->pending_sum;
     if (!ps->active)
         return VLLMC_OK;
-    const bool taker = (c->op == OP_ADD_RMSNORM || (c->op == OP_SILU_MUL && !c->src[1])) &&
-                       c->src[0] && c->src[0]->data == ps->dst;
+    bool taker = (c->op == OP_ADD_RMSNORM || (c->op == OP_SILU_MUL && !c->src[1])) && c->src[0] &&
+                 c->src[0]->data == ps->dst;
+    // The taker adds the halves where it reads src[0]: no other operand may
+    // be the GEMM's output.
+    for (int i = 1; taker && i < OP_MAX_SRC; i++)
+        taker = !c->src[i] || c->src[i]->data != ps->dst;
     return taker ? VLLMC_OK : cuda_sum_flush(dev);
 }
 
