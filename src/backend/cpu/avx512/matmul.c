@@ -135,8 +135,11 @@ static inline __attribute__((always_inline)) void tile(const int R, const int C,
 }
 
 #define T(r, c, wt) tile(r, c, wt, x, w, k, y, bias, next)
+// Every tile shape any kernel asks for: one row of up to 8 columns, 2-4 rows
+// of up to 6 (f32, bf16: kernel r_max 4, c_max 6), 5-6 rows of up to 4 (f16:
+// 6 x 4, see tile_f16). Each kernel reaches only its own shapes.
 #define TILE_CASES(wt)                                                                             \
-    switch (R * 16 + C) { /* R <= 4; C <= 8 only when R = 1, else C <= 6 */                        \
+    switch (R * 16 + C) {                                                                          \
     case 16 + 1:                                                                                   \
         T(1, 1, wt);                                                                               \
         break;                                                                                     \
@@ -212,8 +215,35 @@ static inline __attribute__((always_inline)) void tile(const int R, const int C,
     case 64 + 5:                                                                                   \
         T(4, 5, wt);                                                                               \
         break;                                                                                     \
-    default:                                                                                       \
+    case 64 + 6:                                                                                   \
         T(4, 6, wt);                                                                               \
+        break;                                                                                     \
+    case 80 + 1:                                                                                   \
+        T(5, 1, wt);                                                                               \
+        break;                                                                                     \
+    case 80 + 2:                                                                                   \
+        T(5, 2, wt);                                                                               \
+        break;                                                                                     \
+    case 80 + 3:                                                                                   \
+        T(5, 3, wt);                                                                               \
+        break;                                                                                     \
+    case 80 + 4:                                                                                   \
+        T(5, 4, wt);                                                                               \
+        break;                                                                                     \
+    case 96 + 1:                                                                                   \
+        T(6, 1, wt);                                                                               \
+        break;                                                                                     \
+    case 96 + 2:                                                                                   \
+        T(6, 2, wt);                                                                               \
+        break;                                                                                     \
+    case 96 + 3:                                                                                   \
+        T(6, 3, wt);                                                                               \
+        break;                                                                                     \
+    case 96 + 4:                                                                                   \
+        T(6, 4, wt);                                                                               \
+        break;                                                                                     \
+    default:                                                                                       \
+        VLLMC_ASSERT(!"a tile shape no kernel asks for");                                          \
         break;                                                                                     \
     }
 
@@ -227,98 +257,10 @@ static void tile_f32(int R, int C, const float *const *x, const void *const *w, 
 // each weight vector once (vcvtph2ps, two uops on the FMA ports of Intel
 // cores) for R FMAs, so taller tiles leave the FMA ports more of their
 // cycles: 4 conversions for 24 FMAs instead of 6 in a 4 x 6 tile.
-#define TILE_CASES_F16                                                                             \
-    switch (R * 16 + C) {                                                                          \
-    case 16 + 1:                                                                                   \
-        T(1, 1, DTYPE_F16);                                                                        \
-        break;                                                                                     \
-    case 16 + 2:                                                                                   \
-        T(1, 2, DTYPE_F16);                                                                        \
-        break;                                                                                     \
-    case 16 + 3:                                                                                   \
-        T(1, 3, DTYPE_F16);                                                                        \
-        break;                                                                                     \
-    case 16 + 4:                                                                                   \
-        T(1, 4, DTYPE_F16);                                                                        \
-        break;                                                                                     \
-    case 16 + 5:                                                                                   \
-        T(1, 5, DTYPE_F16);                                                                        \
-        break;                                                                                     \
-    case 16 + 6:                                                                                   \
-        T(1, 6, DTYPE_F16);                                                                        \
-        break;                                                                                     \
-    case 16 + 7:                                                                                   \
-        T(1, 7, DTYPE_F16);                                                                        \
-        break;                                                                                     \
-    case 16 + 8:                                                                                   \
-        T(1, 8, DTYPE_F16);                                                                        \
-        break;                                                                                     \
-    case 32 + 1:                                                                                   \
-        T(2, 1, DTYPE_F16);                                                                        \
-        break;                                                                                     \
-    case 32 + 2:                                                                                   \
-        T(2, 2, DTYPE_F16);                                                                        \
-        break;                                                                                     \
-    case 32 + 3:                                                                                   \
-        T(2, 3, DTYPE_F16);                                                                        \
-        break;                                                                                     \
-    case 32 + 4:                                                                                   \
-        T(2, 4, DTYPE_F16);                                                                        \
-        break;                                                                                     \
-    case 48 + 1:                                                                                   \
-        T(3, 1, DTYPE_F16);                                                                        \
-        break;                                                                                     \
-    case 48 + 2:                                                                                   \
-        T(3, 2, DTYPE_F16);                                                                        \
-        break;                                                                                     \
-    case 48 + 3:                                                                                   \
-        T(3, 3, DTYPE_F16);                                                                        \
-        break;                                                                                     \
-    case 48 + 4:                                                                                   \
-        T(3, 4, DTYPE_F16);                                                                        \
-        break;                                                                                     \
-    case 64 + 1:                                                                                   \
-        T(4, 1, DTYPE_F16);                                                                        \
-        break;                                                                                     \
-    case 64 + 2:                                                                                   \
-        T(4, 2, DTYPE_F16);                                                                        \
-        break;                                                                                     \
-    case 64 + 3:                                                                                   \
-        T(4, 3, DTYPE_F16);                                                                        \
-        break;                                                                                     \
-    case 64 + 4:                                                                                   \
-        T(4, 4, DTYPE_F16);                                                                        \
-        break;                                                                                     \
-    case 80 + 1:                                                                                   \
-        T(5, 1, DTYPE_F16);                                                                        \
-        break;                                                                                     \
-    case 80 + 2:                                                                                   \
-        T(5, 2, DTYPE_F16);                                                                        \
-        break;                                                                                     \
-    case 80 + 3:                                                                                   \
-        T(5, 3, DTYPE_F16);                                                                        \
-        break;                                                                                     \
-    case 80 + 4:                                                                                   \
-        T(5, 4, DTYPE_F16);                                                                        \
-        break;                                                                                     \
-    case 96 + 1:                                                                                   \
-        T(6, 1, DTYPE_F16);                                                                        \
-        break;                                                                                     \
-    case 96 + 2:                                                                                   \
-        T(6, 2, DTYPE_F16);                                                                        \
-        break;                                                                                     \
-    case 96 + 3:                                                                                   \
-        T(6, 3, DTYPE_F16);                                                                        \
-        break;                                                                                     \
-    default:                                                                                       \
-        T(6, 4, DTYPE_F16);                                                                        \
-        break;                                                                                     \
-    }
-
 static void tile_f16(int R, int C, const float *const *x, const void *const *w, int64_t k,
                      float *const *y, const float *bias, const void *next)
 {
-    TILE_CASES_F16
+    TILE_CASES(DTYPE_F16)
 }
 
 static void tile_bf16(int R, int C, const float *const *x, const void *const *w, int64_t k,
