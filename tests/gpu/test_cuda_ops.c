@@ -553,6 +553,19 @@ static void test_norm_matmul(void)
             }
 }
 
+// Whether the first n bytes at two device tensors are the same bits.
+static bool device_same(const struct tensor *a, const struct tensor *b, size_t n)
+{
+    void *ha = mem_alloc(n), *hb = mem_alloc(n);
+    VLLMC_ASSERT(ha && hb);
+    CHECK_EQ_INT(backend_download(gpu, ha, a->data, n), VLLMC_OK);
+    CHECK_EQ_INT(backend_download(gpu, hb, b->data, n), VLLMC_OK);
+    const bool same = !memcmp(ha, hb, n);
+    mem_free(ha);
+    mem_free(hb);
+    return same;
+}
+
 // A bf16 GEMM right after the RMSNorm (fused add or not) or SiLU-mul that
 // wrote its activations takes them already split into bf16 terms from that
 // op, once a GEMM has split that buffer itself: its output must equal, bit
@@ -606,19 +619,13 @@ static void test_split_handoff_m(int64_t m)
         CHECK_EQ_INT(backend_run_op(gpu, &cc), VLLMC_OK);
         CHECK_EQ_INT(backend_sync(gpu), VLLMC_OK);
         CHECK(cuda_backend_split_handoffs(gpu) == before + 1); // the copy has no handoff
-        void *got = mem_alloc(out.n_bytes), *want = mem_alloc(out.n_bytes);
-        VLLMC_ASSERT(got && want);
-        CHECK_EQ_INT(backend_download(gpu, got, out.d.data, out.n_bytes), VLLMC_OK);
-        CHECK_EQ_INT(backend_download(gpu, want, outc.d.data, out.n_bytes), VLLMC_OK);
-        int same = !memcmp(got, want, out.n_bytes);
+        const bool same = device_same(&out.d, &outc.d, out.n_bytes);
         printf("split handoff from %s: m=%lld k=%lld n=%lld %s\n",
                producer == 0   ? "rmsnorm"
                : producer == 1 ? "add_rmsnorm"
                                : "silu_mul",
                (long long)m, (long long)k, (long long)n, same ? "identical" : "DIFFERENT");
         CHECK(same);
-        mem_free(got);
-        mem_free(want);
     }
     struct pair *all[] = {&a, &b, &res, &wn, &x, &w, &out, &xc, &outc};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
@@ -637,18 +644,6 @@ static void test_split_handoff(void)
 }
 
 // Device buffers a and b hold the same bytes (n of them).
-static bool device_same(const struct tensor *a, const struct tensor *b, size_t n)
-{
-    void *ha = mem_alloc(n), *hb = mem_alloc(n);
-    VLLMC_ASSERT(ha && hb);
-    CHECK_EQ_INT(backend_download(gpu, ha, a->data, n), VLLMC_OK);
-    CHECK_EQ_INT(backend_download(gpu, hb, b->data, n), VLLMC_OK);
-    const bool same = !memcmp(ha, hb, n);
-    mem_free(ha);
-    mem_free(hb);
-    return same;
-}
-
 // A stacked GEMM's sum taken by the op after it (struct cuda_pending_sum):
 // the GEMM then ADD_RMSNORM (its dst the GEMM's output, as the forward runs
 // it, or another buffer) or the packed SiLU-mul give the same bits as with
@@ -1058,18 +1053,12 @@ static void split_handoff_attention_case(const char *label, int n_seqs, const in
         pair_upload(&xc);
         CHECK_EQ_INT(backend_run_op(gpu, &cc), VLLMC_OK);
         CHECK_EQ_INT(backend_sync(gpu), VLLMC_OK);
-        void *got = mem_alloc(out.n_bytes), *want = mem_alloc(out.n_bytes);
-        VLLMC_ASSERT(got && want);
-        CHECK_EQ_INT(backend_download(gpu, got, out.d.data, out.n_bytes), VLLMC_OK);
-        CHECK_EQ_INT(backend_download(gpu, want, outc.d.data, out.n_bytes), VLLMC_OK);
-        int same = !memcmp(got, want, out.n_bytes);
+        const bool same = device_same(&out.d, &outc.d, out.n_bytes);
         printf("split handoff from attention %s: tokens=%d cache=%s handoffs +%llu %s\n", label,
                a.n_tokens, dtype_name(ct),
                (unsigned long long)(cuda_backend_split_handoffs(gpu) - before),
                same ? "identical" : "DIFFERENT");
         CHECK(same);
-        mem_free(got);
-        mem_free(want);
     }
     struct pair *all[] = {&w, &out, &xc, &outc};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
