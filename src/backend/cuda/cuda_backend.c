@@ -38,13 +38,16 @@
 // matmul_mma.cu), the tiled kernel takes what they leave.
 // Packed GGUF weights: a dequantizing GEMV for few tokens, dequantization to
 // bf16 then cuBLASLt for many (quant.cu).
-// Every run first settles a stacked GEMM's pending sum (cuda_sum_before_op).
-#define CUDA_PROVIDER(var, pname, kind, prio, fn)                                                  \
-    static enum vllmc_status var##_run(const struct op_call *c)                                    \
+// Every provider's run first settles a stacked GEMM's pending sum
+// (cuda_sum_before_op): CUDA_RUN_AFTER_SUM makes that run from the kernel's.
+#define CUDA_RUN_AFTER_SUM(name, fn)                                                               \
+    static enum vllmc_status name(const struct op_call *c)                                         \
     {                                                                                              \
         enum vllmc_status rc = cuda_sum_before_op(c);                                              \
-        return rc ? rc : fn##_run(c);                                                              \
-    }                                                                                              \
+        return rc ? rc : fn(c);                                                                    \
+    }
+#define CUDA_PROVIDER(var, pname, kind, prio, fn)                                                  \
+    CUDA_RUN_AFTER_SUM(var##_run, fn##_run)                                                        \
     static const struct op_provider var = {                                                        \
         .name = pname,                                                                             \
         .op = kind,                                                                                \
@@ -76,11 +79,7 @@ CUDA_PROVIDER(cuda_p_attention, "cuda-paged", OP_ATTENTION, 100, cuda_attention)
 CUDA_PROVIDER(cuda_p_attention_rope, "cuda-paged-rope", OP_ATTENTION, 100, cuda_attention_rope);
 // Prefill attention on tensor cores wins calls with many query tokens by its
 // gate (attention_prefill.cu); its f16/bf16 operands get the 5e-4 parity bar.
-static enum vllmc_status attention_tc_run(const struct op_call *c)
-{
-    enum vllmc_status rc = cuda_sum_before_op(c);
-    return rc ? rc : cuda_attention_tc_run(c);
-}
+CUDA_RUN_AFTER_SUM(attention_tc_run, cuda_attention_tc_run)
 static const struct op_provider cuda_p_attention_tc = {
     .name = "cuda-attn-prefill-tc",
     .op = OP_ATTENTION,
@@ -92,11 +91,7 @@ static const struct op_provider cuda_p_attention_tc = {
 // The same kernel with ldmatrix operand loads and cp.async double-buffered
 // K/V tiles, ranked above the plain one: on the H200 it passed op parity and
 // ran the 8B shape's pp512 attention in 48.2 us against 59.4 (bench-ops).
-static enum vllmc_status attention_tc_ldsm_run(const struct op_call *c)
-{
-    enum vllmc_status rc = cuda_sum_before_op(c);
-    return rc ? rc : cuda_attention_tc_ldsm_run(c);
-}
+CUDA_RUN_AFTER_SUM(attention_tc_ldsm_run, cuda_attention_tc_ldsm_run)
 static const struct op_provider cuda_p_attention_tc_ldsm = {
     .name = "cuda-attn-prefill-tc-ldsm",
     .op = OP_ATTENTION,
@@ -280,6 +275,11 @@ uint64_t cuda_backend_sum_handoffs(const struct backend *be)
 enum vllmc_status cuda_scratch(struct cuda_device *dev, size_t n_bytes, void **out)
 {
     struct err *err = dev->err;
+    // A pending sum reads its GEMM's output halves from the scratch: summed
+    // before anyone may write over or move them.
+    enum vllmc_status rc = cuda_sum_flush(dev);
+    if (rc)
+        return rc;
     if (n_bytes > dev->scratch_bytes) {
         size_t grow = dev->scratch_bytes + dev->scratch_bytes / 2;
         size_t want = n_bytes > grow ? n_bytes : grow;

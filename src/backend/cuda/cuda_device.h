@@ -62,7 +62,7 @@ struct cuda_pending_sum {
     bool active;
     float *dst;
     int64_t dst_pitch;
-    const float *y; // op scratch of the GEMM: valid until the next op asks for scratch
+    const float *y; // the GEMM's op scratch (cuda_scratch sums before handing it out again)
     int64_t y_pitch;
     int m, n;
     const void *bias; // NULL or [n] of bias_type

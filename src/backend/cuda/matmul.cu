@@ -838,10 +838,9 @@ static enum vllmc_status lt_run(struct cuda_device *dev, const struct matmul_arg
             s2.dst = y;
             s2.dst_pitch = (a.n + 3) & ~3;
             rc = lt_matmul(dev, &s2, CUDA_R_16BF, hi, a.k, 0.0f);
-            if (!rc)
-                rc = cuda_sum_flush(dev); // one pending sum at a time
             if (rc)
                 return rc;
+            // None was pending: xc came from cuda_scratch, which settles it.
             struct cuda_pending_sum *ps = &dev->pending_sum;
             ps->dst = a.dst;
             ps->dst_pitch = a.dst_pitch;
