@@ -1105,7 +1105,9 @@ static void test_attention(void)
 
 // The tensor-core decode kernel wherever it applies (f16/bf16 caches, head_dim
 // 64/128), with its tiles loaded straight into registers (stages 1) and
-// through shared memory (2, the default, and 3), then the defaults again.
+// through shared memory (2 and 3), then with the defaults: 64 sequences of
+// a few hundred keys, one split of up to 1024 keys each (two blocks an SM,
+// stages 3), and a few sequences, whose splits stay short.
 static void test_attention_decode_mma(void)
 {
     const int heads[][3] = {{16, 8, 128}, {32, 8, 128}, {8, 1, 64}, {16, 2, 128}};
@@ -1119,7 +1121,20 @@ static void test_attention_decode_mma(void)
                 attention_case(label, heads[h][0], heads[h][1], heads[h][2], float_types[t], 6,
                                dec_ctx, dec_q, true);
     }
-    cuda_attention_set_decode_mma(1, 256, 3, 2);
+    cuda_attention_set_decode_mma(1, 1024, 0, 0); // the defaults
+    int one_ctx[64], two_ctx[64], many_q[64];
+    for (int s = 0; s < 64; s++) {
+        one_ctx[s] = two_ctx[s] = 300 + 37 * s % 500;
+        many_q[s] = 1;
+    }
+    two_ctx[5] = 1143; // two splits a sequence, then the merge
+    for (size_t t = 1; t < 3; t++) {
+        attention_case("decode mma 64 x one split", 16, 8, 128, float_types[t], 64, one_ctx, many_q,
+                       true);
+        attention_case("decode mma 64 x two splits", 16, 8, 128, float_types[t], 64, two_ctx,
+                       many_q, true);
+        attention_case("decode mma defaults", 16, 8, 128, float_types[t], 6, dec_ctx, dec_q, true);
+    }
 }
 
 int main(int argc, char **argv)

@@ -1399,7 +1399,11 @@ static __global__ void __launch_bounds__(ATT_MMA_WARPS *CUDA_WARP, MINB)
         }
         const int head = kvh * G + h;
         if (p.n_splits == 1) {
-            p.dst[(int64_t)q0 * p.dst_stride + (int64_t)head * D + d] = l > 0.0f ? acc / l : 0.0f;
+            const float v = l > 0.0f ? acc / l : 0.0f;
+            p.dst[(int64_t)q0 * p.dst_stride + (int64_t)head * D + d] = v;
+            if (p.split_hi)
+                cuda_split_store(p.split_hi + (int64_t)q0 * p.split_k + (int64_t)head * D + d,
+                                 p.split_lo_off, v);
         } else {
             const int64_t row = ((int64_t)split * p.n_tokens + q0) * p.n_heads + head;
             p.part_acc[row * D + d] = acc;
@@ -1577,24 +1581,36 @@ static cudaError_t att_decode_mma_launch_d(const struct att_params *p, int n_seq
 
 // Stages 2: each warp's next tile in flight while it computes (H200, 0.6B
 // shape, 64 sequences: 15,656-16,067 -> 16,557-16,861 tok/s; 3 gained
-// nothing at two blocks an SM).
-static int att_decode_mma_min_blocks = 3, att_decode_mma_stages = 2;
+// nothing at two blocks an SM, with splits of at most 256 keys). With
+// splits of up to 1024 keys (att_decode_mma_split_max) a block walks a
+// whole sequence of 640 keys, and there two blocks an SM with two tiles in
+// flight a warp are the fastest (H100, 0.6B shape, 64 x 512 + 128 tokens,
+// f16 cache, tok/s: MINB 2 / 3 with stages 1: 19,540 / 17,850, stages 2:
+// 20,305 / 18,855, stages 3 (MINB 2 only): 20,433), where with 256-key
+// splits three blocks and stages 2 stay ahead (19,281 against 18,702 for
+// MINB 2, stages 3; level at 512 keys: 19,009 against 18,945). So splits
+// longer than 512 keys take MINB 2 and stages 3, shorter ones MINB 3 and
+// stages 2, unless VLLMC_CUDA_DECODE_MMA sets them (-1: chosen by length).
+static int att_decode_mma_min_blocks = -1, att_decode_mma_stages = -1;
 
 template <typename TC>
 static cudaError_t att_decode_mma_launch(const struct att_params *p, int n_seqs,
                                          cudaStream_t stream)
 {
+    const bool long_split = p->split_len > 512;
+    const int stages = att_decode_mma_stages >= 0 ? att_decode_mma_stages : long_split ? 3 : 2;
+    const int min_blocks = att_decode_mma_min_blocks >= 0 ? att_decode_mma_min_blocks
+                           : long_split                   ? 2
+                                                          : 3;
     if (p->head_dim == 64)
-        return att_decode_mma_stages >= 2
-                   ? att_decode_mma_launch_d<TC, 64, 3, 2>(p, n_seqs, stream)
-                   : att_decode_mma_launch_d<TC, 64, 3, 0>(p, n_seqs, stream);
-    if (att_decode_mma_stages >= 3)
+        return stages >= 2 ? att_decode_mma_launch_d<TC, 64, 3, 2>(p, n_seqs, stream)
+                           : att_decode_mma_launch_d<TC, 64, 3, 0>(p, n_seqs, stream);
+    if (stages >= 3)
         return att_decode_mma_launch_d<TC, 128, 2, 3>(p, n_seqs, stream);
-    if (att_decode_mma_stages == 2)
-        return att_decode_mma_min_blocks >= 3
-                   ? att_decode_mma_launch_d<TC, 128, 3, 2>(p, n_seqs, stream)
-                   : att_decode_mma_launch_d<TC, 128, 2, 2>(p, n_seqs, stream);
-    if (att_decode_mma_min_blocks >= 3)
+    if (stages == 2)
+        return min_blocks >= 3 ? att_decode_mma_launch_d<TC, 128, 3, 2>(p, n_seqs, stream)
+                               : att_decode_mma_launch_d<TC, 128, 2, 2>(p, n_seqs, stream);
+    if (min_blocks >= 3)
         return att_decode_mma_launch_d<TC, 128, 3, 0>(p, n_seqs, stream);
     return att_decode_mma_launch_d<TC, 128, 2, 0>(p, n_seqs, stream);
 }
@@ -1701,12 +1717,16 @@ extern "C" void cuda_attention_set_decode(int mode)
 // single 4096-token sequence into 32-key splits and slowed it 53 -> 88 us.
 static int att_decode_split_max = 128, att_decode_waves = 2, att_decode_split_min = 0;
 
-// When decode batches take att_decode_mma_kernel (VLLMC_CUDA_DECODE_MMA=MODE[,MAX_KEYS[,MINB]]):
-// 1 (default) where the cache is f16/bf16, head_dim 64 or 128, G <= 8 and
-// the CUDA-core kernels' splits would stay ATT_MMA_SPLIT_MIN keys or longer
-// (many sequences, or long contexts); 2 wherever it can; 0 never. Its own
-// splits are at most att_decode_mma_split_max keys.
-static int att_decode_mma_mode = 1, att_decode_mma_split_max = 256;
+// When decode batches take att_decode_mma_kernel
+// (VLLMC_CUDA_DECODE_MMA=MODE[,MAX_KEYS[,MINB[,STAGES]]]): 1 (default) where the cache is f16/bf16,
+// head_dim 64 or 128, G <= 8 and the CUDA-core kernels' splits would stay ATT_MMA_SPLIT_MIN keys or
+// longer (many sequences, or long contexts); 2 wherever it can; 0 never. Its own splits are at most
+// att_decode_mma_split_max keys: 1024, so that at 64 sequences of a few hundred keys one split
+// covers each (the grid of sequences x KV heads already covers the GPU twice) and no merge kernel
+// runs (H100, 0.6B shape, 64 x 512 + 128 tokens, f16 cache: 19,272-19,304
+// tok/s with 256-key splits and their merge, 20,305-20,433 with one split;
+// 512-key splits, two a sequence, 18,945-19,009).
+static int att_decode_mma_mode = 1, att_decode_mma_split_max = 1024;
 
 extern "C" void cuda_attention_set_decode_mma(int mode, int max_keys, int min_blocks, int stages)
 {
@@ -1714,8 +1734,12 @@ extern "C" void cuda_attention_set_decode_mma(int mode, int max_keys, int min_bl
         att_decode_mma_stages = 0;
     else if (stages >= 2 && stages <= 3)
         att_decode_mma_stages = stages;
+    else if (stages == 0) // chosen by the split's length
+        att_decode_mma_stages = -1;
     if (min_blocks >= 2 && min_blocks <= 3)
         att_decode_mma_min_blocks = min_blocks;
+    else if (min_blocks == 0)
+        att_decode_mma_min_blocks = -1;
     if (mode >= 0 && mode <= 2)
         att_decode_mma_mode = mode;
     if (max_keys >= ATT_MMA_SPLIT_MIN)
@@ -1831,7 +1855,10 @@ static enum vllmc_status att_decode_run(const struct op_call *c, struct cuda_dev
             return rc;
         p->part_acc = (float *)scratch;
         p->part_ml = p->part_acc + rows * (size_t)p->head_dim;
-        // The merge writes the output: it also splits it for the o
+    }
+    if (p->n_splits > 1 || mma) {
+        // The merge (or the tensor-core kernel, when one split covers every
+        // sequence) writes the output: it also splits it for the o
         // projection's bf16 GEMM when that follows (at many sequences).
         const int64_t k = (int64_t)p->n_heads * p->head_dim;
         p->split_hi =
