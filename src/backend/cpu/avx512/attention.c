@@ -136,36 +136,6 @@ chunk_dots2(const int dtype, const int nd, const bool copy, const float *q0, con
     }
 }
 
-// The largest of each of 16 rows: lane i = the largest lane of v[i]
-// (avx512_sums16's shuffles with max for add; a maximum's value does not
-// depend on the order it is taken in).
-static inline __attribute__((always_inline)) __m512 max16(const __m512 *v)
-{
-    __m512 s2[4], s3[2];
-#pragma GCC unroll 4
-    for (int p = 0; p < 4; p++) {
-        __m512 s1[2];
-#pragma GCC unroll 2
-        for (int h = 0; h < 2; h++) {
-            __m512 a = v[4 * p + 2 * h], b = v[4 * p + 2 * h + 1];
-            s1[h] = _mm512_max_ps(_mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(1, 0, 1, 0)),
-                                  _mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(3, 2, 3, 2)));
-        }
-        s2[p] = _mm512_max_ps(_mm512_shuffle_f32x4(s1[0], s1[1], _MM_SHUFFLE(2, 0, 2, 0)),
-                              _mm512_shuffle_f32x4(s1[0], s1[1], _MM_SHUFFLE(3, 1, 3, 1)));
-    }
-#pragma GCC unroll 2
-    for (int p = 0; p < 2; p++) {
-        __m512d a = _mm512_castps_pd(s2[2 * p]), b = _mm512_castps_pd(s2[2 * p + 1]);
-        s3[p] = _mm512_max_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(a, b)),
-                              _mm512_castpd_ps(_mm512_unpackhi_pd(a, b)));
-    }
-    __m512 s4 = _mm512_max_ps(_mm512_shuffle_ps(s3[0], s3[1], _MM_SHUFFLE(2, 0, 2, 0)),
-                              _mm512_shuffle_ps(s3[0], s3[1], _MM_SHUFFLE(3, 1, 3, 1)));
-    __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
-    return _mm512_permutexvar_ps(order, s4);
-}
-
 // The online softmax step of up to 16 rows over a chunk: row r (r < nrows)
 // takes the first nk[r] scores of sc[r] (scaled q.k, [16]); sc[r] becomes
 // e^(score - new max) there and 0 elsewhere, m[r] and l[r] (running max and
@@ -194,7 +164,7 @@ softmax_rows16(int nrows, const int *nk, float *m, float *l, float (*sc)[ATTN_CH
     }
     __mmask16 rows_mask = (__mmask16)((1u << nrows) - 1u);
     __m512 m_old = _mm512_mask_loadu_ps(ninf, rows_mask, m);
-    __m512 m_new = _mm512_mask_max_ps(m_old, active, max16(v), m_old);
+    __m512 m_new = _mm512_mask_max_ps(m_old, active, avx512_max16(v), m_old);
     _Alignas(64) float mo[16], mn[16], cr[16];
     _mm512_store_ps(mo, m_old);
     _mm512_store_ps(mn, m_new);

@@ -89,6 +89,35 @@ static inline __attribute__((always_inline)) __m512 avx512_sums16(const __m512 *
     return sums;
 }
 
+// Lane i = the largest lane of v[i], for 16 vectors: avx512_sums16's
+// transposed reduction with max for add (a maximum is exact in any order).
+static inline __attribute__((always_inline)) __m512 avx512_max16(const __m512 *v)
+{
+    __m512 s1[8], s2[4], s3[2];
+#pragma GCC unroll 8
+    for (int p = 0; p < 8; p++) {
+        const __m512 a = v[2 * p], b = v[2 * p + 1];
+        s1[p] = _mm512_max_ps(_mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(1, 0, 1, 0)),
+                              _mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(3, 2, 3, 2)));
+    }
+#pragma GCC unroll 4
+    for (int p = 0; p < 4; p++) {
+        const __m512 a = s1[2 * p], b = s1[2 * p + 1];
+        s2[p] = _mm512_max_ps(_mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(2, 0, 2, 0)),
+                              _mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(3, 1, 3, 1)));
+    }
+#pragma GCC unroll 2
+    for (int p = 0; p < 2; p++) {
+        __m512d a = _mm512_castps_pd(s2[2 * p]), b = _mm512_castps_pd(s2[2 * p + 1]);
+        s3[p] = _mm512_max_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(a, b)),
+                              _mm512_castpd_ps(_mm512_unpackhi_pd(a, b)));
+    }
+    __m512 s4 = _mm512_max_ps(_mm512_shuffle_ps(s3[0], s3[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                              _mm512_shuffle_ps(s3[0], s3[1], _MM_SHUFFLE(3, 1, 3, 1)));
+    const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+    return _mm512_permutexvar_ps(order, s4);
+}
+
 // Decode (one row of x): a tile's C weight rows stream from memory once,
 // each a short stream the hardware prefetcher picks up late. Byte off of each
 // row of the next tile (next, rows with the same stride: w[c] + ahead, ahead

@@ -44,36 +44,6 @@ ALWAYS_INLINE __m128i sum_i8x16(__m128i q)
     return _mm_add_epi32(h, _mm_shuffle_epi32(h, 0xB1));
 }
 
-
-// Lane t = the largest lane of v[t], for 16 vectors: the transposed
-// reduction of avx512_sums16 with max (exact in any order).
-ALWAYS_INLINE __m512 max16(const __m512 *v)
-{
-    __m512 s1[8], s2[4], s3[2];
-    UNROLL
-    for (int p = 0; p < 8; p++) {
-        const __m512 a = v[2 * p], b = v[2 * p + 1];
-        s1[p] = _mm512_max_ps(_mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(1, 0, 1, 0)),
-                              _mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(3, 2, 3, 2)));
-    }
-    UNROLL
-    for (int p = 0; p < 4; p++) {
-        const __m512 a = s1[2 * p], b = s1[2 * p + 1];
-        s2[p] = _mm512_max_ps(_mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(2, 0, 2, 0)),
-                              _mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(3, 1, 3, 1)));
-    }
-    UNROLL
-    for (int p = 0; p < 2; p++) {
-        __m512d a = _mm512_castps_pd(s2[2 * p]), b = _mm512_castps_pd(s2[2 * p + 1]);
-        s3[p] = _mm512_max_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(a, b)),
-                              _mm512_castpd_ps(_mm512_unpackhi_pd(a, b)));
-    }
-    __m512 s4 = _mm512_max_ps(_mm512_shuffle_ps(s3[0], s3[1], _MM_SHUFFLE(2, 0, 2, 0)),
-                              _mm512_shuffle_ps(s3[0], s3[1], _MM_SHUFFLE(3, 1, 3, 1)));
-    const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
-    return _mm512_permutexvar_ps(order, s4);
-}
-
 // The tokens x[0..n-1] of a group, block by block, each token's values as
 // quant_block makes them; the per-token scalars (the scale, its inverse, the
 // sums of q) of a block are computed for the 16 tokens at once in the lanes.
@@ -96,7 +66,7 @@ static void quantize_group(const float *const *x, int n, int64_t k, int zp, int 
             amax[t] = _mm512_max_ps(_mm512_and_ps(v0, abs_mask), _mm512_and_ps(v1, abs_mask));
         }
         // d = max|x| / 127, q = round(x / d) as x * (1 / d): quant_block's steps.
-        const __m512 d = _mm512_div_ps(max16(amax), _mm512_set1_ps(127.0f));
+        const __m512 d = _mm512_div_ps(avx512_max16(amax), _mm512_set1_ps(127.0f));
         const __mmask16 nz = _mm512_cmpneq_ps_mask(d, _mm512_setzero_ps());
         _Alignas(64) float id[QGEMM_LANES];
         _mm512_store_ps(id, _mm512_maskz_div_ps(nz, _mm512_set1_ps(1.0f), d));
