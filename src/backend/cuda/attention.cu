@@ -1109,8 +1109,9 @@ static __global__ void __launch_bounds__(ATT_THREADS)
 #define ATT_MMA_SPLIT_MIN (16 * ATT_MMA_WARPS)
 // MINB: blocks an SM must hold (registers: 2 leave 184 a thread at D = 128,
 // 3 cap them at 168 with a few spills, for 12 warps with loads in flight;
-// H200, 64 sequences of 576 keys, f16: 72.5 -> 66.3 us at G = 2, 76.8 ->
-// 68.5 us at G = 4, so 3 is the default).
+// H200, 64 sequences of 576 keys, f16: 72.5 -> 66.3 us at
+// G = 2, 76.8 -> 68.5 us at G = 4, so 3 is the default for splits of up to
+// 512 keys; longer ones take 2, see att_decode_mma_launch).
 // With STAGES > 0 the K and V rows of a warp's next tiles come through
 // shared memory: each warp copies its own tiles with cp.async, STAGES - 1
 // tiles ahead of the one it multiplies, so that its loads stay in flight
