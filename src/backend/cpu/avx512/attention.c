@@ -159,7 +159,7 @@ softmax_rows16(int nrows, const int *nk, float *m, float *l, float (*sc)[ATTN_CH
         int n = r < nrows ? nk[r] : 0;
         if (n > 0)
             active |= (__mmask16)(1u << r);
-        __mmask16 live = n > 0 ? (__mmask16)((1u << n) - 1u) : 0;
+        __mmask16 live = (__mmask16)(n > 0 ? (1u << n) - 1u : 0u);
         v[r] = n > 0 ? _mm512_mask_load_ps(ninf, live, sc[r]) : ninf;
     }
     __mmask16 rows_mask = (__mmask16)((1u << nrows) - 1u);
