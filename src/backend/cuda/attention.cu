@@ -1109,9 +1109,9 @@ static __global__ void __launch_bounds__(ATT_THREADS)
 #define ATT_MMA_SPLIT_MIN (16 * ATT_MMA_WARPS)
 // MINB: blocks an SM must hold (registers: 2 leave 184 a thread at D = 128,
 // 3 cap them at 168 with a few spills, for 12 warps with loads in flight;
-// H200, 64 sequences of 576 keys, f16: 72.5 -> 66.3 us at
-// G = 2, 76.8 -> 68.5 us at G = 4, so 3 is the default for splits of up to
-// 512 keys; longer ones take 2, see att_decode_mma_launch).
+// H200, 64 sequences of 576 keys, f16: 72.5 -> 66.3 us at G = 2, 76.8 ->
+// 68.5 us at G = 4, so 3 is the default for splits of up to 512 keys;
+// longer ones take 2, see att_decode_mma_launch).
 // With STAGES > 0 the K and V rows of a warp's next tiles come through
 // shared memory: each warp copies its own tiles with cp.async, STAGES - 1
 // tiles ahead of the one it multiplies, so that its loads stay in flight
@@ -1719,14 +1719,16 @@ extern "C" void cuda_attention_set_decode(int mode)
 static int att_decode_split_max = 128, att_decode_waves = 2, att_decode_split_min = 0;
 
 // When decode batches take att_decode_mma_kernel
-// (VLLMC_CUDA_DECODE_MMA=MODE[,MAX_KEYS[,MINB[,STAGES]]]): 1 (default) where the cache is f16/bf16,
-// head_dim 64 or 128, G <= 8 and the CUDA-core kernels' splits would stay ATT_MMA_SPLIT_MIN keys or
-// longer (many sequences, or long contexts); 2 wherever it can; 0 never. Its own splits are at most
-// att_decode_mma_split_max keys: 1024, so that at 64 sequences of a few hundred keys one split
-// covers each (the grid of sequences x KV heads already covers the GPU twice) and no merge kernel
-// runs (H100, 0.6B shape, 64 x 512 + 128 tokens, f16 cache: 19,272-19,304
-// tok/s with 256-key splits and their merge, 20,305-20,433 with one split;
-// 512-key splits, two a sequence, 18,945-19,009).
+// (VLLMC_CUDA_DECODE_MMA=MODE[,MAX_KEYS[,MINB[,STAGES]]]): 1 (default) where
+// the cache is f16/bf16, head_dim 64 or 128, G <= 8 and the CUDA-core
+// kernels' splits would stay ATT_MMA_SPLIT_MIN keys or longer (many
+// sequences, or long contexts); 2 wherever it can; 0 never. Its own splits
+// are at most att_decode_mma_split_max keys: 1024, so that at 64 sequences
+// of a few hundred keys one split covers each (the grid of sequences x KV
+// heads already covers the GPU twice) and no merge kernel runs (H100, 0.6B
+// shape, 64 x 512 + 128 tokens, f16 cache: 19,272-19,304 tok/s with 256-key
+// splits and their merge, 20,305-20,433 with one split; 512-key splits, two
+// a sequence, 18,945-19,009).
 static int att_decode_mma_mode = 1, att_decode_mma_split_max = 1024;
 
 extern "C" void cuda_attention_set_decode_mma(int mode, int max_keys, int min_blocks, int stages)
