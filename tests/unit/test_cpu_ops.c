@@ -625,15 +625,19 @@ static void check_attention_batch_invariance(const char *disable, enum dtype cac
     backend_free(be);
 }
 
-// A long prefill (48 new tokens after 8 cached, 2 query heads per kv head:
+// A long prefill (48 new tokens after 16 cached, 2 query heads per kv head:
 // 96 query rows, more than one prefill task holds) gives each token the bits
-// of its lone decode, so the size of a task never changes a row.
-static void check_attention_long_prefill(const char *disable, enum dtype cache_type)
+// of its lone decode, so the size of a task never changes a row. Blocks of 4
+// keys make chunks of 4; blocks of 16 full 16-key chunks, which four rows
+// take together.
+static void check_attention_long_prefill(const char *disable, enum dtype cache_type, int L_BS,
+                                         int L_D)
 {
-    enum { L_BS = 4, L_KVH = 2, L_H = 4, L_D = 64, L_NQ = 48, L_LEN = 56, L_NB = L_LEN / L_BS };
-    static uint16_t kc16[L_NB * L_BS * L_KVH * L_D], vc16[L_NB * L_BS * L_KVH * L_D];
-    static float kc32[L_NB * L_BS * L_KVH * L_D], vc32[L_NB * L_BS * L_KVH * L_D];
-    static float q[L_NQ * L_H * L_D], out[L_NQ * L_H * L_D], out1[L_H * L_D];
+    enum { L_KVH = 2, L_H = 4, L_DMAX = 128, L_NQ = 48, L_LEN = 64 };
+    const int L_NB = L_LEN / L_BS;
+    static uint16_t kc16[L_LEN * L_KVH * L_DMAX], vc16[L_LEN * L_KVH * L_DMAX];
+    static float kc32[L_LEN * L_KVH * L_DMAX], vc32[L_LEN * L_KVH * L_DMAX];
+    static float q[L_NQ * L_H * L_DMAX], out[L_NQ * L_H * L_DMAX], out1[L_H * L_DMAX];
     unsigned seed = 21;
     for (int i = 0; i < L_NB * L_BS * L_KVH * L_D; i++) {
         kc32[i] = frand(&seed);
@@ -643,7 +647,7 @@ static void check_attention_long_prefill(const char *disable, enum dtype cache_t
     }
     for (int i = 0; i < L_NQ * L_H * L_D; i++)
         q[i] = frand(&seed) * 2.0f;
-    int32_t table[L_NB]; // blocks in reverse: keys not in address order
+    int32_t table[L_LEN]; // blocks in reverse: keys not in address order
     for (int b = 0; b < L_NB; b++)
         table[b] = L_NB - 1 - b;
     void *kc = cache_type == DTYPE_F32 ? (void *)kc32 : (void *)kc16;
@@ -663,8 +667,8 @@ static void check_attention_long_prefill(const char *disable, enum dtype cache_t
                         .p.scale = 0.125f};
     struct backend *be = cpu_backend(2, disable);
     CHECK_EQ_INT(backend_run_op(be, &c), VLLMC_OK);
-    printf("attention long prefill provider=%s cache=%s\n", backend_select_provider(be, &c)->name,
-           dtype_name(cache_type));
+    printf("attention long prefill provider=%s cache=%s block=%d head_dim=%d\n",
+           backend_select_provider(be, &c)->name, dtype_name(cache_type), L_BS, L_D);
     int n_diff = 0;
     for (int t = 0; t < L_NQ; t++) {
         int32_t one_len[1] = {L_LEN - L_NQ + t + 1}, one_qsl[2] = {0, 1};
@@ -678,7 +682,7 @@ static void check_attention_long_prefill(const char *disable, enum dtype cache_t
                              .src = {&tq1, &tkc, &tvc, &tbt, &tsl1, &tqsl1},
                              .p.scale = 0.125f};
         CHECK_EQ_INT(backend_run_op(be, &c1), VLLMC_OK);
-        n_diff += memcmp(out1, out + t * L_H * L_D, sizeof out1) != 0;
+        n_diff += memcmp(out1, out + t * L_H * L_D, (size_t)L_H * L_D * sizeof(float)) != 0;
     }
     CHECK_EQ_INT(n_diff, 0);
     backend_free(be);
@@ -833,9 +837,12 @@ static void test_attention_decode_batch(void)
 
 static void test_attention_batch_invariance(void)
 {
-    check_attention_long_prefill("", DTYPE_F32);
-    check_attention_long_prefill("", DTYPE_F16);
-    check_attention_long_prefill("cpu-avx512", DTYPE_F32);
+    check_attention_long_prefill("", DTYPE_F32, 4, 64);
+    check_attention_long_prefill("", DTYPE_F16, 4, 64);
+    check_attention_long_prefill("", DTYPE_F32, 16, 64);
+    check_attention_long_prefill("", DTYPE_F32, 16, 128);
+    check_attention_long_prefill("", DTYPE_F16, 16, 128);
+    check_attention_long_prefill("cpu-avx512", DTYPE_F32, 4, 64);
     check_attention_batch_invariance("", DTYPE_F16);
     check_attention_batch_invariance("", DTYPE_F32);
     check_attention_batch_invariance("cpu-avx512", DTYPE_F16); // the next in line: AVX2

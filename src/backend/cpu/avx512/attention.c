@@ -316,6 +316,47 @@ chunk_scores(const int dtype, const int nd, const bool copy, const int nr, const
                         _mm512_mul_ps(avx512_sums16(dots[h], n, NULL), _mm512_set1_ps(scale)));
 }
 
+// chunk_scores for four rows (q[0..3]) over a full chunk, four keys at a
+// time: each key slice load serves four rows (16 accumulators) where a pair
+// of rows shares it two ways, and each 4 keys' sums take avx512_sums16's
+// first levels at once (avx512_sums16_quad, as full_dots does): the same
+// bits as chunk_scores.
+static inline __attribute__((always_inline)) void
+chunk_scores4(const int dtype, const int nd, const bool copy, const float *const *q,
+              const float *kf, const char *const *kp, float scale, float (*sc)[ATTN_CHUNK])
+{
+    __m512 quad[4][4];
+#pragma GCC unroll 1
+    for (int j0 = 0; j0 < ATTN_CHUNK; j0 += 4) {
+        __m512 d[4][4];
+#pragma GCC unroll 4
+        for (int h = 0; h < 4; h++)
+#pragma GCC unroll 4
+            for (int j = 0; j < 4; j++)
+                d[h][j] = _mm512_setzero_ps();
+        for (int i = 0; i < nd; i++) {
+            __m512 qv[4];
+#pragma GCC unroll 4
+            for (int h = 0; h < 4; h++)
+                qv[h] = _mm512_loadu_ps(q[h] + i * 16);
+#pragma GCC unroll 4
+            for (int j = 0; j < 4; j++) {
+                __m512 kv = key_slice(dtype, nd, copy, kf, kp, j0 + j, i);
+                in_register(&kv);
+#pragma GCC unroll 4
+                for (int h = 0; h < 4; h++)
+                    d[h][j] = _mm512_fmadd_ps(qv[h], kv, d[h][j]);
+            }
+        }
+#pragma GCC unroll 4
+        for (int h = 0; h < 4; h++)
+            quad[h][j0 / 4] = avx512_sums16_quad(d[h]);
+    }
+#pragma GCC unroll 4
+    for (int h = 0; h < 4; h++)
+        _mm512_store_ps(sc[h], _mm512_mul_ps(avx512_sums16_finish(quad[h]), _mm512_set1_ps(scale)));
+}
+
 // Query tokens tok0 .. tok0 + nq - 1 of sequence s (positions pos0 ..) against
 // their keys of kv head kvh, for the group of query heads that share it.
 // nd = head_dim / 16 slices: a constant, so the slices of a value row and
@@ -384,6 +425,13 @@ attend_block(const int dtype, const int nd, const bool copy, const struct attn_c
         }
         for (int r = 0; r < rows;) {
             int n = nk[r], nr = row_pair(nd, r, rows, G);
+            // Four rows that see the full chunk (nk grows with r) share its
+            // key loads.
+            if (nd <= 8 && r + 4 <= rows && n == ATTN_CHUNK) {
+                chunk_scores4(dtype, nd, copy, q + r, kf, kp, c->p.scale, sc + r);
+                r += 4;
+                continue;
+            }
             // A full chunk (all but a query's last) with n a constant: the
             // tests of a partial one's missing keys compile away.
             const float *q1 = nr == 2 ? q[r + 1] : NULL;
