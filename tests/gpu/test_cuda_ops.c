@@ -1014,7 +1014,8 @@ static void test_attention_rope(void)
 }
 
 // Attention as the producer of the split handoff: the prefill tensor-core
-// kernel and the decode split merge write their output's bf16 terms for the
+// kernel, the decode split merge and the tensor-core decode kernel with one
+// split a sequence write their output's bf16 terms for the
 // o projection's GEMM, which reads the output as x [n_tokens, heads x D].
 // As in test_split_handoff_m: bit-identical to the GEMM over a copy.
 static void split_handoff_attention_case(const char *label, int n_seqs, const int *ctx,
@@ -1072,18 +1073,22 @@ static void test_split_handoff_attention(void)
     // short sequence, keys split across blocks (the combine kernel writes).
     const int pre_ctx[] = {300, 400}, pre_q[] = {300, 400};
     const int one_ctx[] = {2000}, one_q[] = {40};
-    // Decode of 64 sequences of a few hundred keys: split-K and the merge.
-    int dec_ctx[64], dec_q[64];
+    // Decode of 64 sequences of a few hundred keys: one tensor-core split a
+    // sequence, which writes the terms itself; with one sequence of 1,143
+    // keys, two splits a sequence and the merge writes them.
+    int dec_ctx[64], merge_ctx[64], dec_q[64];
     for (int s = 0; s < 64; s++) {
-        dec_ctx[s] = 300 + 37 * s % 500;
+        dec_ctx[s] = merge_ctx[s] = 300 + 37 * s % 500;
         dec_q[s] = 1;
     }
+    merge_ctx[5] = 1143;
     const int mma_m = cuda_mma_gemm_max_m();
     cuda_mma_gemm_set(0, 0, 0, 0); // as in test_split_handoff
     for (size_t t = 1; t < 3; t++) {
         split_handoff_attention_case("prefill", 2, pre_ctx, pre_q, float_types[t]);
         split_handoff_attention_case("prefill split keys", 1, one_ctx, one_q, float_types[t]);
-        split_handoff_attention_case("decode merge", 64, dec_ctx, dec_q, float_types[t]);
+        split_handoff_attention_case("decode one split", 64, dec_ctx, dec_q, float_types[t]);
+        split_handoff_attention_case("decode merge", 64, merge_ctx, dec_q, float_types[t]);
     }
     cuda_mma_gemm_set(mma_m, 0, 0, 0);
 }
@@ -1121,7 +1126,7 @@ static void test_attention_decode_mma(void)
                 attention_case(label, heads[h][0], heads[h][1], heads[h][2], float_types[t], 6,
                                dec_ctx, dec_q, true);
     }
-    cuda_attention_set_decode_mma(1, 1024, 0, 0); // the defaults
+    cuda_attention_set_decode_mma(1, 0, 0, 0); // the defaults
     int one_ctx[64], two_ctx[64], many_q[64];
     for (int s = 0; s < 64; s++) {
         one_ctx[s] = two_ctx[s] = 300 + 37 * s % 500;

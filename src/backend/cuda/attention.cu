@@ -1729,7 +1729,8 @@ static int att_decode_split_max = 128, att_decode_waves = 2, att_decode_split_mi
 // shape, 64 x 512 + 128 tokens, f16 cache: 19,272-19,304 tok/s with 256-key
 // splits and their merge, 20,305-20,433 with one split; 512-key splits, two
 // a sequence, 18,945-19,009).
-static int att_decode_mma_mode = 1, att_decode_mma_split_max = 1024;
+#define ATT_MMA_SPLIT_MAX_DEFAULT 1024
+static int att_decode_mma_mode = 1, att_decode_mma_split_max = ATT_MMA_SPLIT_MAX_DEFAULT;
 
 extern "C" void cuda_attention_set_decode_mma(int mode, int max_keys, int min_blocks, int stages)
 {
@@ -1745,7 +1746,9 @@ extern "C" void cuda_attention_set_decode_mma(int mode, int max_keys, int min_bl
         att_decode_mma_min_blocks = -1;
     if (mode >= 0 && mode <= 2)
         att_decode_mma_mode = mode;
-    if (max_keys >= ATT_MMA_SPLIT_MIN)
+    if (max_keys == 0)
+        att_decode_mma_split_max = ATT_MMA_SPLIT_MAX_DEFAULT;
+    else if (max_keys >= ATT_MMA_SPLIT_MIN)
         for (att_decode_mma_split_max = ATT_MMA_SPLIT_MIN;
              att_decode_mma_split_max * 2 <= max_keys;)
             att_decode_mma_split_max *= 2;

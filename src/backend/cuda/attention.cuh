@@ -17,13 +17,14 @@ extern "C" {
 // serves every batch). Set from VLLMC_CUDA_DECODE_ATTENTION at backend
 // creation, for comparisons.
 void cuda_attention_set_decode(int mode);
-// Tensor-core decode (VLLMC_CUDA_DECODE_MMA=MODE[,MAX_KEYS[,MINB]]): 0 off,
-// 1 for batches that keep splits long (default), 2 wherever it applies;
-// MAX_KEYS bounds its splits (a power of two from 64, default 256); MINB the
-// blocks an SM holds at head_dim 128 (2 or 3 (default), by register budget);
-// STAGES 1 loads each tile into registers as it is needed, 2 or 3 copy a
-// warp's tiles through shared memory 1 or 2 tiles ahead (3: MINB 2); 0 or
-// left out keeps the default.
+// Tensor-core decode (VLLMC_CUDA_DECODE_MMA=MODE[,MAX_KEYS[,MINB[,STAGES]]]):
+// 0 off, 1 for batches that keep splits long (default), 2 wherever it
+// applies; MAX_KEYS bounds its splits (a power of two from 64; 0: the
+// default, 1024); MINB the blocks an SM holds at head_dim 128 (2 or 3, by
+// register budget); STAGES 1 loads each tile into registers as it is
+// needed, 2 or 3 copy a warp's tiles through shared memory 1 or 2 tiles
+// ahead (3: MINB 2). MINB or STAGES 0 (or left out): chosen by the split's
+// length (over 512 keys MINB 2 and stages 3, else MINB 3 and stages 2).
 void cuda_attention_set_decode_mma(int mode, int max_keys, int min_blocks, int stages);
 // Decode split-K: at most max_keys keys per split (a power of two >= 32),
 // splitting further until the grid has blocks_per_sm blocks per SM, but not
