@@ -630,35 +630,34 @@ static void check_attention_batch_invariance(const char *disable, enum dtype cac
 // of its lone decode, so the size of a task never changes a row. Blocks of 4
 // keys make chunks of 4; blocks of 16 full 16-key chunks, which four rows
 // take together.
-static void check_attention_long_prefill(const char *disable, enum dtype cache_type, int L_BS,
-                                         int L_D)
+static void check_attention_long_prefill(const char *disable, enum dtype cache_type, int bs, int hd)
 {
     enum { L_KVH = 2, L_H = 4, L_DMAX = 128, L_NQ = 48, L_LEN = 64 };
-    const int L_NB = L_LEN / L_BS;
+    const int nb = L_LEN / bs;
     static uint16_t kc16[L_LEN * L_KVH * L_DMAX], vc16[L_LEN * L_KVH * L_DMAX];
     static float kc32[L_LEN * L_KVH * L_DMAX], vc32[L_LEN * L_KVH * L_DMAX];
     static float q[L_NQ * L_H * L_DMAX], out[L_NQ * L_H * L_DMAX], out1[L_H * L_DMAX];
     unsigned seed = 21;
-    for (int i = 0; i < L_NB * L_BS * L_KVH * L_D; i++) {
+    for (int i = 0; i < nb * bs * L_KVH * hd; i++) {
         kc32[i] = frand(&seed);
         vc32[i] = frand(&seed);
         kc16[i] = f32_to_fp16(kc32[i]);
         vc16[i] = f32_to_fp16(vc32[i]);
     }
-    for (int i = 0; i < L_NQ * L_H * L_D; i++)
+    for (int i = 0; i < L_NQ * L_H * hd; i++)
         q[i] = frand(&seed) * 2.0f;
     int32_t table[L_LEN]; // blocks in reverse: keys not in address order
-    for (int b = 0; b < L_NB; b++)
-        table[b] = L_NB - 1 - b;
+    for (int b = 0; b < nb; b++)
+        table[b] = nb - 1 - b;
     void *kc = cache_type == DTYPE_F32 ? (void *)kc32 : (void *)kc16;
     void *vc = cache_type == DTYPE_F32 ? (void *)vc32 : (void *)vc16;
     int32_t len[1] = {L_LEN}, qsl[2] = {0, L_NQ};
     struct tensor tq, to, tkc, tvc, tbt, tsl, tqsl;
-    tensor_init_3d(&tq, DTYPE_F32, q, L_D, L_H, L_NQ);
-    tensor_init_3d(&to, DTYPE_F32, out, L_D, L_H, L_NQ);
-    tensor_init(&tkc, cache_type, kc, 4, (int64_t[]){L_D, L_KVH, L_BS, L_NB});
-    tensor_init(&tvc, cache_type, vc, 4, (int64_t[]){L_D, L_KVH, L_BS, L_NB});
-    tensor_init_2d(&tbt, DTYPE_I32, table, L_NB, 1);
+    tensor_init_3d(&tq, DTYPE_F32, q, hd, L_H, L_NQ);
+    tensor_init_3d(&to, DTYPE_F32, out, hd, L_H, L_NQ);
+    tensor_init(&tkc, cache_type, kc, 4, (int64_t[]){hd, L_KVH, bs, nb});
+    tensor_init(&tvc, cache_type, vc, 4, (int64_t[]){hd, L_KVH, bs, nb});
+    tensor_init_2d(&tbt, DTYPE_I32, table, nb, 1);
     tensor_init_1d(&tsl, DTYPE_I32, len, 1);
     tensor_init_1d(&tqsl, DTYPE_I32, qsl, 2);
     struct op_call c = {.op = OP_ATTENTION,
@@ -668,13 +667,13 @@ static void check_attention_long_prefill(const char *disable, enum dtype cache_t
     struct backend *be = cpu_backend(2, disable);
     CHECK_EQ_INT(backend_run_op(be, &c), VLLMC_OK);
     printf("attention long prefill provider=%s cache=%s block=%d head_dim=%d\n",
-           backend_select_provider(be, &c)->name, dtype_name(cache_type), L_BS, L_D);
+           backend_select_provider(be, &c)->name, dtype_name(cache_type), bs, hd);
     int n_diff = 0;
     for (int t = 0; t < L_NQ; t++) {
         int32_t one_len[1] = {L_LEN - L_NQ + t + 1}, one_qsl[2] = {0, 1};
         struct tensor tq1, to1, tsl1, tqsl1;
-        tensor_init_3d(&tq1, DTYPE_F32, q + t * L_H * L_D, L_D, L_H, 1);
-        tensor_init_3d(&to1, DTYPE_F32, out1, L_D, L_H, 1);
+        tensor_init_3d(&tq1, DTYPE_F32, q + t * L_H * hd, hd, L_H, 1);
+        tensor_init_3d(&to1, DTYPE_F32, out1, hd, L_H, 1);
         tensor_init_1d(&tsl1, DTYPE_I32, one_len, 1);
         tensor_init_1d(&tqsl1, DTYPE_I32, one_qsl, 2);
         struct op_call c1 = {.op = OP_ATTENTION,
@@ -682,7 +681,7 @@ static void check_attention_long_prefill(const char *disable, enum dtype cache_t
                              .src = {&tq1, &tkc, &tvc, &tbt, &tsl1, &tqsl1},
                              .p.scale = 0.125f};
         CHECK_EQ_INT(backend_run_op(be, &c1), VLLMC_OK);
-        n_diff += memcmp(out1, out + t * L_H * L_D, (size_t)L_H * L_D * sizeof(float)) != 0;
+        n_diff += memcmp(out1, out + t * L_H * hd, (size_t)L_H * hd * sizeof(float)) != 0;
     }
     CHECK_EQ_INT(n_diff, 0);
     backend_free(be);
