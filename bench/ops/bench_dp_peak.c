@@ -1,5 +1,6 @@
 // Peak of the CPU's dot-product instructions: vdpbf16ps (AVX512_BF16, 64
-// FLOP per 512-bit instruction) and vfmadd231ps (32 FLOP), on 512- and
+// FLOP per 512-bit instruction), vpdpbusd (AVX512_VNNI, 64 int8 products, counted
+// as 128 operations) and vfmadd231ps (32 FLOP), on 512- and
 // 256-bit registers, over N independent accumulators (register operands
 // only), on 1 thread and on all. With too few accumulators a loop measures
 // the latency, not the throughput. per_cycle counts instructions per cycle of
@@ -27,8 +28,8 @@ static double run_ms = 200;
 // `iters` outer iterations. The accumulators are summed into *sink so the
 // compiler keeps the work.
 #define DP_LOOP(NAME, N, INSN)                                                                     \
-    __attribute__((target("avx512f,avx512bf16"), noinline)) static void NAME(int64_t iters,        \
-                                                                             float *sink)          \
+    __attribute__((target("avx512f,avx512bf16,avx512vnni"), noinline)) static void NAME(           \
+        int64_t iters, float *sink)                                                                \
     {                                                                                              \
         __m512 acc[N];                                                                             \
         for (int i = 0; i < N; i++)                                                                \
@@ -56,6 +57,16 @@ DP_LOOP(dp_24, 24, DPBF16(i))
 DP_LOOP(fma_12, 12, FMA(i))
 DP_LOOP(fma_24, 24, FMA(i))
 DP_LOOP(fma_1, 1, FMA(i))
+// vpdpbusd (AVX512_VNNI, 64 int8 multiply-adds per 512-bit instruction): the
+// quantized matmuls' inner step. Its accumulators are ints; the float
+// registers travel as their bits.
+#define DPBUSD(i)                                                                                  \
+    acc[i] = _mm512_castsi512_ps(_mm512_dpbusd_epi32(                                              \
+        _mm512_castps_si512(acc[i]), _mm512_castps_si512(a), _mm512_castps_si512(b)))
+DP_LOOP(dpbusd_1, 1, DPBUSD(i))
+DP_LOOP(dpbusd_4, 4, DPBUSD(i))
+DP_LOOP(dpbusd_8, 8, DPBUSD(i))
+DP_LOOP(dpbusd_12, 12, DPBUSD(i))
 
 // The same on 256-bit registers: twice the 512-bit rate per cycle means the
 // core splits a 512-bit instruction into two 256-bit halves.
@@ -110,7 +121,9 @@ static const struct dp_case cases[] = {
     {"vdpbf16ps", 16, 64, dp_16},         {"vdpbf16ps", 24, 64, dp_24},
     {"vfmadd231ps", 1, 32, fma_1},        {"vfmadd231ps", 12, 32, fma_12},
     {"vfmadd231ps", 24, 32, fma_24},      {"vdpbf16ps-ymm", 12, 32, dp_y12},
-    {"vfmadd231ps-ymm", 12, 16, fma_y12},
+    {"vfmadd231ps-ymm", 12, 16, fma_y12}, {"vpdpbusd", 1, 128, dpbusd_1},
+    {"vpdpbusd", 4, 128, dpbusd_4},       {"vpdpbusd", 8, 128, dpbusd_8},
+    {"vpdpbusd", 12, 128, dpbusd_12},
 };
 
 struct dp_ctx {
