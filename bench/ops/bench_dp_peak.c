@@ -187,6 +187,8 @@ static void dp_bench(int n_threads)
            hz * 1e-9);
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const struct dp_case *c = &cases[i];
+        if (!strcmp(c->op, "vpdpbusd") && !__builtin_cpu_supports("avx512vnni"))
+            continue;
         double rate = dp_rate(c, n_threads, &per_cpu_s);
         printf("op=%s acc=%d threads=%d gflops=%.1f per_thread=%.1f per_cycle=%.2f "
                "per_cpu_s=%.1f\n",
