@@ -633,6 +633,9 @@ static void check_attention_batch_invariance(const char *disable, enum dtype cac
 static void check_attention_long_prefill(const char *disable, enum dtype cache_type, int bs, int hd)
 {
     enum { L_KVH = 2, L_H = 4, L_DMAX = 128, L_NQ = 48, L_LEN = 64 };
+    CHECK(hd <= L_DMAX && L_LEN % bs == 0); // the buffers below hold that much
+    if (hd > L_DMAX || L_LEN % bs != 0)
+        return;
     const int nb = L_LEN / bs;
     static uint16_t kc16[L_LEN * L_KVH * L_DMAX], vc16[L_LEN * L_KVH * L_DMAX];
     static float kc32[L_LEN * L_KVH * L_DMAX], vc32[L_LEN * L_KVH * L_DMAX];

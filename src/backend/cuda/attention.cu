@@ -1592,13 +1592,14 @@ static cudaError_t att_decode_mma_launch_d(const struct att_params *p, int n_seq
 // MINB 2, stages 3; level at 512 keys: 19,009 against 18,945). So splits
 // longer than 512 keys take MINB 2 and stages 3, shorter ones MINB 3 and
 // stages 2, unless VLLMC_CUDA_DECODE_MMA sets them (-1: chosen by length).
+#define ATT_MMA_LONG_SPLIT 512 // keys: longer splits take MINB 2 and stages 3
 static int att_decode_mma_min_blocks = -1, att_decode_mma_stages = -1;
 
 template <typename TC>
 static cudaError_t att_decode_mma_launch(const struct att_params *p, int n_seqs,
                                          cudaStream_t stream)
 {
-    const bool long_split = p->split_len > 512;
+    const bool long_split = p->split_len > ATT_MMA_LONG_SPLIT;
     const int stages = att_decode_mma_stages >= 0 ? att_decode_mma_stages : long_split ? 3 : 2;
     const int min_blocks = att_decode_mma_min_blocks >= 0 ? att_decode_mma_min_blocks
                            : long_split                   ? 2
