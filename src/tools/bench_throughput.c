@@ -39,6 +39,7 @@ struct tput_opts {
     long max_model_len;           // 0 = engine default
     long threads;
     long long kv_cache_memory_bytes;
+    long block_size;            // 0 = engine default
     const char *kv_cache_dtype; // NULL = engine default
     bool sync_scheduling;       // --no-async-scheduling
     int warmup;                 // -1 = by device (on for GPUs), 0 off, 1 on
@@ -86,6 +87,7 @@ static void tput_usage(FILE *f)
             "      --max-model-len N          (default: the model's context)\n"
             "      --kv-cache-memory-bytes N  KV cache size (default: engine's)\n"
             "      --kv-cache-dtype auto|f32|f16|bf16  (default auto)\n"
+            "      --block-size N             tokens per KV block (default: engine's)\n"
             "      --no-async-scheduling      read each step's tokens before the next step\n"
             "      --warmup, --no-warmup      an untimed run of the first max-num-seqs requests'\n"
             "                                 shapes first (default: on for GPUs, off on the CPU)\n"
@@ -135,6 +137,8 @@ static int tput_parse(struct tput_opts *o, int argc, char **argv)
             kv = v ? strtoll(v, &end, 10) : 0;
             ok = v && end && !*end && kv > 0;
             o->kv_cache_memory_bytes = kv;
+        } else if (cli_opt(argc, argv, &i, "--block-size", NULL, &v)) {
+            ok = v && cli_parse_int(a, v, 1, 1 << 16, &o->block_size);
         } else if (cli_opt(argc, argv, &i, "--kv-cache-dtype", NULL, &v)) {
             o->kv_cache_dtype = v;
         } else if (!strcmp(a, "--no-async-scheduling") || !strcmp(a, "--async-scheduling")) {
@@ -554,6 +558,8 @@ int bench_throughput_main(int argc, char **argv)
         ep.max_model_len = (int)t.o.max_model_len;
     if (t.o.kv_cache_memory_bytes)
         ep.kv_cache_memory_bytes = t.o.kv_cache_memory_bytes;
+    if (t.o.block_size)
+        ep.block_size = (int)t.o.block_size;
     if (t.o.kv_cache_dtype)
         ep.kv_cache_dtype = t.o.kv_cache_dtype;
     enum vllmc_status st = vllmc_engine_create(&ep, &t.engine);
