@@ -76,7 +76,7 @@ bench_round() {
         PCTV[$t]+=" $(echo "$out" | sed -n 's/^decode: .* = [0-9.]* GB\/s = \([0-9.]*\)% of the read bandwidth.*/\1/p')"
         BWV[$t]+=" $(echo "$out" | sed -n 's/^read bandwidth: \([0-9.]*\) GB\/s.*/\1/p')"
         SHAREV[$t]+="${SHAREV[$t]:+ / }$(echo "$out" | sed -n 's/.*CPU time \/ (wall time x [0-9]* threads): //p')"
-        echo "  $t: pp$PP${PPV[$t]##* } tg$TG${TGV[$t]##* } tok/s" >&2
+        echo "  $t: pp$PP ${PPV[$t]##* }, tg$TG ${TGV[$t]##* } tok/s" >&2
     done
 }
 
