@@ -676,30 +676,35 @@ static inline __attribute__((always_inline)) void attend_decode(const int dtype,
         t1 = chunk_end(t0, chunk, bs, pos_last);
         int64_t block = table[t0 / bs], off = t0 % bs;
         int n = (int)(t1 - t0), n_next = 0;
-        for (int j = 0; j < n; j++) {
-            k0[j] = cpu_at(kc, block, off + j, kvh0);
-            v0[j] = cpu_at(vc, block, off + j, kvh0);
-        }
+        int64_t nb = 0, noff = 0;
         if (t1 <= pos_last) {
-            int64_t nb = table[t1 / bs], noff = t1 % bs;
+            nb = table[t1 / bs];
+            noff = t1 % bs;
             n_next = (int)(chunk_end(t1, chunk, bs, pos_last) - t1);
-            for (int j = 0; j < n_next; j++) {
-                kn[j] = cpu_at(kc, nb, noff + j, kvh0);
-                vn[j] = cpu_at(vc, nb, noff + j, kvh0);
-            }
         }
         // A full chunk whose next one is full or absent takes full_dots and
         // full_values, for pairs of rows (full_rows 2) or lone rows (1): the
-        // same operations, no per-key tests.
+        // same operations, no per-key tests, and its keys (and the next
+        // chunk's) are reached from the first one's row and the block's
+        // stride, so only the tables' first entries are needed.
         bool full = full_rows && n == ATTN_CHUNK && (n_next == ATTN_CHUNK || n_next == 0);
+        int n_rows_at = full ? 1 : n, n_next_at = full && n_next ? 1 : n_next;
+        for (int j = 0; j < n_rows_at; j++) {
+            k0[j] = cpu_at(kc, block, off + j, kvh0);
+            v0[j] = cpu_at(vc, block, off + j, kvh0);
+        }
+        for (int j = 0; j < n_next_at; j++) {
+            kn[j] = cpu_at(kc, nb, noff + j, kvh0);
+            vn[j] = cpu_at(vc, nb, noff + j, kvh0);
+        }
         // attend_block's three passes (scores, softmax, values) over the
         // rows of all n_h heads; pairs of rows share a head's loads.
         for (int r = 0; r < rows;) {
             int nr = row_pair(nd, r, rows, G);
             size_t h_off = (size_t)(r / G) * head_bytes;
-            for (int j = 0; j < n; j++)
+            for (int j = 0; !full && j < n; j++)
                 kp[j] = k0[j] + h_off;
-            for (int j = 0; j < n_next; j++)
+            for (int j = 0; !full && j < n_next; j++)
                 pn[j] = kn[j] + h_off;
             const char *const *pf = r % G == 0 ? pn : NULL; // a head's first rows fetch
             const float *q1 = nr == 2 ? q[r + 1] : NULL;
@@ -735,9 +740,9 @@ static inline __attribute__((always_inline)) void attend_decode(const int dtype,
         for (int r = 0; r < rows;) {
             int nr = row_pair(nd, r, rows, G);
             size_t h_off = (size_t)(r / G) * head_bytes;
-            for (int j = 0; j < n; j++)
+            for (int j = 0; !full && j < n; j++)
                 vp[j] = v0[j] + h_off;
-            for (int j = 0; j < n_next; j++)
+            for (int j = 0; !full && j < n_next; j++)
                 pn[j] = vn[j] + h_off;
             const char *const *pf = r % G == 0 ? pn : NULL;
             if (full) {
