@@ -662,6 +662,7 @@ static inline __attribute__((always_inline)) void attend_decode(const int dtype,
     const float *q[ATTN_MAX_ROWS];
     // Key j of the chunk, head kvh0 + h: k0[j] + h * head_bytes (values
     // v0); kn, vn the same for the next chunk; kp, vp one head's rows of the chunk, pn of the next.
+    // A full chunk sets only entry 0 of k0, v0, kn, vn and none of kp, vp, pn.
     const char *k0[ATTN_CHUNK], *v0[ATTN_CHUNK], *kn[ATTN_CHUNK], *vn[ATTN_CHUNK];
     const char *kp[ATTN_CHUNK], *vp[ATTN_CHUNK], *pn[ATTN_CHUNK];
     for (int r = 0; r < rows; r++) {
@@ -688,12 +689,12 @@ static inline __attribute__((always_inline)) void attend_decode(const int dtype,
         // chunk's) are reached from the first one's row and the block's
         // stride, so only the tables' first entries are needed.
         bool full = full_rows && n == ATTN_CHUNK && (n_next == ATTN_CHUNK || n_next == 0);
-        int n_rows_at = full ? 1 : n, n_next_at = full && n_next ? 1 : n_next;
-        for (int j = 0; j < n_rows_at; j++) {
+        int n_tab = full ? 1 : n, n_next_tab = full && n_next ? 1 : n_next;
+        for (int j = 0; j < n_tab; j++) {
             k0[j] = cpu_at(kc, block, off + j, kvh0);
             v0[j] = cpu_at(vc, block, off + j, kvh0);
         }
-        for (int j = 0; j < n_next_at; j++) {
+        for (int j = 0; j < n_next_tab; j++) {
             kn[j] = cpu_at(kc, nb, noff + j, kvh0);
             vn[j] = cpu_at(vc, nb, noff + j, kvh0);
         }
@@ -702,10 +703,12 @@ static inline __attribute__((always_inline)) void attend_decode(const int dtype,
         for (int r = 0; r < rows;) {
             int nr = row_pair(nd, r, rows, G);
             size_t h_off = (size_t)(r / G) * head_bytes;
-            for (int j = 0; !full && j < n; j++)
-                kp[j] = k0[j] + h_off;
-            for (int j = 0; !full && j < n_next; j++)
-                pn[j] = kn[j] + h_off;
+            if (!full) { // a full chunk's rows: k0[0] + h_off and the stride
+                for (int j = 0; j < n; j++)
+                    kp[j] = k0[j] + h_off;
+                for (int j = 0; j < n_next; j++)
+                    pn[j] = kn[j] + h_off;
+            }
             const char *const *pf = r % G == 0 ? pn : NULL; // a head's first rows fetch
             const float *q1 = nr == 2 ? q[r + 1] : NULL;
             if (full) { // nr is full_rows here
@@ -740,10 +743,12 @@ static inline __attribute__((always_inline)) void attend_decode(const int dtype,
         for (int r = 0; r < rows;) {
             int nr = row_pair(nd, r, rows, G);
             size_t h_off = (size_t)(r / G) * head_bytes;
-            for (int j = 0; !full && j < n; j++)
-                vp[j] = v0[j] + h_off;
-            for (int j = 0; !full && j < n_next; j++)
-                pn[j] = vn[j] + h_off;
+            if (!full) {
+                for (int j = 0; j < n; j++)
+                    vp[j] = v0[j] + h_off;
+                for (int j = 0; j < n_next; j++)
+                    pn[j] = vn[j] + h_off;
+            }
             const char *const *pf = r % G == 0 ? pn : NULL;
             if (full) {
                 int lvl = n_next && r % G == 0 ? fetch_lvl : ATTN_FETCH_NONE;
