@@ -91,7 +91,7 @@ TPUT_ROWS=(
     "q06-bf16 auto - 1 8 32"
 )
 throughput_round() { # aggregate decode tok/s of every row at each sequence count
-    local row name kv bars n out
+    local row name kv bars seqs n out
     for row in "${TPUT_ROWS[@]}"; do
         read -r name kv bars seqs <<<"$row"
         for n in $seqs; do

@@ -69,11 +69,14 @@ VLLMC_API const char *vllmc_version(void);
 struct vllmc_engine;  // opaque
 struct vllmc_request; // opaque: one submitted request (all n of its samples)
 
+// The largest block_size an engine accepts.
+#define VLLMC_BLOCK_SIZE_MAX 1024
+
 struct vllmc_engine_params {
     const char *model_path;        // GGUF file or Hugging Face folder; borrowed for the call
     const char *device;            // "cpu" (default) or "cuda"
     int n_threads;                 // CPU worker threads; 0 = all cores
-    int block_size;                // tokens per KV block; default 16
+    int block_size;                // tokens per KV block, 1..VLLMC_BLOCK_SIZE_MAX; default 16
     int max_model_len;             // 0 = the model's context length
     int max_num_seqs;              // requests in one step; default 256
     int max_num_batched_tokens;    // token budget of one step (>= max_num_seqs); 0 = 2048,

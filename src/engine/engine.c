@@ -209,9 +209,9 @@ static enum vllmc_status engine_check_params(const struct vllmc_engine_params *p
 {
     if (!p->model_path || !p->model_path[0])
         return fail(VLLMC_ERR_INVALID_ARG, "engine: no model path");
-    if (p->block_size < 1 || p->block_size > 1024)
-        return fail(VLLMC_ERR_INVALID_ARG, "engine: --block-size %d (use 1..1024, e.g. 16)",
-                    p->block_size);
+    if (p->block_size < 1 || p->block_size > VLLMC_BLOCK_SIZE_MAX)
+        return fail(VLLMC_ERR_INVALID_ARG, "engine: --block-size %d (use 1..%d, e.g. 16)",
+                    p->block_size, VLLMC_BLOCK_SIZE_MAX);
     if (p->max_num_seqs < 1)
         return fail(VLLMC_ERR_INVALID_ARG, "engine: --max-num-seqs %d", p->max_num_seqs);
     if (p->max_model_len < 0 || p->max_num_batched_tokens < 0 || p->n_threads < 0)

@@ -138,7 +138,7 @@ static int tput_parse(struct tput_opts *o, int argc, char **argv)
             ok = v && end && !*end && kv > 0;
             o->kv_cache_memory_bytes = kv;
         } else if (cli_opt(argc, argv, &i, "--block-size", NULL, &v)) {
-            ok = v && cli_parse_int(a, v, 1, 1 << 16, &o->block_size);
+            ok = v && cli_parse_int(a, v, 1, VLLMC_BLOCK_SIZE_MAX, &o->block_size);
         } else if (cli_opt(argc, argv, &i, "--kv-cache-dtype", NULL, &v)) {
             o->kv_cache_dtype = v;
         } else if (!strcmp(a, "--no-async-scheduling") || !strcmp(a, "--async-scheduling")) {

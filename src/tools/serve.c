@@ -216,7 +216,7 @@ static int parse_args(int argc, char **argv, struct serve_args *a)
             NEED_INT(1, LONG_MAX);
             a->engine.kv_cache_memory_bytes = n;
         } else if (!strcmp(f, "--block-size")) {
-            NEED_INT(1, 1024);
+            NEED_INT(1, VLLMC_BLOCK_SIZE_MAX);
             a->engine.block_size = (int)n;
         } else if (!strcmp(f, "--enable-prefix-caching")) {
             a->engine.enable_prefix_caching = true;
