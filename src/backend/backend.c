@@ -139,6 +139,12 @@ enum vllmc_status backend_buffer_prefault(struct backend *be, void *buf, size_t 
     return be->vt->buffer_prefault(be, buf, offset, n);
 }
 
+enum vllmc_status backend_prepare_weight(struct backend *be, const struct tensor *w, void **alt)
+{
+    *alt = NULL;
+    return be->vt->prepare_weight ? be->vt->prepare_weight(be, w, alt) : VLLMC_OK;
+}
+
 void backend_buffer_free(struct backend *be, void *p)
 {
     if (p)

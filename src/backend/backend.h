@@ -41,6 +41,13 @@ enum vllmc_status backend_buffer_alloc_zeroed(struct backend *be, size_t n_bytes
 // in. Safe from any thread while others use the buffer. VLLMC_ERR_UNSUPPORTED
 // where there is nothing to do (device memory) or no way to do it.
 enum vllmc_status backend_buffer_prefault(struct backend *be, void *buf, size_t offset, size_t n);
+// A copy of weight w (host memory, as loaded) in a layout of the backend's
+// own that its providers read faster, made once at load: *alt owns it
+// (mem_free), to be set as w's `alt` for as long as w is used unchanged.
+// *alt NULL and VLLMC_OK where the backend keeps no other layout for w.
+// The CPU's: the 16-row groups of Q4_K matrices for cpu-q-gemm-avx512
+// (src/backend/cpu/quant/qgemm.h), where that provider takes w's matmuls.
+enum vllmc_status backend_prepare_weight(struct backend *be, const struct tensor *w, void **alt);
 enum vllmc_status backend_memset(struct backend *be, void *dst, int value, size_t n_bytes);
 // Copies between host and backend memory; ordered on the backend's stream.
 enum vllmc_status backend_upload(struct backend *be, void *dst, const void *host_src, size_t n);

@@ -27,6 +27,8 @@ struct backend_vtable {
     // [offset, offset + n) of buffer buf resident without changing them; any
     // thread, while other threads read and write the buffer.
     enum vllmc_status (*buffer_prefault)(struct backend *be, void *buf, size_t offset, size_t n);
+    // optional: NULL means no other layout (backend_prepare_weight)
+    enum vllmc_status (*prepare_weight)(struct backend *be, const struct tensor *w, void **alt);
     enum vllmc_status (*fill)(struct backend *be, void *dst, int value, size_t n_bytes);
     enum vllmc_status (*upload)(struct backend *be, void *dst, const void *host_src, size_t n);
     enum vllmc_status (*download)(struct backend *be, void *host_dst, const void *src, size_t n);

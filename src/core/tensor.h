@@ -25,6 +25,10 @@ struct tensor {
     void *data;                     // borrowed
     enum tensor_location location;
     const char *name;               // borrowed, may be NULL
+    // optional: the same values laid out again for a backend's kernels (the
+    // CPU's 16-row groups of quantized weights, qgemm_groups_make), borrowed,
+    // NULL when none; its maker checks that it still describes this tensor.
+    const void *alt;
 };
 
 // Fills *t as a contiguous tensor over data with the given shape (innermost first).

@@ -487,6 +487,68 @@ static enum vllmc_status loader_rope_freqs(struct loader *ld)
     return VLLMC_OK;
 }
 
+// The backend's own layout of each matrix the forward pass reads (host
+// backends: backend_prepare_weight), kept beside the weight as its `alt`.
+static enum vllmc_status loader_prepare_weights(struct loader *ld)
+{
+    struct model *m = ld->m;
+    enum { per_layer = 7 }; // matrices a layer at most
+    int n_max = per_layer * m->hp.n_layers + 1;
+    struct tensor **w = mem_calloc((size_t)n_max, sizeof(*w));
+    m->alts = mem_calloc((size_t)n_max, sizeof(*m->alts));
+    if (!w || !m->alts) {
+        mem_free(w);
+        return err_set(ld->err, VLLMC_ERR_NOMEM, "%s: out of memory", m->path);
+    }
+    int n = 0;
+    for (int l = 0; l < m->hp.n_layers; l++) {
+        struct model_layer *L = &m->layers[l];
+        // The matrices fwd_qkv and fwd_gate_up read: fused views where the
+        // loader made them.
+        if (L->wqkv.data) {
+            w[n++] = &L->wqkv;
+        } else {
+            if (L->wqk.data) {
+                w[n++] = &L->wqk;
+            } else {
+                w[n++] = &L->wq;
+                w[n++] = &L->wk;
+            }
+            w[n++] = &L->wv;
+        }
+        w[n++] = &L->wo;
+        if (L->w_gate_up.data) {
+            w[n++] = &L->w_gate_up;
+        } else {
+            w[n++] = &L->w_gate;
+            w[n++] = &L->w_up;
+        }
+        w[n++] = &L->w_down;
+    }
+    w[n++] = &m->output;
+    size_t n_bytes = 0;
+    enum vllmc_status rc = VLLMC_OK;
+    for (int i = 0; i < n && !rc; i++) {
+        void *alt;
+        if (!w[i]->data)
+            continue;
+        rc = backend_prepare_weight(m->backend, w[i], &alt);
+        if (rc) {
+            err_set(ld->err, rc, "%s: laying out a %s matrix for %s: %s", m->path,
+                    dtype_name(w[i]->dtype), backend_name(m->backend), vllmc_status_str(rc));
+        } else if (alt) {
+            m->alts[m->n_alts++] = alt;
+            w[i]->alt = alt;
+            n_bytes += tensor_n_bytes(w[i]);
+        }
+    }
+    mem_free(w);
+    if (!rc && m->n_alts)
+        log_info("model: %d matrices (%.1f MiB) also laid out for the %s backend's kernels",
+                 m->n_alts, (double)n_bytes / (1024.0 * 1024.0), backend_name(m->backend));
+    return rc;
+}
+
 // Converts, copies and uploads the queued weights; fills the model's tensors.
 static enum vllmc_status loader_place(struct loader *ld)
 {
@@ -567,7 +629,7 @@ static enum vllmc_status loader_place(struct loader *ld)
     if (m->hp.tied_embeddings)
         m->output = m->token_embd;
     m->info.weight_bytes = ld->device_bytes;
-    return VLLMC_OK;
+    return backend_location(be) == TENSOR_HOST ? loader_prepare_weights(ld) : VLLMC_OK;
 }
 
 // ---- file-level facts for `vllmc info` ----
@@ -804,6 +866,9 @@ void model_free(struct model *m)
         backend_buffer_free(m->backend, m->scratch);
     if (m->device_buf)
         backend_buffer_free(m->backend, m->device_buf);
+    for (int i = 0; i < m->n_alts; i++)
+        mem_free(m->alts[i]);
+    mem_free(m->alts);
     mem_free(m->host_buf);
     mem_free(m->layers);
     safetensors_free(m->st);

@@ -137,6 +137,8 @@ struct model {
     struct safetensors *st;      // owned, NULL for GGUF
     void *host_buf;              // owned: f32 copies of small vectors, inv_freq
     void *device_buf;            // owned backend memory: uploaded weights (device only)
+    void **alts;                 // owned [n_alts], each owned: the weights' `alt` copies
+    int n_alts;                  // (backend_prepare_weight)
     // Per-forward scratch in backend memory, sized once for n_tokens_max.
     int n_tokens_max;
     void *scratch; // owned backend memory

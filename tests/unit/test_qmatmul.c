@@ -9,6 +9,7 @@
 // batch of 7), and the selection (fast provider for its types, cpu-ref else).
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "backend/backend_impl.h"
 #include "backend/cpu/cpu_backend.h"
@@ -76,20 +77,29 @@ static void case_free(struct case_data *cd)
     mem_free(cd->bias);
 }
 
-// Runs rows [i0, i0 + m) of the case on provider p; y [m, n].
-static enum vllmc_status run_provider(struct backend *be, const struct op_provider *p,
-                                      const struct case_data *cd, int64_t i0, int64_t m, float *y,
-                                      bool with_bias)
+// Runs rows [i0, i0 + m) of the case on provider p, the weight's `alt` set to
+// alt; y [m, n].
+static enum vllmc_status run_provider_alt(struct backend *be, const struct op_provider *p,
+                                          const struct case_data *cd, int64_t i0, int64_t m,
+                                          float *y, bool with_bias, const void *alt)
 {
     struct tensor tx, tw, ty, tb;
     tensor_init_2d(&tx, DTYPE_F32, cd->x + i0 * cd->k, cd->k, m);
     tensor_init_2d(&tw, cd->t, cd->w, cd->k, cd->n);
+    tw.alt = alt;
     tensor_init_2d(&ty, DTYPE_F32, y, cd->n, m);
     tensor_init_1d(&tb, DTYPE_F32, cd->bias, cd->n);
     struct op_call c = {.op = OP_MATMUL, .dst = &ty, .src = {&tx, &tw, with_bias ? &tb : NULL},
                         .backend = be};
     CHECK(p->supports(&c));
     return p->run(&c);
+}
+
+static enum vllmc_status run_provider(struct backend *be, const struct op_provider *p,
+                                      const struct case_data *cd, int64_t i0, int64_t m, float *y,
+                                      bool with_bias)
+{
+    return run_provider_alt(be, p, cd, i0, m, y, with_bias, NULL);
 }
 
 static void check_against_exact(struct backend *be, const struct op_provider *p, enum dtype t,
@@ -211,6 +221,101 @@ static void test_qgemm_avx512(void)
     backend_free(be);
 }
 
+// The 16-row groups of a weight (qgemm_groups_make, made at load for Q4_K):
+// every token count (the decode kernel's 1-4, the tiles' groups of 16) gives
+// the same bits from the groups as from the packed rows, and a copy that
+// describes another weight is not read.
+static void check_groups_alt(struct backend *be, const struct op_provider *p, enum dtype t,
+                             int64_t n, int64_t k)
+{
+    struct case_data cd, other;
+    static const int64_t ms[] = {1, 2, 3, 4, 5, 16, 17, 40};
+    case_init(&cd, t, 40, n, k);
+    case_init(&other, t, 40, n, k);
+    struct tensor tw;
+    tensor_init_2d(&tw, t, cd.w, k, n);
+    void *alt = NULL, *alt_other = NULL;
+    CHECK_EQ_INT(qgemm_groups_make(&qgemm_isa_avx512, be->pool, &tw, &alt), VLLMC_OK);
+    tensor_init_2d(&tw, t, other.w, k, n);
+    CHECK_EQ_INT(qgemm_groups_make(&qgemm_isa_avx512, NULL, &tw, &alt_other), VLLMC_OK);
+    CHECK(alt != NULL && alt_other != NULL);
+    float *y0 = mem_alloc_aligned(64, (size_t)(40 * n) * sizeof(float));
+    float *y1 = mem_alloc_aligned(64, (size_t)(40 * n) * sizeof(float));
+    int n_diff = 0;
+    for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++) {
+        for (int bias = 0; bias < 2; bias++) {
+            CHECK_EQ_INT(run_provider_alt(be, p, &cd, 0, ms[i], y0, bias, NULL), VLLMC_OK);
+            CHECK_EQ_INT(run_provider_alt(be, p, &cd, 0, ms[i], y1, bias, alt), VLLMC_OK);
+            if (memcmp(y0, y1, (size_t)(ms[i] * n) * sizeof(float)))
+                n_diff++;
+            // Another weight's groups: ignored, the packed rows are read.
+            CHECK_EQ_INT(run_provider_alt(be, p, &cd, 0, ms[i], y1, bias, alt_other), VLLMC_OK);
+            if (memcmp(y0, y1, (size_t)(ms[i] * n) * sizeof(float)))
+                n_diff++;
+        }
+    }
+    CHECK_EQ_INT(n_diff, 0);
+    printf("  %s %s groups n=%lld k=%lld: the same bits at 1-40 tokens\n", p->name, dtype_name(t),
+           (long long)n, (long long)k);
+    mem_free(y0);
+    mem_free(y1);
+    mem_free(alt);
+    mem_free(alt_other);
+    case_free(&cd);
+    case_free(&other);
+}
+
+static void test_qgemm_avx512_groups(void)
+{
+    const struct cpu_features *f = cpu_features_get();
+    if (!f->avx512f || !f->avx512bw || !f->avx512vl || !f->avx512vnni) {
+        printf("  no AVX-512 VNNI on this CPU: skipped\n");
+        return;
+    }
+    struct backend_options o;
+    backend_options_default(&o);
+    o.n_threads = 2;
+    struct backend *be = NULL;
+    struct err err = {0};
+    CHECK_EQ_INT(backend_create("cpu", &o, &be, &err), VLLMC_OK);
+    const struct op_provider *p = &cpu_qgemm_avx512_matmul;
+    check_groups_alt(be, p, DTYPE_Q4_K, 16, 256);
+    check_groups_alt(be, p, DTYPE_Q4_K, 48, 1024);
+    check_groups_alt(be, p, DTYPE_Q4_K, 96, 3072);
+    check_groups_alt(be, p, DTYPE_Q4_K, 1040, 512); // more groups than a thread's runs
+
+    // What gets no groups: rows not a multiple of 16, a type without them.
+    struct case_data cd;
+    struct tensor tw;
+    void *alt = (void *)1;
+    case_init(&cd, DTYPE_Q4_K, 1, 24, 256);
+    tensor_init_2d(&tw, DTYPE_Q4_K, cd.w, 256, 24);
+    CHECK_EQ_INT(qgemm_groups_make(&qgemm_isa_avx512, be->pool, &tw, &alt), VLLMC_OK);
+    CHECK(alt == NULL);
+    case_free(&cd);
+    case_init(&cd, DTYPE_Q8_0, 1, 32, 256);
+    tensor_init_2d(&tw, DTYPE_Q8_0, cd.w, 256, 32);
+    alt = (void *)1;
+    CHECK_EQ_INT(qgemm_groups_make(&qgemm_isa_avx512, be->pool, &tw, &alt), VLLMC_OK);
+    CHECK(alt == NULL);
+    case_free(&cd);
+
+    // The backend's hook gives a Q4_K matrix its groups, and none once the
+    // provider is disabled.
+    case_init(&cd, DTYPE_Q4_K, 1, 32, 256);
+    tensor_init_2d(&tw, DTYPE_Q4_K, cd.w, 256, 32);
+    CHECK_EQ_INT(backend_prepare_weight(be, &tw, &alt), VLLMC_OK);
+    CHECK(alt != NULL);
+    mem_free(alt);
+    backend_free(be);
+    o.disable = "cpu-q-gemm-avx512";
+    CHECK_EQ_INT(backend_create("cpu", &o, &be, &err), VLLMC_OK);
+    CHECK_EQ_INT(backend_prepare_weight(be, &tw, &alt), VLLMC_OK);
+    CHECK(alt == NULL);
+    case_free(&cd);
+    backend_free(be);
+}
+
 static void test_avx2(void)
 {
     if (!cpu_features_get()->avx2 || !cpu_features_get()->fma) {
@@ -266,6 +371,7 @@ int main(int argc, char **argv)
         {"avx2", test_avx2},
         {"avx512", test_avx512},
         {"qgemm_avx512", test_qgemm_avx512},
+        {"qgemm_avx512_groups", test_qgemm_avx512_groups},
         {"selection", test_selection},
         {NULL, NULL},
     };

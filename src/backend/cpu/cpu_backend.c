@@ -288,6 +288,25 @@ static enum vllmc_status cpu_buffer_prefault(struct backend *be, void *buf, size
 #endif
 }
 
+// Weights that cpu-q-gemm-avx512 would take at one token (the provider
+// registry decides, so a disabled provider or a gate that declines leaves w
+// alone) and whose type has 16-row groups get them.
+static enum vllmc_status cpu_prepare_weight(struct backend *be, const struct tensor *w, void **alt)
+{
+    *alt = NULL;
+    if (w->n_dims != 2 || w->location != TENSOR_HOST)
+        return VLLMC_OK;
+    static float dummy[1];
+    struct tensor x, y;
+    if (!tensor_init_2d(&x, DTYPE_F32, dummy, w->ne[0], 1) ||
+        !tensor_init_2d(&y, DTYPE_F32, dummy, w->ne[1], 1))
+        return VLLMC_OK;
+    struct op_call c = {.op = OP_MATMUL, .dst = &y, .src = {&x, (struct tensor *)w}, .backend = be};
+    if (backend_select_provider(be, &c) != &cpu_qgemm_avx512_matmul)
+        return VLLMC_OK;
+    return qgemm_groups_make(&qgemm_isa_avx512, be->pool, w, alt);
+}
+
 static enum vllmc_status cpu_memset(struct backend *be, void *dst, int value, size_t n_bytes)
 {
     (void)be;
@@ -334,6 +353,7 @@ static const struct backend_vtable cpu_vtable = {
     .buffer_free = cpu_buffer_free,
     .buffer_alloc_zeroed = cpu_buffer_alloc_zeroed,
     .buffer_prefault = cpu_buffer_prefault,
+    .prepare_weight = cpu_prepare_weight,
     .fill = cpu_memset,
     .upload = cpu_copy,
     .download = cpu_copy,

@@ -1280,6 +1280,169 @@ GEMV_DISPATCH(q4_0)
 GEMV_DISPATCH(q4_k)
 GEMV_DISPATCH(q6_k)
 
+// ---- Q4_K in 16-row groups (qgemm.h, "groups"): a lane per row ----
+//
+// A group's super-block (QGEMM_Q4K_GROUP_SB_BYTES): d [16] and dmin [16]
+// (fp16, row r at r), the 6-bit scales sc [8][16] and mins mn [8][16] as
+// bytes ([sub-block][row]), then for sub-block j and h < 4 64 bytes of qs:
+// byte 4r + t holds weight 32j + 8h + t of row r in its low nibble and
+// weight 32j + 8h + 4 + t in its high one. So one load gives 16 rows x 8
+// weights, its two nibble planes meet two broadcast activation dwords in two
+// vpdpbusd, and a sub-block's sums come out one row a lane: no horizontal
+// sums, no scale unpacking at run time.
+#define Q4K_GROUP_SC_OFF 64
+#define Q4K_GROUP_MN_OFF 192
+#define Q4K_GROUP_QS_OFF 320
+_Static_assert(Q4K_GROUP_QS_OFF + 8 * 4 * 64 == QGEMM_Q4K_GROUP_SB_BYTES, "Q4_K group layout");
+
+// rows [16] (natural Q4_K rows of k values) into one group at dst.
+static void q4_k_group_pack(const uint8_t *const *rows, int64_t k, uint8_t *dst)
+{
+    for (int64_t s = 0; s < k / QK_K; s++) {
+        uint8_t *g = dst + (size_t)s * QGEMM_Q4K_GROUP_SB_BYTES;
+        for (int r = 0; r < QGEMM_PANEL; r++) {
+            const struct block_q4_k *b = (const struct block_q4_k *)rows[r] + s;
+            memcpy(g + 2 * r, &b->d, 2);
+            memcpy(g + 32 + 2 * r, &b->dmin, 2);
+            for (int j = 0; j < 8; j++)
+                kquant_scale_min(j, b->scales, g + Q4K_GROUP_SC_OFF + 16 * j + r,
+                                 g + Q4K_GROUP_MN_OFF + 16 * j + r);
+            // Sub-block j's weights are the low (j even) or high (j odd)
+            // nibbles of qs[32 (j / 2) ..]: weights 8h .. 8h + 7 of it come from
+            // the 8 bytes at 8h, and the group's byte t takes weight t's nibble
+            // low and weight t + 4's high.
+            for (int j = 0; j < 8; j++)
+                for (int h = 0; h < 4; h++) {
+                    uint64_t q;
+                    memcpy(&q, b->qs + 32 * (j / 2) + 8 * h, 8);
+                    q = (j % 2 ? q >> 4 : q) & 0x0F0F0F0F0F0F0F0Full;
+                    uint32_t v = (uint32_t)q | (uint32_t)(q >> 32) << 4;
+                    memcpy(g + Q4K_GROUP_QS_OFF + (4 * j + h) * 64 + 4 * r, &v, 4);
+                }
+        }
+    }
+}
+
+// out[16 t + r] = dot(row r of the group at g, token t) for t < T: per row
+// q4_k_gemv_t's arithmetic (per sub-block in order the exact integer sum,
+// then fma(sum, sc d_w d_a, acc) and fma(-mn dmin, asum, acc)), so the bits
+// are those of every other path. Fetches the bytes at pf + the bytes it
+// reads (into L1) as it goes.
+ALWAYS_INLINE void q4_k_group_gemv_t(const int T, const uint8_t *g, const uint8_t *a,
+                                     size_t a_stride, int64_t k, const uint8_t *pf, float *out)
+{
+    struct row_act ra[QGEMM_GEMV_TOKENS];
+    __m512 acc[QGEMM_GEMV_TOKENS];
+    UNROLL
+    for (int t = 0; t < T; t++) {
+        ra[t] = row_act_at(a + (size_t)t * a_stride, k);
+        acc[t] = _mm512_setzero_ps();
+    }
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    for (int64_t s = 0; s < k / QK_K; s++) {
+        const uint8_t *b = g + (size_t)s * QGEMM_Q4K_GROUP_SB_BYTES;
+        prefetch_span(pf, (size_t)s * QGEMM_Q4K_GROUP_SB_BYTES, QGEMM_Q4K_GROUP_SB_BYTES);
+        const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)b));
+        const __m512 neg_dmin = _mm512_xor_ps(
+            _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(b + 32))), _mm512_set1_ps(-0.0f));
+        for (int j = 0; j < 8; j++) {
+            const __m512 sc = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(
+                                                (const __m128i *)(b + Q4K_GROUP_SC_OFF + 16 * j)))),
+                                            d);
+            const __m512 mn = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(
+                                                (const __m128i *)(b + Q4K_GROUP_MN_OFF + 16 * j)))),
+                                            neg_dmin);
+            __m512i lo[4], hi[4];
+            UNROLL
+            for (int h = 0; h < 4; h++) {
+                __m512i x = _mm512_loadu_si512(b + Q4K_GROUP_QS_OFF + (4 * j + h) * 64);
+                lo[h] = _mm512_and_si512(x, m4);
+                hi[h] = _mm512_and_si512(_mm512_srli_epi16(x, 4), m4);
+            }
+            const int64_t sub = 8 * s + j;
+            UNROLL
+            for (int t = 0; t < T; t++) {
+                const int32_t *q = (const int32_t *)(ra[t].q + 32 * sub);
+                __m512i i0 = _mm512_setzero_si512(), i1 = _mm512_setzero_si512();
+                UNROLL
+                for (int h = 0; h < 4; h++) {
+                    i0 = _mm512_dpbusd_epi32(i0, lo[h], _mm512_set1_epi32(q[2 * h]));
+                    i1 = _mm512_dpbusd_epi32(i1, hi[h], _mm512_set1_epi32(q[2 * h + 1]));
+                }
+                __m512 f = _mm512_cvtepi32_ps(_mm512_add_epi32(i0, i1));
+                acc[t] =
+                    _mm512_fmadd_ps(f, _mm512_mul_ps(sc, _mm512_set1_ps(ra[t].d[sub])), acc[t]);
+                acc[t] = _mm512_fmadd_ps(mn, _mm512_set1_ps(ra[t].asum[sub]), acc[t]);
+            }
+        }
+    }
+    UNROLL
+    for (int t = 0; t < T; t++)
+        _mm512_storeu_ps(out + 16 * t, acc[t]);
+}
+
+static void q4_k_group_gemv(const uint8_t *g, const uint8_t *a, size_t a_stride, int n_tokens,
+                            int64_t k, const uint8_t *pf, float *out)
+{
+    switch (n_tokens) {
+    case 1:
+        q4_k_group_gemv_t(1, g, a, a_stride, k, pf, out);
+        break;
+    case 2:
+        q4_k_group_gemv_t(2, g, a, a_stride, k, pf, out);
+        break;
+    case 3:
+        q4_k_group_gemv_t(3, g, a, a_stride, k, pf, out);
+        break;
+    default:
+        q4_k_group_gemv_t(4, g, a, a_stride, k, pf, out);
+        break;
+    }
+}
+
+// The group at g into 16 panel rows at panel, prb bytes apart (q4_k_unpack's
+// panel: weights 0-15 as bytes in order, ws = sc d, wm = -mn dmin).
+static void q4_k_group_unpack(const uint8_t *g, int64_t k, uint8_t *panel, size_t prb)
+{
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    for (int64_t s = 0; s < k / QK_K; s++) {
+        const uint8_t *b = g + (size_t)s * QGEMM_Q4K_GROUP_SB_BYTES;
+        const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)b));
+        const __m512 neg_dmin = _mm512_xor_ps(
+            _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(b + 32))), _mm512_set1_ps(-0.0f));
+        for (int j = 0; j < 8; j++) {
+            _Alignas(64) float sc[16], mn[16];
+            _mm512_store_ps(sc,
+                            _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(
+                                              (const __m128i *)(b + Q4K_GROUP_SC_OFF + 16 * j)))),
+                                          d));
+            _mm512_store_ps(mn,
+                            _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(
+                                              (const __m128i *)(b + Q4K_GROUP_MN_OFF + 16 * j)))),
+                                          neg_dmin));
+            for (int r = 0; r < QGEMM_PANEL; r++) {
+                struct panel_row p = panel_row_at(panel + (size_t)r * prb, k);
+                p.ws[8 * s + j] = sc[r];
+                p.wm[8 * s + j] = mn[r];
+            }
+            for (int h = 0; h < 4; h++) {
+                __m512i x = _mm512_loadu_si512(b + Q4K_GROUP_QS_OFF + (4 * j + h) * 64);
+                __m512i lo = _mm512_and_si512(x, m4);
+                __m512i hi = _mm512_and_si512(_mm512_srli_epi16(x, 4), m4);
+                // qword r of [lo r | hi r]: rows 4L, 4L + 1 in unpacklo's lane L, 4L + 2, 4L + 3 in
+                // unpackhi's.
+                _Alignas(64) uint64_t w[2][8];
+                _mm512_store_si512(w[0], _mm512_unpacklo_epi32(lo, hi));
+                _mm512_store_si512(w[1], _mm512_unpackhi_epi32(lo, hi));
+                for (int r = 0; r < QGEMM_PANEL; r++) {
+                    uint64_t v = w[r % 4 / 2][2 * (r / 4) + r % 2];
+                    memcpy(panel + (size_t)r * prb + QK_K * s + 32 * j + 8 * h, &v, 8);
+                }
+            }
+        }
+    }
+}
+
 static void store_rows(const float *out, const float *bias, int n_tokens, int n_rows,
                        bool stream, float *const *y)
 {
@@ -1310,12 +1473,14 @@ static void store_fence(void)
 
 static const struct qgemm_kernel kernels[] = {
     {DTYPE_Q8_0, 128, 128, 32, q8_0_unpack, tile_32, q8_0_gemv, q8_0_gemv16, qgemm_amx_tile_32,
-     qgemm_amx_tile_q8_0_rows},
-    {DTYPE_Q4_0, 128, 8, 32, q4_0_unpack, tile_32, q4_0_gemv, q4_0_gemv16, qgemm_amx_tile_32, NULL},
+     qgemm_amx_tile_q8_0_rows, 0, NULL, NULL, NULL},
+    {DTYPE_Q4_0, 128, 8, 32, q4_0_unpack, tile_32, q4_0_gemv, q4_0_gemv16, qgemm_amx_tile_32, NULL,
+     0, NULL, NULL, NULL},
     {DTYPE_Q4_K, QK_K, 0, 32, q4_k_unpack, tile_32_min, q4_k_gemv, q4_k_gemv16,
-     qgemm_amx_tile_32_min, NULL},
+     qgemm_amx_tile_32_min, NULL, QGEMM_Q4K_GROUP_SB_BYTES, q4_k_group_pack, q4_k_group_gemv,
+     q4_k_group_unpack},
     {DTYPE_Q6_K, QK_K, 32, 16, q6_k_unpack, tile_16, q6_k_gemv, q6_k_gemv16, qgemm_amx_tile_16,
-     NULL},
+     NULL, 0, NULL, NULL, NULL},
 };
 
 const struct qgemm_isa qgemm_isa_avx512 = {

@@ -25,6 +25,26 @@
 // the other's last run, which costs less than streams half as long).
 #define QGEMM_DECODE_LONG_RUNS 1
 #define QGEMM_STREAM_BYTES (2 << 20) // prefill outputs from this size bypass the caches
+// Decode over 16-row groups: how far ahead of its reads a run fetches. Two
+// Q4_K super-blocks of a group (4.6 KiB): a scratch loop over a 290 MB Q4_K
+// weight in groups read 62-65 GB/s on two Zen 5 cores that way, 57-61 with
+// the hardware's fetches alone, against 38-40 for the 4-row tiles of the
+// packed rows in the same runs (bench/RESULTS.md).
+#define QGEMM_GROUP_PREFETCH (2 * QGEMM_Q4K_GROUP_SB_BYTES)
+
+// The head of a qgemm_groups_make copy: the weight it was made from, so that
+// a tensor that carries it as `alt` after a change (another view of the
+// memory, other data) is not read through it.
+struct qgemm_groups_head {
+    const void *src;
+    int64_t n, k;
+    size_t row_bytes;
+    int32_t dtype;
+    uint32_t magic;
+};
+#define QGEMM_GROUPS_MAGIC 0x51473136u // "QG16"
+#define QGEMM_GROUPS_HEAD_BYTES 64
+_Static_assert(sizeof(struct qgemm_groups_head) <= QGEMM_GROUPS_HEAD_BYTES, "groups head");
 
 static const struct qgemm_kernel *qgemm_find_kernel(const struct qgemm_isa *isa, enum dtype t)
 {
@@ -32,6 +52,72 @@ static const struct qgemm_kernel *qgemm_find_kernel(const struct qgemm_isa *isa,
         if (isa->kernels[i].dtype == t)
             return &isa->kernels[i];
     return NULL;
+}
+
+static size_t qgemm_group_bytes_of(const struct qgemm_kernel *kern, int64_t k)
+{
+    return (size_t)(k / kern->k_multiple) * kern->group_sb_bytes;
+}
+
+// w's groups (qgemm_groups_make) where its `alt` holds them for w as it is
+// now, else NULL.
+static const uint8_t *qgemm_groups_of(const struct qgemm_kernel *kern, const struct tensor *w)
+{
+    const struct qgemm_groups_head *h = w->alt;
+    if (!h || !kern->group_gemv || h->magic != QGEMM_GROUPS_MAGIC || h->src != w->data ||
+        h->n != w->ne[1] || h->k != w->ne[0] || h->row_bytes != w->nb[1] ||
+        h->dtype != (int32_t)w->dtype)
+        return NULL;
+    return (const uint8_t *)h + QGEMM_GROUPS_HEAD_BYTES;
+}
+
+struct qgemm_pack_ctx {
+    const struct qgemm_kernel *kern;
+    const struct tensor *w;
+    uint8_t *groups;
+};
+
+static void qgemm_pack_task(void *p, int task, int thread)
+{
+    (void)thread;
+    const struct qgemm_pack_ctx *ctx = p;
+    const uint8_t *rows[QGEMM_PANEL];
+    for (int r = 0; r < QGEMM_PANEL; r++)
+        rows[r] = tensor_row(ctx->w, (int64_t)task * QGEMM_PANEL + r);
+    ctx->kern->group_pack(rows, ctx->w->ne[0],
+                          ctx->groups +
+                              (size_t)task * qgemm_group_bytes_of(ctx->kern, ctx->w->ne[0]));
+}
+
+enum vllmc_status qgemm_groups_make(const struct qgemm_isa *isa, struct threadpool *pool,
+                                    const struct tensor *w, void **out)
+{
+    *out = NULL;
+    const struct qgemm_kernel *kern = qgemm_find_kernel(isa, w->dtype);
+    if (!kern || !kern->group_pack || w->n_dims != 2 || !tensor_is_contiguous(w) || w->ne[1] <= 0 ||
+        w->ne[1] % QGEMM_PANEL || w->ne[1] / QGEMM_PANEL > INT32_MAX || w->ne[0] <= 0 ||
+        w->ne[0] % kern->k_multiple)
+        return VLLMC_OK;
+    const int64_t n_groups = w->ne[1] / QGEMM_PANEL;
+    uint8_t *buf = mem_alloc_aligned(
+        64, QGEMM_GROUPS_HEAD_BYTES + (size_t)n_groups * qgemm_group_bytes_of(kern, w->ne[0]));
+    if (!buf)
+        return VLLMC_ERR_NOMEM;
+    struct qgemm_groups_head *h = (struct qgemm_groups_head *)buf;
+    *h = (struct qgemm_groups_head){.src = w->data,
+                                    .n = w->ne[1],
+                                    .k = w->ne[0],
+                                    .row_bytes = w->nb[1],
+                                    .dtype = (int32_t)w->dtype,
+                                    .magic = QGEMM_GROUPS_MAGIC};
+    struct qgemm_pack_ctx ctx = {.kern = kern, .w = w, .groups = buf + QGEMM_GROUPS_HEAD_BYTES};
+    if (pool)
+        threadpool_run(pool, qgemm_pack_task, &ctx, (int)n_groups);
+    else
+        for (int64_t g = 0; g < n_groups; g++)
+            qgemm_pack_task(&ctx, (int)g, 0);
+    *out = buf;
+    return VLLMC_OK;
 }
 
 bool qgemm_supports(const struct qgemm_isa *isa, const struct op_call *c)
@@ -45,8 +131,9 @@ bool qgemm_supports(const struct qgemm_isa *isa, const struct op_call *c)
 }
 
 enum qgemm_decode_read {
-    QGEMM_READ_ONE, // one stream of 4-row tiles
-    QGEMM_READ_16,  // 16 streams, a row of each per pass (qgemm_decode16)
+    QGEMM_READ_ONE,    // one stream of 4-row tiles
+    QGEMM_READ_16,     // 16 streams, a row of each per pass (qgemm_decode16)
+    QGEMM_READ_GROUPS, // the weight's 16-row groups, one stream
 };
 
 struct qgemm_ctx {
@@ -56,6 +143,8 @@ struct qgemm_ctx {
     qgemm_tile_rows_fn tile_rows; // whole panels read in place, where the CPU has AMX
     const struct op_call *c;
     int64_t m, n, k;
+    const uint8_t *groups; // the weight's 16-row groups (qgemm_groups_of), or NULL
+    size_t group_bytes;    // of one group
     float **y_rows;      // [m] the dst rows
     uint8_t *act;        // [n_groups, qgemm_group_bytes(k)], or one decode row
     uint8_t *panels;     // [n_threads, QGEMM_PANEL, qgemm_panel_row_bytes(k)]
@@ -94,8 +183,11 @@ static void qgemm_panel_run(const struct qgemm_ctx *ctx, int64_t p, uint8_t *pan
     const int64_t j0 = p * QGEMM_PANEL;
     const int R = ctx->n - j0 < QGEMM_PANEL ? (int)(ctx->n - j0) : QGEMM_PANEL;
     const size_t prb = qgemm_panel_row_bytes(k);
-    const bool in_place = ctx->tile_rows && R == QGEMM_PANEL;
-    for (int r = 0; r < QGEMM_PANEL && !in_place; r++) { // in place: the tile reads the rows
+    const bool in_place = ctx->tile_rows && R == QGEMM_PANEL && !ctx->groups;
+    if (ctx->groups) // whole groups only: n is a multiple of 16
+        ctx->kern->group_unpack(ctx->groups + (size_t)p * ctx->group_bytes, k, panel, prb);
+    for (int r = 0; r < QGEMM_PANEL && !in_place && !ctx->groups;
+         r++) { // in place: the tile reads the rows
         if (r < R)
             ctx->kern->unpack(tensor_row(w, j0 + r), k, panel + (size_t)r * prb);
         else // rows past n: zeros, their outputs dropped
@@ -109,6 +201,10 @@ static void qgemm_panel_run(const struct qgemm_ctx *ctx, int64_t p, uint8_t *pan
                                                                  : QGEMM_PANEL;
         pf = tensor_row(w, j0 + QGEMM_PANEL);
         pf_bytes = (size_t)n_next * dtype_row_bytes(w->dtype, k);
+        if (ctx->groups) {
+            pf = ctx->groups + (size_t)(p + 1) * ctx->group_bytes;
+            pf_bytes = ctx->group_bytes;
+        }
     }
     float bias[QGEMM_PANEL];
     for (int r = 0; r < R; r++)
@@ -272,6 +368,20 @@ static void qgemm_decode_task(void *p, int task, int thread)
         qgemm_decode16(ctx, j0, j1);
         return;
     }
+    if (ctx->read == QGEMM_READ_GROUPS) { // j0, j1: multiples of 16
+        const uint8_t *g = ctx->groups + (size_t)(j0 / QGEMM_PANEL) * ctx->group_bytes;
+        qgemm_prefetch_start(g, (size_t)((j1 - j0) / QGEMM_PANEL) * ctx->group_bytes,
+                             QGEMM_GROUP_PREFETCH);
+        float out16[QGEMM_PANEL * QGEMM_GEMV_TOKENS];
+        for (int64_t j = j0; j < j1; j += QGEMM_PANEL, g += ctx->group_bytes) {
+            ctx->kern->group_gemv(g, ctx->act, ctx->row_bytes, T, ctx->k, g + QGEMM_GROUP_PREFETCH,
+                                  out16);
+            for (int i = 0; i < T; i++)
+                for (int r = 0; r < QGEMM_PANEL; r++)
+                    ctx->y_rows[i][j + r] = out16[QGEMM_PANEL * i + r] + qgemm_bias(ctx, j + r);
+        }
+        return;
+    }
     // The run as one stream of whole 4-row tiles, prefetched ahead.
     const size_t pf_ahead = QGEMM_PREFETCH_TILES * 4 * row_bytes;
     qgemm_prefetch_start(tensor_row(w, j0), (size_t)(j1 - j0) * row_bytes, pf_ahead);
@@ -314,6 +424,8 @@ enum vllmc_status qgemm_run(const struct qgemm_isa *isa, const struct op_call *c
     if (!ctx.kern)
         return op_fail(c, VLLMC_ERR_UNSUPPORTED, "%s: no kernel for %s", isa->name,
                        dtype_name(c->src[1]->dtype));
+    ctx.groups = qgemm_groups_of(ctx.kern, c->src[1]);
+    ctx.group_bytes = ctx.groups ? qgemm_group_bytes_of(ctx.kern, ctx.k) : 0;
     const bool amx = ctx.kern->tile_amx && cpu_features_get()->amx_int8;
     ctx.tile = amx ? ctx.kern->tile_amx : ctx.kern->tile;
     ctx.tile_rows = amx ? ctx.kern->tile_amx_rows : NULL;
@@ -340,8 +452,8 @@ enum vllmc_status qgemm_run(const struct qgemm_isa *isa, const struct op_call *c
         // still let a fast thread take over a slow one's last rows. The
         // 16-stream reads split a run between their streams, so they take
         // QGEMM_DECODE_LONG_RUNS long run(s) a thread.
-        ctx.read = qgemm_decode_read_for(ctx.kern, ctx.m);
-        int64_t n_runs = (ctx.read == QGEMM_READ_ONE ? QGEMM_DECODE_RUNS : QGEMM_DECODE_LONG_RUNS) *
+        ctx.read = ctx.groups ? QGEMM_READ_GROUPS : qgemm_decode_read_for(ctx.kern, ctx.m);
+        int64_t n_runs = (ctx.read != QGEMM_READ_16 ? QGEMM_DECODE_RUNS : QGEMM_DECODE_LONG_RUNS) *
                          (int64_t)n_threads;
         n_runs = n_runs < n_panels ? n_runs : n_panels;
         ctx.panels_per_task = (n_panels + n_runs - 1) / n_runs;

@@ -22,6 +22,8 @@
 #include "backend/op.h"
 #include "core/dtype.h"
 
+struct threadpool;
+
 #define QGEMM_LANES 16 // tokens per activation group
 #define QGEMM_PANEL 16 // weight rows unpacked together into a panel
 #define QGEMM_GROUPS 2 // largest number of token groups one tile pass covers
@@ -109,6 +111,30 @@ typedef void (*qgemm_gemv_fn)(const uint8_t *const *w, const uint8_t *a, size_t 
 typedef void (*qgemm_gemv16_fn)(const uint8_t *const *w, const uint8_t *a, int64_t k,
                                 const uint8_t *const *pf, float *out);
 
+// ---- 16-row groups: a weight laid out again once, at load ----
+//
+// A type with groups can also be read from a copy of the weight made when the
+// model loads (qgemm_groups_make): each 16 rows (a panel's) become one group,
+// whose bytes interleave the rows so that a vector lane holds one row, and the
+// decode kernel sums a block one row a lane with broadcast activation dwords,
+// without horizontal sums or run-time scale unpacking. Same arithmetic per
+// row as the packed rows, so the same bits. The group of rows 16 g.. lies at
+// group g x k / k_multiple x group_sb_bytes; the decode reads the groups of a
+// run as one stream, the tiles unpack a group into their panel.
+
+// Bytes of one super-block (QK_K values) of a 16-row Q4_K group.
+#define QGEMM_Q4K_GROUP_SB_BYTES 2368
+
+// rows[16] (packed rows of k values) into the group at dst.
+typedef void (*qgemm_group_pack_fn)(const uint8_t *const *rows, int64_t k, uint8_t *dst);
+// out[16 t + r] = dot(row r of the group at g, token t) for t < n_tokens (<=
+// QGEMM_GEMV_TOKENS), token t's decode layout at a + t * a_stride; fetches
+// as many bytes at pf as the group holds (the groups that follow) into L1.
+typedef void (*qgemm_group_gemv_fn)(const uint8_t *g, const uint8_t *a, size_t a_stride,
+                                    int n_tokens, int64_t k, const uint8_t *pf, float *out);
+// The group at g into 16 panel rows at panel, prb bytes apart.
+typedef void (*qgemm_group_unpack_fn)(const uint8_t *g, int64_t k, uint8_t *panel, size_t prb);
+
 struct qgemm_kernel {
     enum dtype dtype;
     int k_multiple; // k must be a multiple of this (128 or 256)
@@ -122,6 +148,11 @@ struct qgemm_kernel {
     // optional, with tile_amx: whole panels on AMX-INT8 read the packed rows
     // in place, without unpacking
     qgemm_tile_rows_fn tile_amx_rows;
+    // optional, all four or none: 16-row groups (see above)
+    size_t group_sb_bytes; // bytes of a group per k_multiple values
+    qgemm_group_pack_fn group_pack;
+    qgemm_group_gemv_fn group_gemv;
+    qgemm_group_unpack_fn group_unpack;
 };
 
 struct qgemm_isa {
@@ -138,8 +169,17 @@ struct qgemm_isa {
 // multiple of its block, optional plain-float bias.
 bool qgemm_supports(const struct qgemm_isa *isa, const struct op_call *c);
 
-// Runs an OP_MATMUL the gate accepted, threaded on the backend's pool.
+// Runs an OP_MATMUL the gate accepted, threaded on the backend's pool. A
+// weight whose `alt` is a copy from qgemm_groups_make (for this weight as it
+// is now) is read from the copy.
 enum vllmc_status qgemm_run(const struct qgemm_isa *isa, const struct op_call *c);
+
+// The 16-row groups of weight w (2-D, contiguous, rows a multiple of 16, a
+// type with groups), packed on pool's threads (NULL: the caller's): *out owns
+// them (mem_free), to be set as w's `alt` while w stays as it is. *out NULL
+// and VLLMC_OK where w does not qualify.
+enum vllmc_status qgemm_groups_make(const struct qgemm_isa *isa, struct threadpool *pool,
+                                    const struct tensor *w, void **out);
 
 extern const struct qgemm_isa qgemm_isa_avx512;
 extern const struct op_provider cpu_qgemm_avx512_matmul; // AVX-512 F/BW/VL/VNNI
