@@ -1400,46 +1400,74 @@ static void q4_k_group_gemv(const uint8_t *g, const uint8_t *a, size_t a_stride,
     }
 }
 
+// v[0..7] (lane r: row r's dword i of v[i]) as 16 rows of 8 dwords: row r's
+// 32 bytes at dst + r * stride.
+ALWAYS_INLINE void store_rows_16x8(const __m512i v[8], uint8_t *dst, size_t stride)
+{
+    __m512i t[8], u[8];
+    UNROLL
+    for (int i = 0; i < 8; i += 2) {
+        t[i] = _mm512_unpacklo_epi32(v[i], v[i + 1]); // lane L: rows 4L, 4L + 1 of v[i], v[i + 1]
+        t[i + 1] = _mm512_unpackhi_epi32(v[i], v[i + 1]); // rows 4L + 2, 4L + 3
+    }
+    // u[e] (e < 4) lane L: dwords 0-3 of row 4L + e; u[4 + e]: dwords 4-7.
+    UNROLL
+    for (int h = 0; h < 2; h++) {
+        u[4 * h + 0] = _mm512_unpacklo_epi64(t[4 * h], t[4 * h + 2]);
+        u[4 * h + 1] = _mm512_unpackhi_epi64(t[4 * h], t[4 * h + 2]);
+        u[4 * h + 2] = _mm512_unpacklo_epi64(t[4 * h + 1], t[4 * h + 3]);
+        u[4 * h + 3] = _mm512_unpackhi_epi64(t[4 * h + 1], t[4 * h + 3]);
+    }
+    UNROLL
+    for (int e = 0; e < 4; e++) {
+        // [row e | row 4 + e] and [row 8 + e | row 12 + e], each row's two halves together.
+        __m512i lo = _mm512_shuffle_i32x4(u[e], u[4 + e], 0x44); // [u.0, u.1, u4.0, u4.1]
+        __m512i hi = _mm512_shuffle_i32x4(u[e], u[4 + e], 0xEE); // [u.2, u.3, u4.2, u4.3]
+        lo = _mm512_shuffle_i32x4(lo, lo, 0xD8);                 // [u.0, u4.0, u.1, u4.1]
+        hi = _mm512_shuffle_i32x4(hi, hi, 0xD8);
+        _mm256_storeu_si256((__m256i *)(dst + (size_t)e * stride), _mm512_castsi512_si256(lo));
+        _mm256_storeu_si256((__m256i *)(dst + (size_t)(4 + e) * stride),
+                            _mm512_extracti64x4_epi64(lo, 1));
+        _mm256_storeu_si256((__m256i *)(dst + (size_t)(8 + e) * stride),
+                            _mm512_castsi512_si256(hi));
+        _mm256_storeu_si256((__m256i *)(dst + (size_t)(12 + e) * stride),
+                            _mm512_extracti64x4_epi64(hi, 1));
+    }
+}
+
 // The group at g into 16 panel rows at panel, prb bytes apart (q4_k_unpack's
 // panel: weights 0-15 as bytes in order, ws = sc d, wm = -mn dmin).
 static void q4_k_group_unpack(const uint8_t *g, int64_t k, uint8_t *panel, size_t prb)
 {
     const __m512i m4 = _mm512_set1_epi8(0x0F);
+    const struct panel_row p0 = panel_row_at(panel, k);
     for (int64_t s = 0; s < k / QK_K; s++) {
         const uint8_t *b = g + (size_t)s * QGEMM_Q4K_GROUP_SB_BYTES;
         const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)b));
         const __m512 neg_dmin = _mm512_xor_ps(
             _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(b + 32))), _mm512_set1_ps(-0.0f));
+        __m512i sc[8], mn[8];
         for (int j = 0; j < 8; j++) {
-            _Alignas(64) float sc[16], mn[16];
-            _mm512_store_ps(sc,
-                            _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(
-                                              (const __m128i *)(b + Q4K_GROUP_SC_OFF + 16 * j)))),
-                                          d));
-            _mm512_store_ps(mn,
-                            _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(
-                                              (const __m128i *)(b + Q4K_GROUP_MN_OFF + 16 * j)))),
-                                          neg_dmin));
-            for (int r = 0; r < QGEMM_PANEL; r++) {
-                struct panel_row p = panel_row_at(panel + (size_t)r * prb, k);
-                p.ws[8 * s + j] = sc[r];
-                p.wm[8 * s + j] = mn[r];
-            }
+            sc[j] = _mm512_castps_si512(
+                _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(
+                                  (const __m128i *)(b + Q4K_GROUP_SC_OFF + 16 * j)))),
+                              d));
+            mn[j] = _mm512_castps_si512(
+                _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(
+                                  (const __m128i *)(b + Q4K_GROUP_MN_OFF + 16 * j)))),
+                              neg_dmin));
+            // Sub-block j of each row: 8 dwords, lo then hi nibbles of each line.
+            __m512i v[8];
+            UNROLL
             for (int h = 0; h < 4; h++) {
                 __m512i x = _mm512_loadu_si512(b + Q4K_GROUP_QS_OFF + (4 * j + h) * 64);
-                __m512i lo = _mm512_and_si512(x, m4);
-                __m512i hi = _mm512_and_si512(_mm512_srli_epi16(x, 4), m4);
-                // qword r of [lo r | hi r]: rows 4L, 4L + 1 in unpacklo's lane L, 4L + 2, 4L + 3 in
-                // unpackhi's.
-                _Alignas(64) uint64_t w[2][8];
-                _mm512_store_si512(w[0], _mm512_unpacklo_epi32(lo, hi));
-                _mm512_store_si512(w[1], _mm512_unpackhi_epi32(lo, hi));
-                for (int r = 0; r < QGEMM_PANEL; r++) {
-                    uint64_t v = w[r % 4 / 2][2 * (r / 4) + r % 2];
-                    memcpy(panel + (size_t)r * prb + QK_K * s + 32 * j + 8 * h, &v, 8);
-                }
+                v[2 * h] = _mm512_and_si512(x, m4);
+                v[2 * h + 1] = _mm512_and_si512(_mm512_srli_epi16(x, 4), m4);
             }
+            store_rows_16x8(v, panel + QK_K * s + 32 * j, prb);
         }
+        store_rows_16x8(sc, (uint8_t *)(p0.ws + 8 * s), prb);
+        store_rows_16x8(mn, (uint8_t *)(p0.wm + 8 * s), prb);
     }
 }
 
