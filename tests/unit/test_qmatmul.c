@@ -283,6 +283,10 @@ static void test_qgemm_avx512_groups(void)
     check_groups_alt(be, p, DTYPE_Q4_K, 48, 1024);
     check_groups_alt(be, p, DTYPE_Q4_K, 96, 3072);
     check_groups_alt(be, p, DTYPE_Q4_K, 1040, 512); // more groups than a thread's runs
+    check_groups_alt(be, p, DTYPE_Q6_K, 16, 256);
+    check_groups_alt(be, p, DTYPE_Q6_K, 48, 1024);
+    check_groups_alt(be, p, DTYPE_Q6_K, 96, 3072);
+    check_groups_alt(be, p, DTYPE_Q6_K, 1040, 512);
 
     // What gets no groups: rows not a multiple of 16, a type without them.
     struct case_data cd;

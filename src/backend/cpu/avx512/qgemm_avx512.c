@@ -1471,6 +1471,165 @@ static void q4_k_group_unpack(const uint8_t *g, int64_t k, uint8_t *panel, size_
     }
 }
 
+// ---- Q6_K in 16-row groups: a lane per row ----
+//
+// A group's super-block (QGEMM_Q6K_GROUP_SB_BYTES): d [16] (fp16), the
+// int8 scales sc [16][16] ([sub-block][row]), then for each 16-value
+// sub-block j two 64-byte lines of the values' low 4 bits (line h: byte 4r +
+// t holds value 16j + 8h + t of row r low, 16j + 8h + 4 + t high), and at
+// the end one 64-byte line a sub-block of their top 2 bits (byte 4r + t:
+// values 16j + t, + 4, + 8, + 12 at bits 0, 2, 4, 6). Values are q + 32
+// (0..63), as the panel holds them.
+#define Q6K_GROUP_SC_OFF 32
+#define Q6K_GROUP_LO_OFF 288
+#define Q6K_GROUP_HI_OFF (Q6K_GROUP_LO_OFF + 16 * 2 * 64)
+_Static_assert(Q6K_GROUP_HI_OFF + 16 * 64 == QGEMM_Q6K_GROUP_SB_BYTES, "Q6_K group layout");
+
+// Value w (q + 32) of a Q6_K block: in half h = w / 128, value l (< 128) is a
+// nibble of ql[64h + l % 64] (the high one for l >= 64) with bits 4-5 from
+// qh[32h + l % 32] at bit 2 (l / 32).
+static uint8_t q6_k_value(const struct block_q6_k *b, int w)
+{
+    int h = w / 128, l = w % 128;
+    uint8_t ql = b->ql[64 * h + l % 64], qh = b->qh[32 * h + l % 32];
+    return (uint8_t)((l < 64 ? ql & 15 : ql >> 4) | ((qh >> (2 * (l / 32))) & 3) << 4);
+}
+
+static void q6_k_group_pack(const uint8_t *const *rows, int64_t k, uint8_t *dst)
+{
+    for (int r = 0; r < QGEMM_PANEL; r++) {
+        for (int64_t s = 0; s < k / QK_K; s++) {
+            const struct block_q6_k *b = (const struct block_q6_k *)rows[r] + s;
+            uint8_t *g = dst + (size_t)s * QGEMM_Q6K_GROUP_SB_BYTES;
+            uint8_t v[QK_K];
+            for (int w = 0; w < QK_K; w++)
+                v[w] = q6_k_value(b, w);
+            memcpy(g + 2 * r, &b->d, 2);
+            for (int j = 0; j < 16; j++) {
+                g[Q6K_GROUP_SC_OFF + 16 * j + r] = (uint8_t)b->scales[j];
+                for (int t = 0; t < 4; t++) {
+                    const uint8_t *q = v + 16 * j + t;
+                    g[Q6K_GROUP_LO_OFF + (2 * j) * 64 + 4 * r + t] =
+                        (uint8_t)((q[0] & 15) | (q[4] & 15) << 4);
+                    g[Q6K_GROUP_LO_OFF + (2 * j + 1) * 64 + 4 * r + t] =
+                        (uint8_t)((q[8] & 15) | (q[12] & 15) << 4);
+                    g[Q6K_GROUP_HI_OFF + j * 64 + 4 * r + t] =
+                        (uint8_t)(q[0] >> 4 | (q[4] >> 4) << 2 | (q[8] >> 4) << 4 |
+                                  (q[12] >> 4) << 6);
+                }
+            }
+        }
+    }
+}
+
+// Sub-block j of a Q6_K group super-block b: quad[i] lane r = row r's values
+// 16j + 4i .. 16j + 4i + 3 (q + 32) as bytes.
+ALWAYS_INLINE void q6_k_group_quads(const uint8_t *b, int j, __m512i quad[4])
+{
+    const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
+    __m512i x0 = _mm512_loadu_si512(b + Q6K_GROUP_LO_OFF + (2 * j) * 64);
+    __m512i x1 = _mm512_loadu_si512(b + Q6K_GROUP_LO_OFF + (2 * j + 1) * 64);
+    __m512i xh = _mm512_loadu_si512(b + Q6K_GROUP_HI_OFF + j * 64);
+    quad[0] =
+        _mm512_or_si512(_mm512_and_si512(x0, m4), _mm512_and_si512(_mm512_slli_epi16(xh, 4), m30));
+    quad[1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(x0, 4), m4),
+                              _mm512_and_si512(_mm512_slli_epi16(xh, 2), m30));
+    quad[2] = _mm512_or_si512(_mm512_and_si512(x1, m4), _mm512_and_si512(xh, m30));
+    quad[3] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(x1, 4), m4),
+                              _mm512_and_si512(_mm512_srli_epi16(xh, 2), m30));
+}
+
+// q6_k_gemv_t's arithmetic per row (per sub-block in order the exact sum of
+// (q + 32) a minus 32 sum(a), then fma(sum, sc d_w d_a, acc)), one row a lane.
+ALWAYS_INLINE void q6_k_group_gemv_t(const int T, const uint8_t *g, const uint8_t *a,
+                                     size_t a_stride, int64_t k, const uint8_t *pf, float *out)
+{
+    struct row_act ra[QGEMM_GEMV_TOKENS];
+    const int32_t *qsum16[QGEMM_GEMV_TOKENS];
+    __m512 acc[QGEMM_GEMV_TOKENS];
+    UNROLL
+    for (int t = 0; t < T; t++) {
+        ra[t] = row_act_at(a + (size_t)t * a_stride, k);
+        qsum16[t] = (const int32_t *)(a + (size_t)t * a_stride + qgemm_row_qsum16_off(k));
+        acc[t] = _mm512_setzero_ps();
+    }
+    for (int64_t s = 0; s < k / QK_K; s++) {
+        const uint8_t *b = g + (size_t)s * QGEMM_Q6K_GROUP_SB_BYTES;
+        prefetch_span(pf, (size_t)s * QGEMM_Q6K_GROUP_SB_BYTES, QGEMM_Q6K_GROUP_SB_BYTES);
+        const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)b));
+        for (int j = 0; j < 16; j++) {
+            const __m512 ws = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(
+                                                (const __m128i *)(b + Q6K_GROUP_SC_OFF + 16 * j)))),
+                                            d);
+            __m512i quad[4];
+            q6_k_group_quads(b, j, quad);
+            const int64_t sub = 16 * s + j;
+            UNROLL
+            for (int t = 0; t < T; t++) {
+                const int32_t *q = (const int32_t *)(ra[t].q + 16 * sub);
+                __m512i i0 =
+                    _mm512_dpbusd_epi32(_mm512_setzero_si512(), quad[0], _mm512_set1_epi32(q[0]));
+                __m512i i1 =
+                    _mm512_dpbusd_epi32(_mm512_setzero_si512(), quad[1], _mm512_set1_epi32(q[1]));
+                i0 = _mm512_dpbusd_epi32(i0, quad[2], _mm512_set1_epi32(q[2]));
+                i1 = _mm512_dpbusd_epi32(i1, quad[3], _mm512_set1_epi32(q[3]));
+                __m512i sum = _mm512_sub_epi32(_mm512_add_epi32(i0, i1),
+                                               _mm512_set1_epi32(qsum16[t][sub] * 32));
+                acc[t] =
+                    _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum),
+                                    _mm512_mul_ps(ws, _mm512_set1_ps(ra[t].d[sub / 2])), acc[t]);
+            }
+        }
+    }
+    UNROLL
+    for (int t = 0; t < T; t++)
+        _mm512_storeu_ps(out + 16 * t, acc[t]);
+}
+
+static void q6_k_group_gemv(const uint8_t *g, const uint8_t *a, size_t a_stride, int n_tokens,
+                            int64_t k, const uint8_t *pf, float *out)
+{
+    switch (n_tokens) {
+    case 1:
+        q6_k_group_gemv_t(1, g, a, a_stride, k, pf, out);
+        break;
+    case 2:
+        q6_k_group_gemv_t(2, g, a, a_stride, k, pf, out);
+        break;
+    case 3:
+        q6_k_group_gemv_t(3, g, a, a_stride, k, pf, out);
+        break;
+    default:
+        q6_k_group_gemv_t(4, g, a, a_stride, k, pf, out);
+        break;
+    }
+}
+
+// The group at g into 16 panel rows (q6_k_unpack's panel: the values q + 32
+// as bytes in order, ws = sc d).
+static void q6_k_group_unpack(const uint8_t *g, int64_t k, uint8_t *panel, size_t prb)
+{
+    const struct panel_row p0 = panel_row_at(panel, k);
+    for (int64_t s = 0; s < k / QK_K; s++) {
+        const uint8_t *b = g + (size_t)s * QGEMM_Q6K_GROUP_SB_BYTES;
+        const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)b));
+        __m512i ws[16];
+        for (int j = 0; j < 16; j += 2) {
+            __m512i v[8];
+            q6_k_group_quads(b, j, v);
+            q6_k_group_quads(b, j + 1, v + 4);
+            store_rows_16x8(v, panel + QK_K * s + 16 * j, prb);
+        }
+        for (int j = 0; j < 16; j++)
+            ws[j] = _mm512_castps_si512(
+                _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(
+                                  (const __m128i *)(b + Q6K_GROUP_SC_OFF + 16 * j)))),
+                              d));
+        store_rows_16x8(ws, (uint8_t *)(p0.ws + 16 * s), prb);
+        store_rows_16x8(ws + 8, (uint8_t *)(p0.ws + 16 * s + 8), prb);
+    }
+}
+
 static void store_rows(const float *out, const float *bias, int n_tokens, int n_rows,
                        bool stream, float *const *y)
 {
@@ -1508,7 +1667,7 @@ static const struct qgemm_kernel kernels[] = {
      qgemm_amx_tile_32_min, NULL, QGEMM_Q4K_GROUP_SB_BYTES, q4_k_group_pack, q4_k_group_gemv,
      q4_k_group_unpack},
     {DTYPE_Q6_K, QK_K, 32, 16, q6_k_unpack, tile_16, q6_k_gemv, q6_k_gemv16, qgemm_amx_tile_16,
-     NULL, 0, NULL, NULL, NULL},
+     NULL, QGEMM_Q6K_GROUP_SB_BYTES, q6_k_group_pack, q6_k_group_gemv, q6_k_group_unpack},
 };
 
 const struct qgemm_isa qgemm_isa_avx512 = {

@@ -122,8 +122,9 @@ typedef void (*qgemm_gemv16_fn)(const uint8_t *const *w, const uint8_t *a, int64
 // group g x k / k_multiple x group_sb_bytes; the decode reads the groups of a
 // run as one stream, the tiles unpack a group into their panel.
 
-// Bytes of one super-block (QK_K values) of a 16-row Q4_K group.
+// Bytes of one super-block (QK_K values) of a 16-row Q4_K or Q6_K group.
 #define QGEMM_Q4K_GROUP_SB_BYTES 2368
+#define QGEMM_Q6K_GROUP_SB_BYTES 3360
 
 // rows[16] (packed rows of k values) into the group at dst.
 typedef void (*qgemm_group_pack_fn)(const uint8_t *const *rows, int64_t k, uint8_t *dst);
