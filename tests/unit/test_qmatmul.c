@@ -255,8 +255,37 @@ static void check_groups_alt(struct backend *be, const struct op_provider *p, en
         }
     }
     CHECK_EQ_INT(n_diff, 0);
-    printf("  %s %s groups n=%lld k=%lld: the same bits at 1-40 tokens\n", p->name, dtype_name(t),
-           (long long)n, (long long)k);
+    // The groups' unpack (for tile units that take panels) gives the packed
+    // rows' panel: the values, the scales and (Q4_K) the mins.
+    const struct qgemm_kernel *kern = NULL;
+    for (int i = 0; i < qgemm_isa_avx512.n_kernels; i++)
+        if (qgemm_isa_avx512.kernels[i].dtype == t)
+            kern = &qgemm_isa_avx512.kernels[i];
+    CHECK(kern && kern->group_unpack);
+    size_t prb = qgemm_panel_row_bytes(k), ns = (size_t)(k / kern->sb);
+    uint8_t *pa = mem_calloc(QGEMM_PANEL, prb), *pb = mem_calloc(QGEMM_PANEL, prb);
+    const uint8_t *groups = (const uint8_t *)alt + 64; // past the head
+    size_t rb = dtype_row_bytes(t, k);
+    for (int64_t g = 0; g<n / QGEMM_PANEL; g += n / QGEMM_PANEL> 1 ? n / QGEMM_PANEL - 1 : 1) {
+        kern->group_unpack(
+            groups + (size_t)g * (size_t)(k / kern->k_multiple) * kern->group_sb_bytes, k, pa, prb);
+        for (int r = 0; r < QGEMM_PANEL; r++)
+            kern->unpack(cd.w + (size_t)(g * QGEMM_PANEL + r) * rb, k, pb + (size_t)r * prb);
+        for (int r = 0; r < QGEMM_PANEL; r++) {
+            const uint8_t *ra = pa + (size_t)r * prb, *rb_ = pb + (size_t)r * prb;
+            if (memcmp(ra, rb_, (size_t)k))
+                fprintf(stderr, "%s n=%lld k=%lld group %lld row %d: values differ\n",
+                        dtype_name(t), (long long)n, (long long)k, (long long)g, r);
+            CHECK(!memcmp(ra, rb_, (size_t)k));
+            CHECK(!memcmp(ra + qgemm_panel_ws_off(k), rb_ + qgemm_panel_ws_off(k), ns * 4));
+            if (t == DTYPE_Q4_K)
+                CHECK(!memcmp(ra + qgemm_panel_wm_off(k), rb_ + qgemm_panel_wm_off(k), ns * 4));
+        }
+    }
+    mem_free(pa);
+    mem_free(pb);
+    printf("  %s %s groups n=%lld k=%lld: the same bits at 1-40 tokens, the same panels\n", p->name,
+           dtype_name(t), (long long)n, (long long)k);
     mem_free(y0);
     mem_free(y1);
     mem_free(alt);
@@ -287,6 +316,10 @@ static void test_qgemm_avx512_groups(void)
     check_groups_alt(be, p, DTYPE_Q6_K, 48, 1024);
     check_groups_alt(be, p, DTYPE_Q6_K, 96, 3072);
     check_groups_alt(be, p, DTYPE_Q6_K, 1040, 512);
+    check_groups_alt(be, p, DTYPE_Q8_0, 16, 128);
+    check_groups_alt(be, p, DTYPE_Q8_0, 48, 1024);
+    check_groups_alt(be, p, DTYPE_Q8_0, 96, 3072);
+    check_groups_alt(be, p, DTYPE_Q8_0, 1040, 512);
 
     // What gets no groups: rows not a multiple of 16, a type without them.
     struct case_data cd;
@@ -297,8 +330,8 @@ static void test_qgemm_avx512_groups(void)
     CHECK_EQ_INT(qgemm_groups_make(&qgemm_isa_avx512, be->pool, &tw, &alt), VLLMC_OK);
     CHECK(alt == NULL);
     case_free(&cd);
-    case_init(&cd, DTYPE_Q8_0, 1, 32, 256);
-    tensor_init_2d(&tw, DTYPE_Q8_0, cd.w, 256, 32);
+    case_init(&cd, DTYPE_Q4_0, 1, 32, 256);
+    tensor_init_2d(&tw, DTYPE_Q4_0, cd.w, 256, 32);
     alt = (void *)1;
     CHECK_EQ_INT(qgemm_groups_make(&qgemm_isa_avx512, be->pool, &tw, &alt), VLLMC_OK);
     CHECK(alt == NULL);

@@ -156,10 +156,13 @@ ALWAYS_INLINE void store_4x16(__m512 v0, __m512 v1, __m512 v2, __m512 v3, float 
     }
 }
 
-// SUB values per weight scale (32 or 16).
+// SUB values per weight scale (32 or 16). GRP 0: panel is a panel; else
+// (SUB 32, no min) it is a Q8_0 group read in place, GRP bytes a block (16
+// fp16 scales, then 8 lines of the 16 rows' dwords).
 ALWAYS_INLINE void lanes_tile(const int R, const int G, const int SUB, const bool has_min,
-                              const uint8_t *panel, int64_t k, const uint8_t *const *a, float *out,
-                              const uint8_t *pf, size_t pf_bytes)
+                              const int GRP, const uint8_t *panel, int64_t k,
+                              const uint8_t *const *a, float *out, const uint8_t *pf,
+                              size_t pf_bytes)
 {
     // Prefetch the lines of pf a few per block step, spread over the tile's run.
     const size_t n_steps = (size_t)(QGEMM_PANEL / R) * (size_t)(k / SUB);
@@ -192,6 +195,10 @@ ALWAYS_INLINE void lanes_tile(const int R, const int G, const int SUB, const boo
         for (int64_t j = 0; j < k / SUB; j++) {
             for (size_t i = 0; i < per_step && pf_at < pf_end; i++, pf_at += 64)
                 _mm_prefetch(pf_at, _MM_HINT_T1);
+            _Alignas(64) float gws[QGEMM_PANEL]; // GRP: the block's row scales
+            if (GRP)
+                _mm512_store_ps(gws, _mm512_cvtph_ps(_mm256_loadu_si256(
+                                         (const __m256i *)(panel + (size_t)j * GRP))));
             __m512i ia[8][QGEMM_GROUPS];
             UNROLL
             for (int g = 0; g < G; g++) {
@@ -208,7 +215,9 @@ ALWAYS_INLINE void lanes_tile(const int R, const int G, const int SUB, const boo
                     A[g] = _mm512_load_si512(a[g] + 16 * SUB * j + 64 * s);
                 UNROLL
                 for (int r = 0; r < R; r++) {
-                    __m512i W = _mm512_set1_epi32(load_i32(wq[r] + SUB * j + 4 * s));
+                    __m512i W = _mm512_set1_epi32(
+                        GRP ? load_i32(panel + (size_t)j * GRP + 32 + 64 * s + 4 * (r0 + r))
+                            : load_i32(wq[r] + SUB * j + 4 * s));
                     UNROLL
                     for (int g = 0; g < G; g++)
                         ia[r][g] = _mm512_dpbusd_epi32(ia[r][g], W, A[g]);
@@ -221,9 +230,9 @@ ALWAYS_INLINE void lanes_tile(const int R, const int G, const int SUB, const boo
                 __m512 AS = has_min ? _mm512_load_ps(as[g] + 16 * b) : _mm512_setzero_ps();
                 UNROLL
                 for (int r = 0; r < R; r++) {
-                    acc[r][g] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia[r][g]),
-                                                _mm512_mul_ps(_mm512_set1_ps(ws[r][j]), D),
-                                                acc[r][g]);
+                    acc[r][g] = _mm512_fmadd_ps(
+                        _mm512_cvtepi32_ps(ia[r][g]),
+                        _mm512_mul_ps(_mm512_set1_ps(GRP ? gws[r0 + r] : ws[r][j]), D), acc[r][g]);
                     if (has_min)
                         acc[r][g] = _mm512_fmadd_ps(_mm512_set1_ps(wm[r][j]), AS, acc[r][g]);
                 }
@@ -244,27 +253,27 @@ static void tile_32(const uint8_t *panel, int64_t k, int n_groups, const uint8_t
                     float *out, const uint8_t *pf, size_t pf_bytes)
 {
     if (n_groups == 2)
-        lanes_tile(4, 2, 32, false, panel, k, a, out, pf, pf_bytes);
+        lanes_tile(4, 2, 32, false, 0, panel, k, a, out, pf, pf_bytes);
     else
-        lanes_tile(8, 1, 32, false, panel, k, a, out, pf, pf_bytes);
+        lanes_tile(8, 1, 32, false, 0, panel, k, a, out, pf, pf_bytes);
 }
 
 static void tile_32_min(const uint8_t *panel, int64_t k, int n_groups, const uint8_t *const *a,
                         float *out, const uint8_t *pf, size_t pf_bytes)
 {
     if (n_groups == 2)
-        lanes_tile(4, 2, 32, true, panel, k, a, out, pf, pf_bytes);
+        lanes_tile(4, 2, 32, true, 0, panel, k, a, out, pf, pf_bytes);
     else
-        lanes_tile(8, 1, 32, true, panel, k, a, out, pf, pf_bytes);
+        lanes_tile(8, 1, 32, true, 0, panel, k, a, out, pf, pf_bytes);
 }
 
 static void tile_16(const uint8_t *panel, int64_t k, int n_groups, const uint8_t *const *a,
                     float *out, const uint8_t *pf, size_t pf_bytes)
 {
     if (n_groups == 2)
-        lanes_tile(4, 2, 16, false, panel, k, a, out, pf, pf_bytes);
+        lanes_tile(4, 2, 16, false, 0, panel, k, a, out, pf, pf_bytes);
     else
-        lanes_tile(8, 1, 16, false, panel, k, a, out, pf, pf_bytes);
+        lanes_tile(8, 1, 16, false, 0, panel, k, a, out, pf, pf_bytes);
 }
 
 // ---- weight panels ----
@@ -1630,6 +1639,126 @@ static void q6_k_group_unpack(const uint8_t *g, int64_t k, uint8_t *panel, size_
     }
 }
 
+// ---- Q8_0 in 16-row groups: a lane per row ----
+//
+// A group's block (QGEMM_Q80_GROUP_BLOCK_BYTES, 32 values): d [16] (fp16),
+// then 8 lines of 64 bytes, line i byte 4r + t = value 4i + t of row r plus
+// 128 (the panel's unsigned bytes). The tiles read a group in place
+// (lanes_tile with GRP), so a Q8_0 panel is never unpacked.
+_Static_assert(32 + 8 * 64 == QGEMM_Q80_GROUP_BLOCK_BYTES, "Q8_0 group layout");
+
+static void q8_0_group_pack(const uint8_t *const *rows, int64_t k, uint8_t *dst)
+{
+    for (int64_t j = 0; j < k / 32; j++) {
+        uint8_t *g = dst + (size_t)j * QGEMM_Q80_GROUP_BLOCK_BYTES;
+        for (int r = 0; r < QGEMM_PANEL; r++) {
+            const struct block_q8_0 *b = (const struct block_q8_0 *)rows[r] + j;
+            memcpy(g + 2 * r, &b->d, 2);
+            for (int i = 0; i < 8; i++)
+                for (int t = 0; t < 4; t++)
+                    g[32 + 64 * i + 4 * r + t] = (uint8_t)(b->qs[4 * i + t] ^ 0x80);
+        }
+    }
+}
+
+// q8_0_gemv_t's arithmetic per row (per block in order the exact sum of
+// (w + 128) a minus 128 sum(a), then fma(sum, d_w d_a, acc)), one row a lane.
+ALWAYS_INLINE void q8_0_group_gemv_t(const int T, const uint8_t *g, const uint8_t *a,
+                                     size_t a_stride, int64_t k, const uint8_t *pf, float *out)
+{
+    struct row_act ra[QGEMM_GEMV_TOKENS];
+    __m512 acc[QGEMM_GEMV_TOKENS];
+    UNROLL
+    for (int t = 0; t < T; t++) {
+        ra[t] = row_act_at(a + (size_t)t * a_stride, k);
+        acc[t] = _mm512_setzero_ps();
+    }
+    for (int64_t j = 0; j < k / 32; j++) {
+        const uint8_t *b = g + (size_t)j * QGEMM_Q80_GROUP_BLOCK_BYTES;
+        prefetch_span(pf, (size_t)j * QGEMM_Q80_GROUP_BLOCK_BYTES, QGEMM_Q80_GROUP_BLOCK_BYTES);
+        const __m512 wd = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)b));
+        __m512i w[8];
+        UNROLL
+        for (int i = 0; i < 8; i++)
+            w[i] = _mm512_loadu_si512(b + 32 + 64 * i);
+        UNROLL
+        for (int t = 0; t < T; t++) {
+            const int32_t *q = (const int32_t *)(ra[t].q + 32 * j);
+            __m512i i0 = _mm512_setzero_si512(), i1 = _mm512_setzero_si512();
+            UNROLL
+            for (int i = 0; i < 8; i += 2) {
+                i0 = _mm512_dpbusd_epi32(i0, w[i], _mm512_set1_epi32(q[i]));
+                i1 = _mm512_dpbusd_epi32(i1, w[i + 1], _mm512_set1_epi32(q[i + 1]));
+            }
+            __m512i sum =
+                _mm512_sub_epi32(_mm512_add_epi32(i0, i1), _mm512_set1_epi32(ra[t].qsum[j] << 7));
+            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum),
+                                     _mm512_mul_ps(wd, _mm512_set1_ps(ra[t].d[j])), acc[t]);
+        }
+    }
+    UNROLL
+    for (int t = 0; t < T; t++)
+        _mm512_storeu_ps(out + 16 * t, acc[t]);
+}
+
+static void q8_0_group_gemv(const uint8_t *g, const uint8_t *a, size_t a_stride, int n_tokens,
+                            int64_t k, const uint8_t *pf, float *out)
+{
+    switch (n_tokens) {
+    case 1:
+        q8_0_group_gemv_t(1, g, a, a_stride, k, pf, out);
+        break;
+    case 2:
+        q8_0_group_gemv_t(2, g, a, a_stride, k, pf, out);
+        break;
+    case 3:
+        q8_0_group_gemv_t(3, g, a, a_stride, k, pf, out);
+        break;
+    default:
+        q8_0_group_gemv_t(4, g, a, a_stride, k, pf, out);
+        break;
+    }
+}
+
+// The group at g into 16 panel rows (q8_0_unpack's panel: w + 128 as bytes,
+// ws = d), for the tile units that take panels (AMX).
+static void q8_0_group_unpack(const uint8_t *g, int64_t k, uint8_t *panel, size_t prb)
+{
+    const int64_t nb = k / 32;
+    for (int64_t j0 = 0; j0 < nb; j0 += 8) {
+        __m512i ws[8];
+        const int n = nb - j0 < 8 ? (int)(nb - j0) : 8; // k % 128 == 0: 4 or 8
+        for (int j = 0; j < n; j++) {
+            const uint8_t *b = g + (size_t)(j0 + j) * QGEMM_Q80_GROUP_BLOCK_BYTES;
+            __m512i v[8];
+            for (int i = 0; i < 8; i++)
+                v[i] = _mm512_loadu_si512(b + 32 + 64 * i);
+            store_rows_16x8(v, panel + 32 * (j0 + j), prb);
+            ws[j] = _mm512_castps_si512(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)b)));
+        }
+        if (n == 8) {
+            store_rows_16x8(ws, panel + qgemm_panel_ws_off(k) + 4 * (size_t)j0, prb);
+        } else {
+            _Alignas(64) float d[8][16];
+            for (int j = 0; j < n; j++)
+                _mm512_store_si512(d[j], ws[j]);
+            for (int r = 0; r < QGEMM_PANEL; r++)
+                for (int j = 0; j < n; j++)
+                    memcpy(panel + (size_t)r * prb + qgemm_panel_ws_off(k) + 4 * (size_t)(j0 + j),
+                           &d[j][r], 4);
+        }
+    }
+}
+
+static void q8_0_group_tile(const uint8_t *g, int64_t k, int n_groups, const uint8_t *const *a,
+                            float *out, const uint8_t *pf, size_t pf_bytes)
+{
+    if (n_groups == 2)
+        lanes_tile(4, 2, 32, false, QGEMM_Q80_GROUP_BLOCK_BYTES, g, k, a, out, pf, pf_bytes);
+    else
+        lanes_tile(8, 1, 32, false, QGEMM_Q80_GROUP_BLOCK_BYTES, g, k, a, out, pf, pf_bytes);
+}
+
 static void store_rows(const float *out, const float *bias, int n_tokens, int n_rows,
                        bool stream, float *const *y)
 {
@@ -1660,14 +1789,15 @@ static void store_fence(void)
 
 static const struct qgemm_kernel kernels[] = {
     {DTYPE_Q8_0, 128, 128, 32, q8_0_unpack, tile_32, q8_0_gemv, q8_0_gemv16, qgemm_amx_tile_32,
-     qgemm_amx_tile_q8_0_rows, 0, NULL, NULL, NULL},
+     qgemm_amx_tile_q8_0_rows, QGEMM_Q80_GROUP_BLOCK_BYTES * 4, q8_0_group_pack, q8_0_group_gemv,
+     q8_0_group_unpack, q8_0_group_tile},
     {DTYPE_Q4_0, 128, 8, 32, q4_0_unpack, tile_32, q4_0_gemv, q4_0_gemv16, qgemm_amx_tile_32, NULL,
-     0, NULL, NULL, NULL},
+     0, NULL, NULL, NULL, NULL},
     {DTYPE_Q4_K, QK_K, 0, 32, q4_k_unpack, tile_32_min, q4_k_gemv, q4_k_gemv16,
      qgemm_amx_tile_32_min, NULL, QGEMM_Q4K_GROUP_SB_BYTES, q4_k_group_pack, q4_k_group_gemv,
-     q4_k_group_unpack},
+     q4_k_group_unpack, NULL},
     {DTYPE_Q6_K, QK_K, 32, 16, q6_k_unpack, tile_16, q6_k_gemv, q6_k_gemv16, qgemm_amx_tile_16,
-     NULL, QGEMM_Q6K_GROUP_SB_BYTES, q6_k_group_pack, q6_k_group_gemv, q6_k_group_unpack},
+     NULL, QGEMM_Q6K_GROUP_SB_BYTES, q6_k_group_pack, q6_k_group_gemv, q6_k_group_unpack, NULL},
 };
 
 const struct qgemm_isa qgemm_isa_avx512 = {

@@ -144,6 +144,7 @@ struct qgemm_ctx {
     const struct op_call *c;
     int64_t m, n, k;
     const uint8_t *groups; // the weight's 16-row groups (qgemm_groups_of), or NULL
+    qgemm_tile_fn group_tile; // with groups: kern's group_tile where the CPU has no AMX
     size_t group_bytes;    // of one group
     float **y_rows;      // [m] the dst rows
     uint8_t *act;        // [n_groups, qgemm_group_bytes(k)], or one decode row
@@ -184,9 +185,12 @@ static void qgemm_panel_run(const struct qgemm_ctx *ctx, int64_t p, uint8_t *pan
     const int R = ctx->n - j0 < QGEMM_PANEL ? (int)(ctx->n - j0) : QGEMM_PANEL;
     const size_t prb = qgemm_panel_row_bytes(k);
     const bool in_place = ctx->tile_rows && R == QGEMM_PANEL && !ctx->groups;
-    if (ctx->groups) // whole groups only: n is a multiple of 16
-        ctx->kern->group_unpack(ctx->groups + (size_t)p * ctx->group_bytes, k, panel, prb);
-    for (int r = 0; r < QGEMM_PANEL && !in_place && !ctx->groups;
+    // Groups (whole ones only: n is a multiple of 16) are read in place by
+    // group_tile, else unpacked.
+    const uint8_t *group = ctx->groups ? ctx->groups + (size_t)p * ctx->group_bytes : NULL;
+    if (group && !ctx->group_tile)
+        ctx->kern->group_unpack(group, k, panel, prb);
+    for (int r = 0; r < QGEMM_PANEL && !in_place && !group;
          r++) { // in place: the tile reads the rows
         if (r < R)
             ctx->kern->unpack(tensor_row(w, j0 + r), k, panel + (size_t)r * prb);
@@ -224,7 +228,9 @@ static void qgemm_panel_run(const struct qgemm_ctx *ctx, int64_t p, uint8_t *pan
         // the fill buffers the tile's own loads need, and the stores drain
         // while the next tile runs. Without them a 512 x 3072 x 1024 Q4_0
         // product runs 10% faster on one core (9.8 against 10.8 ms).
-        if (in_place)
+        if (group && ctx->group_tile)
+            ctx->group_tile(group, k, G, a, out, pf, pf_bytes);
+        else if (in_place)
             ctx->tile_rows(tensor_row(w, j0), (size_t)w->nb[1], panel, k, G, a, out, pf, pf_bytes);
         else
             ctx->tile(panel, k, G, a, out, pf, pf_bytes);
@@ -429,6 +435,7 @@ enum vllmc_status qgemm_run(const struct qgemm_isa *isa, const struct op_call *c
     const bool amx = ctx.kern->tile_amx && cpu_features_get()->amx_int8;
     ctx.tile = amx ? ctx.kern->tile_amx : ctx.kern->tile;
     ctx.tile_rows = amx ? ctx.kern->tile_amx_rows : NULL;
+    ctx.group_tile = amx ? NULL : ctx.kern->group_tile;
     if (ctx.m == 0 || ctx.n == 0)
         return VLLMC_OK;
     struct threadpool *pool = op_call_pool(c);

@@ -125,6 +125,8 @@ typedef void (*qgemm_gemv16_fn)(const uint8_t *const *w, const uint8_t *a, int64
 // Bytes of one super-block (QK_K values) of a 16-row Q4_K or Q6_K group.
 #define QGEMM_Q4K_GROUP_SB_BYTES 2368
 #define QGEMM_Q6K_GROUP_SB_BYTES 3360
+// Bytes of one 32-value block of a 16-row Q8_0 group.
+#define QGEMM_Q80_GROUP_BLOCK_BYTES 544
 
 // rows[16] (packed rows of k values) into the group at dst.
 typedef void (*qgemm_group_pack_fn)(const uint8_t *const *rows, int64_t k, uint8_t *dst);
@@ -154,6 +156,9 @@ struct qgemm_kernel {
     qgemm_group_pack_fn group_pack;
     qgemm_group_gemv_fn group_gemv;
     qgemm_group_unpack_fn group_unpack;
+    // optional, with groups: tile's bits from a group read in place (its
+    // panel argument the group), for CPUs without AMX-INT8
+    qgemm_tile_fn group_tile;
 };
 
 struct qgemm_isa {
