@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdint.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -36,6 +37,21 @@ enum vllmc_status file_map_open(const char *path, struct file_map *fm, struct er
     close(fd);
     fm->n_bytes = n;
     return VLLMC_OK;
+}
+
+void file_map_drop(const struct file_map *fm, const void *p, size_t n)
+{
+    uintptr_t lo = (uintptr_t)p, hi = lo + n;
+    uintptr_t map_lo = (uintptr_t)fm->addr, map_hi = map_lo + fm->n_bytes;
+    if (!fm->addr || hi <= map_lo || lo >= map_hi)
+        return;
+    lo = lo < map_lo ? map_lo : lo;
+    hi = hi > map_hi ? map_hi : hi;
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    lo = (lo + page - 1) & ~(page - 1);
+    hi &= ~(page - 1);
+    if (hi > lo)
+        (void)madvise((void *)lo, hi - lo, MADV_DONTNEED); // advice: failing costs only memory
 }
 
 void file_map_close(struct file_map *fm)

@@ -17,5 +17,9 @@ struct file_map {
 enum vllmc_status file_map_open(const char *path, struct file_map *fm, struct err *err);
 // Unmaps; a zeroed file_map is a no-op.
 void file_map_close(struct file_map *fm);
+// Drops the pages wholly inside [p, p + n) (clamped to the mapping) from the
+// process: bytes read once and kept elsewhere. The mapping is never written,
+// so a later read brings the same bytes back from the file.
+void file_map_drop(const struct file_map *fm, const void *p, size_t n);
 
 #endif

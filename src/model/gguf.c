@@ -535,6 +535,11 @@ enum vllmc_status gguf_open(const char *path, struct gguf_file **out, struct err
     return VLLMC_OK;
 }
 
+void gguf_drop_bytes(const struct gguf_file *g, const void *p, size_t n)
+{
+    file_map_drop(&g->map, p, n);
+}
+
 void gguf_free(struct gguf_file *g)
 {
     if (!g)

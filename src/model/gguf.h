@@ -73,6 +73,9 @@ enum vllmc_status gguf_parse(const void *bytes, size_t n_bytes, struct gguf_file
 // Maps path read-only and parses it; the mapping lives as long as the result.
 enum vllmc_status gguf_open(const char *path, struct gguf_file **out, struct err *err);
 void gguf_free(struct gguf_file *g);
+// file_map_drop of [p, p + n) in the file gguf_open mapped (nothing for a
+// gguf_parse image).
+void gguf_drop_bytes(const struct gguf_file *g, const void *p, size_t n);
 
 uint32_t gguf_version(const struct gguf_file *g);
 size_t gguf_alignment(const struct gguf_file *g);

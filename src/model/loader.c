@@ -540,11 +540,15 @@ static enum vllmc_status loader_prepare_weights(struct loader *ld)
             m->alts[m->n_alts++] = alt;
             w[i]->alt = alt;
             n_bytes += tensor_n_bytes(w[i]);
+            // The kernels read the copy: the file's pages of w, read once to
+            // make it, leave the process (a GGUF tensor in the mapping).
+            if (m->gguf)
+                gguf_drop_bytes(m->gguf, w[i]->data, tensor_n_bytes(w[i]));
         }
     }
     mem_free(w);
     if (!rc && m->n_alts)
-        log_info("model: %d matrices (%.1f MiB) also laid out for the %s backend's kernels",
+        log_info("model: %d matrices (%.1f MiB) laid out again for the %s backend's kernels",
                  m->n_alts, (double)n_bytes / (1024.0 * 1024.0), backend_name(m->backend));
     return rc;
 }

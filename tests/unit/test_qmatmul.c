@@ -320,6 +320,10 @@ static void test_qgemm_avx512_groups(void)
     check_groups_alt(be, p, DTYPE_Q8_0, 48, 1024);
     check_groups_alt(be, p, DTYPE_Q8_0, 96, 3072);
     check_groups_alt(be, p, DTYPE_Q8_0, 1040, 512);
+    check_groups_alt(be, p, DTYPE_Q4_0, 16, 128);
+    check_groups_alt(be, p, DTYPE_Q4_0, 48, 1024);
+    check_groups_alt(be, p, DTYPE_Q4_0, 96, 3072);
+    check_groups_alt(be, p, DTYPE_Q4_0, 1040, 512);
 
     // What gets no groups: rows not a multiple of 16, a type without them.
     struct case_data cd;
@@ -330,8 +334,8 @@ static void test_qgemm_avx512_groups(void)
     CHECK_EQ_INT(qgemm_groups_make(&qgemm_isa_avx512, be->pool, &tw, &alt), VLLMC_OK);
     CHECK(alt == NULL);
     case_free(&cd);
-    case_init(&cd, DTYPE_Q4_0, 1, 32, 256);
-    tensor_init_2d(&tw, DTYPE_Q4_0, cd.w, 256, 32);
+    case_init(&cd, DTYPE_Q5_0, 1, 32, 256);
+    tensor_init_2d(&tw, DTYPE_Q5_0, cd.w, 256, 32);
     alt = (void *)1;
     CHECK_EQ_INT(qgemm_groups_make(&qgemm_isa_avx512, be->pool, &tw, &alt), VLLMC_OK);
     CHECK(alt == NULL);

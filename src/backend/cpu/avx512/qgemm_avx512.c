@@ -1304,11 +1304,25 @@ GEMV_DISPATCH(q6_k)
 #define Q4K_GROUP_QS_OFF 320
 _Static_assert(Q4K_GROUP_QS_OFF + 8 * 4 * 64 == QGEMM_Q4K_GROUP_SB_BYTES, "Q4_K group layout");
 
-// rows [16] (natural Q4_K rows of k values) into one group at dst.
+// Of 64 bytes of 4-bit values (8 runs of 8): per run the dword whose byte t
+// holds value t low and value t + 4 high.
+ALWAYS_INLINE __m256i nibble_pairs(__m512i v)
+{
+    // Byte t of the qword | (qword >> 28): value t | value t + 4 << 4 (the
+    // values fill only their low 4 bits).
+    return _mm512_cvtepi64_epi32(_mm512_or_si512(v, _mm512_srli_epi64(v, 28)));
+}
+
+// rows [16] (natural Q4_K rows of k values) into one group at dst: per row
+// the 32 line dwords (nibble_pairs of the values in order), then a 16 x 16
+// transpose per 16 lines.
 static void q4_k_group_pack(const uint8_t *const *rows, int64_t k, uint8_t *dst)
 {
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    const int lanes = 0 | 2 << 2 | 1 << 4 | 3 << 6; // [x.0, x.2, x.1, x.3]
     for (int64_t s = 0; s < k / QK_K; s++) {
         uint8_t *g = dst + (size_t)s * QGEMM_Q4K_GROUP_SB_BYTES;
+        __m512 lines[2][16]; // [half of the 32 lines][row]
         for (int r = 0; r < QGEMM_PANEL; r++) {
             const struct block_q4_k *b = (const struct block_q4_k *)rows[r] + s;
             memcpy(g + 2 * r, &b->d, 2);
@@ -1316,18 +1330,22 @@ static void q4_k_group_pack(const uint8_t *const *rows, int64_t k, uint8_t *dst)
             for (int j = 0; j < 8; j++)
                 kquant_scale_min(j, b->scales, g + Q4K_GROUP_SC_OFF + 16 * j + r,
                                  g + Q4K_GROUP_MN_OFF + 16 * j + r);
-            // Sub-block j's weights are the low (j even) or high (j odd)
-            // nibbles of qs[32 (j / 2) ..]: weights 8h .. 8h + 7 of it come from
-            // the 8 bytes at 8h, and the group's byte t takes weight t's nibble
-            // low and weight t + 4's high.
-            for (int j = 0; j < 8; j++)
-                for (int h = 0; h < 4; h++) {
-                    uint64_t q;
-                    memcpy(&q, b->qs + 32 * (j / 2) + 8 * h, 8);
-                    q = (j % 2 ? q >> 4 : q) & 0x0F0F0F0F0F0F0F0Full;
-                    uint32_t v = (uint32_t)q | (uint32_t)(q >> 32) << 4;
-                    memcpy(g + Q4K_GROUP_QS_OFF + (4 * j + h) * 64 + 4 * r, &v, 4);
-                }
+            // qs[32c + l]: value 64c + l low (sub-block 2c), 64c + 32 + l high (2c + 1).
+            __m512i x0 = _mm512_loadu_si512(b->qs), x1 = _mm512_loadu_si512(b->qs + 64);
+            __m256i sb02 = nibble_pairs(_mm512_and_si512(x0, m4));                       // j 0, 2
+            __m256i sb13 = nibble_pairs(_mm512_and_si512(_mm512_srli_epi16(x0, 4), m4)); // j 1, 3
+            __m256i sb46 = nibble_pairs(_mm512_and_si512(x1, m4));                       // j 4, 6
+            __m256i sb57 = nibble_pairs(_mm512_and_si512(_mm512_srli_epi16(x1, 4), m4)); // j 5, 7
+            // Line 4j + h: [j0 | j1 | j2 | j3] and [j4 | j5 | j6 | j7], 4 dwords each.
+            __m512i a = _mm512_inserti64x4(_mm512_castsi256_si512(sb02), sb13, 1);
+            __m512i c = _mm512_inserti64x4(_mm512_castsi256_si512(sb46), sb57, 1);
+            lines[0][r] = _mm512_castsi512_ps(_mm512_shuffle_i32x4(a, a, lanes));
+            lines[1][r] = _mm512_castsi512_ps(_mm512_shuffle_i32x4(c, c, lanes));
+        }
+        for (int half = 0; half < 2; half++) {
+            avx512_transpose16(lines[half]); // lines[half][i]: line 16 half + i, a row a lane
+            for (int i = 0; i < 16; i++)
+                _mm512_storeu_ps(g + Q4K_GROUP_QS_OFF + (16 * half + i) * 64, lines[half][i]);
         }
     }
 }
@@ -1494,39 +1512,48 @@ static void q4_k_group_unpack(const uint8_t *g, int64_t k, uint8_t *panel, size_
 #define Q6K_GROUP_HI_OFF (Q6K_GROUP_LO_OFF + 16 * 2 * 64)
 _Static_assert(Q6K_GROUP_HI_OFF + 16 * 64 == QGEMM_Q6K_GROUP_SB_BYTES, "Q6_K group layout");
 
-// Value w (q + 32) of a Q6_K block: in half h = w / 128, value l (< 128) is a
-// nibble of ql[64h + l % 64] (the high one for l >= 64) with bits 4-5 from
-// qh[32h + l % 32] at bit 2 (l / 32).
-static uint8_t q6_k_value(const struct block_q6_k *b, int w)
-{
-    int h = w / 128, l = w % 128;
-    uint8_t ql = b->ql[64 * h + l % 64], qh = b->qh[32 * h + l % 32];
-    return (uint8_t)((l < 64 ? ql & 15 : ql >> 4) | ((qh >> (2 * (l / 32))) & 3) << 4);
-}
-
+// rows [16] (natural Q6_K rows) into one group at dst: per row the values
+// (q6_k_half), their line dwords (nibble_pairs of the low nibbles; the top
+// 2 bits of 4 runs of 4 folded into one dword), then 16 x 16 transposes.
 static void q6_k_group_pack(const uint8_t *const *rows, int64_t k, uint8_t *dst)
 {
-    for (int r = 0; r < QGEMM_PANEL; r++) {
-        for (int64_t s = 0; s < k / QK_K; s++) {
+    const __m512i m4 = _mm512_set1_epi8(0x0F), m3 = _mm512_set1_epi8(0x03);
+    for (int64_t s = 0; s < k / QK_K; s++) {
+        uint8_t *g = dst + (size_t)s * QGEMM_Q6K_GROUP_SB_BYTES;
+        __m512 lines[3][16]; // [low lines 0-15, 16-31, top-bit lines][row]
+        for (int r = 0; r < QGEMM_PANEL; r++) {
             const struct block_q6_k *b = (const struct block_q6_k *)rows[r] + s;
-            uint8_t *g = dst + (size_t)s * QGEMM_Q6K_GROUP_SB_BYTES;
-            uint8_t v[QK_K];
-            for (int w = 0; w < QK_K; w++)
-                v[w] = q6_k_value(b, w);
             memcpy(g + 2 * r, &b->d, 2);
-            for (int j = 0; j < 16; j++) {
+            for (int j = 0; j < 16; j++)
                 g[Q6K_GROUP_SC_OFF + 16 * j + r] = (uint8_t)b->scales[j];
-                for (int t = 0; t < 4; t++) {
-                    const uint8_t *q = v + 16 * j + t;
-                    g[Q6K_GROUP_LO_OFF + (2 * j) * 64 + 4 * r + t] =
-                        (uint8_t)((q[0] & 15) | (q[4] & 15) << 4);
-                    g[Q6K_GROUP_LO_OFF + (2 * j + 1) * 64 + 4 * r + t] =
-                        (uint8_t)((q[8] & 15) | (q[12] & 15) << 4);
-                    g[Q6K_GROUP_HI_OFF + j * 64 + 4 * r + t] =
-                        (uint8_t)(q[0] >> 4 | (q[4] >> 4) << 2 | (q[8] >> 4) << 4 |
-                                  (q[12] >> 4) << 6);
-                }
+            __m512i v[4]; // values 64q .. 64q + 63: sub-blocks 4q .. 4q + 3
+            q6_k_half(b, 0, &v[0], &v[1]);
+            q6_k_half(b, 1, &v[2], &v[3]);
+            __m256i lo[4];
+            __m128i hb[4];
+            for (int q = 0; q < 4; q++) {
+                lo[q] = nibble_pairs(_mm512_and_si512(v[q], m4)); // lines 8q .. 8q + 7
+                // Top bits x (0..3): per qword byte t = x[t] | x[t + 4] << 2,
+                // then per pair of those byte t = first | second << 4.
+                __m512i x = _mm512_and_si512(_mm512_srli_epi16(v[q], 4), m3);
+                __m256i e = _mm512_cvtepi64_epi32(_mm512_or_si512(x, _mm512_srli_epi64(x, 30)));
+                hb[q] = _mm256_cvtepi64_epi32(_mm256_or_si256(e, _mm256_srli_epi64(e, 28)));
             }
+            lines[0][r] =
+                _mm512_castsi512_ps(_mm512_inserti64x4(_mm512_castsi256_si512(lo[0]), lo[1], 1));
+            lines[1][r] =
+                _mm512_castsi512_ps(_mm512_inserti64x4(_mm512_castsi256_si512(lo[2]), lo[3], 1));
+            __m256i h01 = _mm256_inserti128_si256(_mm256_castsi128_si256(hb[0]), hb[1], 1);
+            __m256i h23 = _mm256_inserti128_si256(_mm256_castsi128_si256(hb[2]), hb[3], 1);
+            lines[2][r] =
+                _mm512_castsi512_ps(_mm512_inserti64x4(_mm512_castsi256_si512(h01), h23, 1));
+        }
+        for (int i = 0; i < 3; i++)
+            avx512_transpose16(lines[i]);
+        for (int l = 0; l < 16; l++) {
+            _mm512_storeu_ps(g + Q6K_GROUP_LO_OFF + l * 64, lines[0][l]);
+            _mm512_storeu_ps(g + Q6K_GROUP_LO_OFF + (16 + l) * 64, lines[1][l]);
+            _mm512_storeu_ps(g + Q6K_GROUP_HI_OFF + l * 64, lines[2][l]);
         }
     }
 }
@@ -1639,6 +1666,28 @@ static void q6_k_group_unpack(const uint8_t *g, int64_t k, uint8_t *panel, size_
     }
 }
 
+// The block scales d of blocks j0 .. j0 + n - 1 (n = 4 or 8) of a group,
+// blocks bb bytes apart, into the panel rows' ws.
+static void group_block_scales(const uint8_t *g, size_t bb, int64_t k, int64_t j0, int n,
+                               uint8_t *panel, size_t prb)
+{
+    __m512i ws[8];
+    for (int j = 0; j < n; j++)
+        ws[j] = _mm512_castps_si512(
+            _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(g + (size_t)(j0 + j) * bb))));
+    if (n == 8) {
+        store_rows_16x8(ws, panel + qgemm_panel_ws_off(k) + 4 * (size_t)j0, prb);
+        return;
+    }
+    _Alignas(64) float d[8][16];
+    for (int j = 0; j < n; j++)
+        _mm512_store_si512(d[j], ws[j]);
+    for (int r = 0; r < QGEMM_PANEL; r++)
+        for (int j = 0; j < n; j++)
+            memcpy(panel + (size_t)r * prb + qgemm_panel_ws_off(k) + 4 * (size_t)(j0 + j), &d[j][r],
+                   4);
+}
+
 // ---- Q8_0 in 16-row groups: a lane per row ----
 //
 // A group's block (QGEMM_Q80_GROUP_BLOCK_BYTES, 32 values): d [16] (fp16),
@@ -1725,29 +1774,16 @@ static void q8_0_group_gemv(const uint8_t *g, const uint8_t *a, size_t a_stride,
 static void q8_0_group_unpack(const uint8_t *g, int64_t k, uint8_t *panel, size_t prb)
 {
     const int64_t nb = k / 32;
-    for (int64_t j0 = 0; j0 < nb; j0 += 8) {
-        __m512i ws[8];
-        const int n = nb - j0 < 8 ? (int)(nb - j0) : 8; // k % 128 == 0: 4 or 8
-        for (int j = 0; j < n; j++) {
-            const uint8_t *b = g + (size_t)(j0 + j) * QGEMM_Q80_GROUP_BLOCK_BYTES;
-            __m512i v[8];
-            for (int i = 0; i < 8; i++)
-                v[i] = _mm512_loadu_si512(b + 32 + 64 * i);
-            store_rows_16x8(v, panel + 32 * (j0 + j), prb);
-            ws[j] = _mm512_castps_si512(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)b)));
-        }
-        if (n == 8) {
-            store_rows_16x8(ws, panel + qgemm_panel_ws_off(k) + 4 * (size_t)j0, prb);
-        } else {
-            _Alignas(64) float d[8][16];
-            for (int j = 0; j < n; j++)
-                _mm512_store_si512(d[j], ws[j]);
-            for (int r = 0; r < QGEMM_PANEL; r++)
-                for (int j = 0; j < n; j++)
-                    memcpy(panel + (size_t)r * prb + qgemm_panel_ws_off(k) + 4 * (size_t)(j0 + j),
-                           &d[j][r], 4);
-        }
+    for (int64_t j = 0; j < nb; j++) {
+        const uint8_t *b = g + (size_t)j * QGEMM_Q80_GROUP_BLOCK_BYTES;
+        __m512i v[8];
+        for (int i = 0; i < 8; i++)
+            v[i] = _mm512_loadu_si512(b + 32 + 64 * i);
+        store_rows_16x8(v, panel + 32 * j, prb);
     }
+    for (int64_t j0 = 0; j0 < nb; j0 += 8) // k % 128 == 0: runs of 4 or 8 blocks
+        group_block_scales(g, QGEMM_Q80_GROUP_BLOCK_BYTES, k, j0, nb - j0 < 8 ? (int)(nb - j0) : 8,
+                           panel, prb);
 }
 
 static void q8_0_group_tile(const uint8_t *g, int64_t k, int n_groups, const uint8_t *const *a,
@@ -1757,6 +1793,116 @@ static void q8_0_group_tile(const uint8_t *g, int64_t k, int n_groups, const uin
         lanes_tile(4, 2, 32, false, QGEMM_Q80_GROUP_BLOCK_BYTES, g, k, a, out, pf, pf_bytes);
     else
         lanes_tile(8, 1, 32, false, QGEMM_Q80_GROUP_BLOCK_BYTES, g, k, a, out, pf, pf_bytes);
+}
+
+// ---- Q4_0 in 16-row groups: a lane per row ----
+//
+// A group's block (QGEMM_Q40_GROUP_BLOCK_BYTES, 32 values): d [16] (fp16),
+// then 4 lines of 64 bytes, line h byte 4r + t = value 8h + t of row r in the
+// low nibble and 8h + 4 + t in the high one (values q + 8, as in the file).
+_Static_assert(32 + 4 * 64 == QGEMM_Q40_GROUP_BLOCK_BYTES, "Q4_0 group layout");
+
+static void q4_0_group_pack(const uint8_t *const *rows, int64_t k, uint8_t *dst)
+{
+    for (int64_t j = 0; j < k / 32; j++) {
+        uint8_t *g = dst + (size_t)j * QGEMM_Q40_GROUP_BLOCK_BYTES;
+        for (int r = 0; r < QGEMM_PANEL; r++) {
+            const struct block_q4_0 *b = (const struct block_q4_0 *)rows[r] + j;
+            uint8_t v[32]; // value l: the low nibble of qs[l], l + 16 the high one
+            for (int l = 0; l < 16; l++) {
+                v[l] = b->qs[l] & 15;
+                v[l + 16] = b->qs[l] >> 4;
+            }
+            memcpy(g + 2 * r, &b->d, 2);
+            for (int h = 0; h < 4; h++)
+                for (int t = 0; t < 4; t++)
+                    g[32 + 64 * h + 4 * r + t] = (uint8_t)(v[8 * h + t] | v[8 * h + 4 + t] << 4);
+        }
+    }
+}
+
+// Block j's values of a Q4_0 group block b: quad[i] lane r = row r's values
+// 4i .. 4i + 3 (q + 8) as bytes.
+ALWAYS_INLINE void q4_0_group_quads(const uint8_t *b, __m512i quad[8])
+{
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    UNROLL
+    for (int h = 0; h < 4; h++) {
+        __m512i x = _mm512_loadu_si512(b + 32 + 64 * h);
+        quad[2 * h] = _mm512_and_si512(x, m4);
+        quad[2 * h + 1] = _mm512_and_si512(_mm512_srli_epi16(x, 4), m4);
+    }
+}
+
+// q4_0_gemv_t's arithmetic per row (per block in order the exact sum of
+// (q + 8) a minus 8 sum(a), then fma(sum, d_w d_a, acc)), one row a lane.
+ALWAYS_INLINE void q4_0_group_gemv_t(const int T, const uint8_t *g, const uint8_t *a,
+                                     size_t a_stride, int64_t k, const uint8_t *pf, float *out)
+{
+    struct row_act ra[QGEMM_GEMV_TOKENS];
+    __m512 acc[QGEMM_GEMV_TOKENS];
+    UNROLL
+    for (int t = 0; t < T; t++) {
+        ra[t] = row_act_at(a + (size_t)t * a_stride, k);
+        acc[t] = _mm512_setzero_ps();
+    }
+    for (int64_t j = 0; j < k / 32; j++) {
+        const uint8_t *b = g + (size_t)j * QGEMM_Q40_GROUP_BLOCK_BYTES;
+        prefetch_span(pf, (size_t)j * QGEMM_Q40_GROUP_BLOCK_BYTES, QGEMM_Q40_GROUP_BLOCK_BYTES);
+        const __m512 wd = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)b));
+        __m512i w[8];
+        q4_0_group_quads(b, w);
+        UNROLL
+        for (int t = 0; t < T; t++) {
+            const int32_t *q = (const int32_t *)(ra[t].q + 32 * j);
+            __m512i i0 = _mm512_setzero_si512(), i1 = _mm512_setzero_si512();
+            UNROLL
+            for (int i = 0; i < 8; i += 2) {
+                i0 = _mm512_dpbusd_epi32(i0, w[i], _mm512_set1_epi32(q[i]));
+                i1 = _mm512_dpbusd_epi32(i1, w[i + 1], _mm512_set1_epi32(q[i + 1]));
+            }
+            __m512i sum =
+                _mm512_sub_epi32(_mm512_add_epi32(i0, i1), _mm512_set1_epi32(ra[t].qsum[j] << 3));
+            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum),
+                                     _mm512_mul_ps(wd, _mm512_set1_ps(ra[t].d[j])), acc[t]);
+        }
+    }
+    UNROLL
+    for (int t = 0; t < T; t++)
+        _mm512_storeu_ps(out + 16 * t, acc[t]);
+}
+
+static void q4_0_group_gemv(const uint8_t *g, const uint8_t *a, size_t a_stride, int n_tokens,
+                            int64_t k, const uint8_t *pf, float *out)
+{
+    switch (n_tokens) {
+    case 1:
+        q4_0_group_gemv_t(1, g, a, a_stride, k, pf, out);
+        break;
+    case 2:
+        q4_0_group_gemv_t(2, g, a, a_stride, k, pf, out);
+        break;
+    case 3:
+        q4_0_group_gemv_t(3, g, a, a_stride, k, pf, out);
+        break;
+    default:
+        q4_0_group_gemv_t(4, g, a, a_stride, k, pf, out);
+        break;
+    }
+}
+
+// The group at g into 16 panel rows (q4_0_unpack's panel: q + 8 as bytes, ws = d).
+static void q4_0_group_unpack(const uint8_t *g, int64_t k, uint8_t *panel, size_t prb)
+{
+    const int64_t nb = k / 32;
+    for (int64_t j = 0; j < nb; j++) {
+        __m512i v[8];
+        q4_0_group_quads(g + (size_t)j * QGEMM_Q40_GROUP_BLOCK_BYTES, v);
+        store_rows_16x8(v, panel + 32 * j, prb);
+    }
+    for (int64_t j0 = 0; j0 < nb; j0 += 8) // k % 128 == 0: runs of 4 or 8 blocks
+        group_block_scales(g, QGEMM_Q40_GROUP_BLOCK_BYTES, k, j0, nb - j0 < 8 ? (int)(nb - j0) : 8,
+                           panel, prb);
 }
 
 static void store_rows(const float *out, const float *bias, int n_tokens, int n_rows,
@@ -1792,7 +1938,7 @@ static const struct qgemm_kernel kernels[] = {
      qgemm_amx_tile_q8_0_rows, QGEMM_Q80_GROUP_BLOCK_BYTES * 4, q8_0_group_pack, q8_0_group_gemv,
      q8_0_group_unpack, q8_0_group_tile},
     {DTYPE_Q4_0, 128, 8, 32, q4_0_unpack, tile_32, q4_0_gemv, q4_0_gemv16, qgemm_amx_tile_32, NULL,
-     0, NULL, NULL, NULL, NULL},
+     QGEMM_Q40_GROUP_BLOCK_BYTES * 4, q4_0_group_pack, q4_0_group_gemv, q4_0_group_unpack, NULL},
     {DTYPE_Q4_K, QK_K, 0, 32, q4_k_unpack, tile_32_min, q4_k_gemv, q4_k_gemv16,
      qgemm_amx_tile_32_min, NULL, QGEMM_Q4K_GROUP_SB_BYTES, q4_k_group_pack, q4_k_group_gemv,
      q4_k_group_unpack, NULL},

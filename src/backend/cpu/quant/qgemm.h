@@ -125,8 +125,9 @@ typedef void (*qgemm_gemv16_fn)(const uint8_t *const *w, const uint8_t *a, int64
 // Bytes of one super-block (QK_K values) of a 16-row Q4_K or Q6_K group.
 #define QGEMM_Q4K_GROUP_SB_BYTES 2368
 #define QGEMM_Q6K_GROUP_SB_BYTES 3360
-// Bytes of one 32-value block of a 16-row Q8_0 group.
+// Bytes of one 32-value block of a 16-row Q8_0 or Q4_0 group.
 #define QGEMM_Q80_GROUP_BLOCK_BYTES 544
+#define QGEMM_Q40_GROUP_BLOCK_BYTES 288
 
 // rows[16] (packed rows of k values) into the group at dst.
 typedef void (*qgemm_group_pack_fn)(const uint8_t *const *rows, int64_t k, uint8_t *dst);
