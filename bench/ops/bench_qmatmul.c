@@ -6,6 +6,7 @@
 // in the same run, one line per op, and the tok/s the matmuls alone allow.
 //
 //   bench_qmatmul [--threads N] [--types q4_k_m,q4_0,q8_0] [--reps N] [--cpu-time] [--m M] [--hot]
+//                 [--packed]
 //
 // --cpu-time times with the process's CPU time instead of the wall clock: on
 // a machine shared with other work it shows what the kernels cost when they
@@ -18,6 +19,10 @@
 //
 // --m M runs only m = M tokens (1 to 512; 16 is a batched decode step of 16
 // sequences).
+//
+// Each matrix gets the backend's own layout where it has one, as a loaded
+// model's do (backend_prepare_weight: the CPU's 16-row groups); --packed reads
+// the packed rows instead.
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,11 +50,13 @@ static const int64_t w_cols[W_COUNT] = {HIDDEN, HIDDEN, HIDDEN, Q_DIM, HIDDEN, H
 struct weight {
     struct tensor t;
     void *data; // owned
+    void *alt;  // owned: t's alt (backend_prepare_weight), or NULL
 };
 
 static bool use_cpu_time;
 static int only_m; // 0 = both decode and prefill
 static bool hot;   // every layer runs on layer 0's matrices
+static bool packed; // no backend_prepare_weight copies
 
 static int64_t now_us(void)
 {
@@ -91,14 +98,19 @@ static void fill_blocks(enum dtype t, uint8_t *p, size_t n_bytes)
     }
 }
 
-static bool weight_init(struct weight *w, enum dtype t, int64_t rows, int64_t cols)
+static bool weight_init(struct backend *be, struct weight *w, enum dtype t, int64_t rows,
+                        int64_t cols)
 {
     size_t n = dtype_row_bytes(t, cols) * (size_t)rows;
+    w->alt = NULL;
     w->data = mem_alloc_aligned(64, n);
     if (!w->data)
         return false;
     fill_blocks(t, w->data, n);
     tensor_init_2d(&w->t, t, w->data, cols, rows);
+    if (!packed && backend_prepare_weight(be, &w->t, &w->alt))
+        return false;
+    w->t.alt = w->alt;
     return true;
 }
 
@@ -192,14 +204,14 @@ static void run_mix(struct backend *be, const char *mix, int reps)
     struct weight layers[N_LAYERS][W_COUNT], output;
     for (int l = 0; l < N_LAYERS; l++) {
         for (int i = 0; i < W_COUNT; i++) {
-            if (!weight_init(&layers[l][i], mix_type(mix, i, l), w_rows[i], w_cols[i])) {
+            if (!weight_init(be, &layers[l][i], mix_type(mix, i, l), w_rows[i], w_cols[i])) {
                 fprintf(stderr, "out of memory\n");
                 exit(1);
             }
         }
     }
     enum dtype out_t = !strcmp(mix, "q8_0") ? DTYPE_Q8_0 : DTYPE_Q6_K;
-    if (!weight_init(&output, out_t, VOCAB, HIDDEN))
+    if (!weight_init(be, &output, out_t, VOCAB, HIDDEN))
         exit(1);
 
     float *x = mem_alloc_aligned(64, (size_t)PREFILL * FFN * sizeof(float));
@@ -271,10 +283,14 @@ static void run_mix(struct backend *be, const char *mix, int reps)
     }
     mem_free(x);
     mem_free(y);
-    for (int l = 0; l < N_LAYERS; l++)
-        for (int i = 0; i < W_COUNT; i++)
+    for (int l = 0; l < N_LAYERS; l++) {
+        for (int i = 0; i < W_COUNT; i++) {
             mem_free(layers[l][i].data);
+            mem_free(layers[l][i].alt);
+        }
+    }
     mem_free(output.data);
+    mem_free(output.alt);
 }
 
 int main(int argc, char **argv)
@@ -292,11 +308,14 @@ int main(int argc, char **argv)
             use_cpu_time = true;
         else if (!strcmp(argv[i], "--hot"))
             hot = true;
+        else if (!strcmp(argv[i], "--packed"))
+            packed = true;
         else if (!strcmp(argv[i], "--reps") && i + 1 < argc)
             reps = atoi(argv[++i]);
         else {
-            fprintf(stderr, "usage: %s [--threads N] [--types q4_k_m,q4_0,q8_0] [--reps N] "
-                            "[--cpu-time] [--m M] [--hot]\n",
+            fprintf(stderr,
+                    "usage: %s [--threads N] [--types q4_k_m,q4_0,q8_0] [--reps N] "
+                    "[--cpu-time] [--m M] [--hot] [--packed]\n",
                     argv[0]);
             return 2;
         }
