@@ -29,11 +29,11 @@
 // the other's last run, which costs less than streams half as long).
 #define QGEMM_DECODE_LONG_RUNS 1
 #define QGEMM_STREAM_BYTES (2 << 20) // prefill outputs from this size bypass the caches
-// Decode over 16-row groups: how far ahead of its reads a run fetches. Two
-// Q4_K super-blocks of a group (4.6 KiB): a scratch loop over a 290 MB Q4_K
-// weight in groups read 62-65 GB/s on two Zen 5 cores that way, 57-61 with
-// the hardware's fetches alone, against 38-40 for the 4-row tiles of the
-// packed rows in the same runs (bench/RESULTS.md).
+// Decode over 16-row groups, every type: how many bytes ahead of its reads a
+// run fetches (into L1). Two Q4_K super-blocks of a group, 4.6 KiB: a scratch
+// loop over a 290 MB Q4_K weight in groups read 62-65 GB/s on two Zen 5
+// cores that way, 57-61 with the hardware's fetches alone, against 38-40 for
+// the 4-row tiles of the packed rows in the same runs (bench/RESULTS.md).
 #define QGEMM_GROUP_PREFETCH (2 * QGEMM_Q4K_GROUP_SB_BYTES)
 
 // The head of a qgemm_groups_make copy: the weight it was made from, so that
@@ -88,11 +88,6 @@ static void qgemm_pack_task(void *p, int task, int thread)
     const uint8_t *rows[QGEMM_PANEL];
     for (int r = 0; r < QGEMM_PANEL; r++)
         rows[r] = tensor_row(ctx->w, (int64_t)task * QGEMM_PANEL + r);
-    // The 16 rows lie together: fetch them all before the packing walks them
-    // a block of each row at a time (16 misses at once, not one after another).
-    const size_t n_bytes = (size_t)QGEMM_PANEL * ctx->w->nb[1];
-    for (size_t o = 0; o < n_bytes; o += 64)
-        __builtin_prefetch(rows[0] + o, 0, 3);
     ctx->kern->group_pack(rows, ctx->w->ne[0],
                           ctx->groups +
                               (size_t)task * qgemm_group_bytes_of(ctx->kern, ctx->w->ne[0]));
@@ -214,8 +209,8 @@ static void qgemm_panel_run(const struct qgemm_ctx *ctx, int64_t p, uint8_t *pan
     const uint8_t *group = ctx->groups ? ctx->groups + (size_t)p * ctx->group_bytes : NULL;
     if (group && !ctx->group_tile)
         ctx->kern->group_unpack(group, k, panel, prb);
-    for (int r = 0; r < QGEMM_PANEL && !in_place && !group;
-         r++) { // in place: the tile reads the rows
+    // The packed rows into the panel, unless the tile reads them in place.
+    for (int r = 0; r < QGEMM_PANEL && !in_place && !group; r++) {
         if (r < R)
             ctx->kern->unpack(tensor_row(w, j0 + r), k, panel + (size_t)r * prb);
         else // rows past n: zeros, their outputs dropped
