@@ -1319,7 +1319,6 @@ ALWAYS_INLINE __m256i nibble_pairs(__m512i v)
 static void q4_k_group_pack(const uint8_t *const *rows, int64_t k, uint8_t *dst)
 {
     const __m512i m4 = _mm512_set1_epi8(0x0F);
-    const int lanes = 0 | 2 << 2 | 1 << 4 | 3 << 6; // [x.0, x.2, x.1, x.3]
     for (int64_t s = 0; s < k / QK_K; s++) {
         uint8_t *g = dst + (size_t)s * QGEMM_Q4K_GROUP_SB_BYTES;
         __m512 lines[2][16]; // [half of the 32 lines][row]
@@ -1336,11 +1335,12 @@ static void q4_k_group_pack(const uint8_t *const *rows, int64_t k, uint8_t *dst)
             __m256i sb13 = nibble_pairs(_mm512_and_si512(_mm512_srli_epi16(x0, 4), m4)); // j 1, 3
             __m256i sb46 = nibble_pairs(_mm512_and_si512(x1, m4));                       // j 4, 6
             __m256i sb57 = nibble_pairs(_mm512_and_si512(_mm512_srli_epi16(x1, 4), m4)); // j 5, 7
-            // Line 4j + h: [j0 | j1 | j2 | j3] and [j4 | j5 | j6 | j7], 4 dwords each.
+            // Line 4j + h: [j0 | j1 | j2 | j3] and [j4 | j5 | j6 | j7], 4 dwords
+            // each; 0xD8 takes 128-bit lanes 0, 2, 1, 3.
             __m512i a = _mm512_inserti64x4(_mm512_castsi256_si512(sb02), sb13, 1);
             __m512i c = _mm512_inserti64x4(_mm512_castsi256_si512(sb46), sb57, 1);
-            lines[0][r] = _mm512_castsi512_ps(_mm512_shuffle_i32x4(a, a, lanes));
-            lines[1][r] = _mm512_castsi512_ps(_mm512_shuffle_i32x4(c, c, lanes));
+            lines[0][r] = _mm512_castsi512_ps(_mm512_shuffle_i32x4(a, a, 0xD8));
+            lines[1][r] = _mm512_castsi512_ps(_mm512_shuffle_i32x4(c, c, 0xD8));
         }
         for (int half = 0; half < 2; half++) {
             avx512_transpose16(lines[half]); // lines[half][i]: line 16 half + i, a row a lane
