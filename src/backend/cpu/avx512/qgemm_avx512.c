@@ -1740,7 +1740,7 @@ ALWAYS_INLINE void q8_0_group_gemv_t(const int T, const uint8_t *g, const uint8_
                 i1 = _mm512_dpbusd_epi32(i1, w[i + 1], _mm512_set1_epi32(q[i + 1]));
             }
             __m512i sum =
-                _mm512_sub_epi32(_mm512_add_epi32(i0, i1), _mm512_set1_epi32(ra[t].qsum[j] << 7));
+                _mm512_sub_epi32(_mm512_add_epi32(i0, i1), _mm512_set1_epi32(ra[t].qsum[j] * 128));
             acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum),
                                      _mm512_mul_ps(wd, _mm512_set1_ps(ra[t].d[j])), acc[t]);
         }
@@ -1862,7 +1862,7 @@ ALWAYS_INLINE void q4_0_group_gemv_t(const int T, const uint8_t *g, const uint8_
                 i1 = _mm512_dpbusd_epi32(i1, w[i + 1], _mm512_set1_epi32(q[i + 1]));
             }
             __m512i sum =
-                _mm512_sub_epi32(_mm512_add_epi32(i0, i1), _mm512_set1_epi32(ra[t].qsum[j] << 3));
+                _mm512_sub_epi32(_mm512_add_epi32(i0, i1), _mm512_set1_epi32(ra[t].qsum[j] * 8));
             acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum),
                                      _mm512_mul_ps(wd, _mm512_set1_ps(ra[t].d[j])), acc[t]);
         }
