@@ -1289,6 +1289,27 @@ GEMV_DISPATCH(q4_0)
 GEMV_DISPATCH(q4_k)
 GEMV_DISPATCH(q6_k)
 
+// The group kernels for 1..QGEMM_GEMV_TOKENS tokens, each a compile-time count.
+#define GROUP_GEMV_DISPATCH(NAME)                                                                  \
+    static void NAME##_group_gemv(const uint8_t *g, const uint8_t *a, size_t a_stride,             \
+                                  int n_tokens, int64_t k, const uint8_t *pf, float *out)          \
+    {                                                                                              \
+        switch (n_tokens) {                                                                        \
+        case 1:                                                                                    \
+            NAME##_group_gemv_t(1, g, a, a_stride, k, pf, out);                                    \
+            break;                                                                                 \
+        case 2:                                                                                    \
+            NAME##_group_gemv_t(2, g, a, a_stride, k, pf, out);                                    \
+            break;                                                                                 \
+        case 3:                                                                                    \
+            NAME##_group_gemv_t(3, g, a, a_stride, k, pf, out);                                    \
+            break;                                                                                 \
+        default:                                                                                   \
+            NAME##_group_gemv_t(4, g, a, a_stride, k, pf, out);                                    \
+            break;                                                                                 \
+        }                                                                                          \
+    }
+
 // ---- Q4_K in 16-row groups (qgemm.h, "groups"): a lane per row ----
 //
 // A group's super-block (QGEMM_Q4K_GROUP_SB_BYTES): d [16] and dmin [16]
@@ -1408,24 +1429,7 @@ ALWAYS_INLINE void q4_k_group_gemv_t(const int T, const uint8_t *g, const uint8_
         _mm512_storeu_ps(out + 16 * t, acc[t]);
 }
 
-static void q4_k_group_gemv(const uint8_t *g, const uint8_t *a, size_t a_stride, int n_tokens,
-                            int64_t k, const uint8_t *pf, float *out)
-{
-    switch (n_tokens) {
-    case 1:
-        q4_k_group_gemv_t(1, g, a, a_stride, k, pf, out);
-        break;
-    case 2:
-        q4_k_group_gemv_t(2, g, a, a_stride, k, pf, out);
-        break;
-    case 3:
-        q4_k_group_gemv_t(3, g, a, a_stride, k, pf, out);
-        break;
-    default:
-        q4_k_group_gemv_t(4, g, a, a_stride, k, pf, out);
-        break;
-    }
-}
+GROUP_GEMV_DISPATCH(q4_k)
 
 // v[0..7] (lane r: row r's dword i of v[i]) as 16 rows of 8 dwords: row r's
 // 32 bytes at dst + r * stride.
@@ -1622,24 +1626,7 @@ ALWAYS_INLINE void q6_k_group_gemv_t(const int T, const uint8_t *g, const uint8_
         _mm512_storeu_ps(out + 16 * t, acc[t]);
 }
 
-static void q6_k_group_gemv(const uint8_t *g, const uint8_t *a, size_t a_stride, int n_tokens,
-                            int64_t k, const uint8_t *pf, float *out)
-{
-    switch (n_tokens) {
-    case 1:
-        q6_k_group_gemv_t(1, g, a, a_stride, k, pf, out);
-        break;
-    case 2:
-        q6_k_group_gemv_t(2, g, a, a_stride, k, pf, out);
-        break;
-    case 3:
-        q6_k_group_gemv_t(3, g, a, a_stride, k, pf, out);
-        break;
-    default:
-        q6_k_group_gemv_t(4, g, a, a_stride, k, pf, out);
-        break;
-    }
-}
+GROUP_GEMV_DISPATCH(q6_k)
 
 // The group at g into 16 panel rows (q6_k_unpack's panel: the values q + 32
 // as bytes in order, ws = sc d).
@@ -1710,65 +1697,6 @@ static void q8_0_group_pack(const uint8_t *const *rows, int64_t k, uint8_t *dst)
     }
 }
 
-// q8_0_gemv_t's arithmetic per row (per block in order the exact sum of
-// (w + 128) a minus 128 sum(a), then fma(sum, d_w d_a, acc)), one row a lane.
-ALWAYS_INLINE void q8_0_group_gemv_t(const int T, const uint8_t *g, const uint8_t *a,
-                                     size_t a_stride, int64_t k, const uint8_t *pf, float *out)
-{
-    struct row_act ra[QGEMM_GEMV_TOKENS];
-    __m512 acc[QGEMM_GEMV_TOKENS];
-    UNROLL
-    for (int t = 0; t < T; t++) {
-        ra[t] = row_act_at(a + (size_t)t * a_stride, k);
-        acc[t] = _mm512_setzero_ps();
-    }
-    for (int64_t j = 0; j < k / 32; j++) {
-        const uint8_t *b = g + (size_t)j * QGEMM_Q80_GROUP_BLOCK_BYTES;
-        prefetch_span(pf, (size_t)j * QGEMM_Q80_GROUP_BLOCK_BYTES, QGEMM_Q80_GROUP_BLOCK_BYTES);
-        const __m512 wd = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)b));
-        __m512i w[8];
-        UNROLL
-        for (int i = 0; i < 8; i++)
-            w[i] = _mm512_loadu_si512(b + 32 + 64 * i);
-        UNROLL
-        for (int t = 0; t < T; t++) {
-            const int32_t *q = (const int32_t *)(ra[t].q + 32 * j);
-            __m512i i0 = _mm512_setzero_si512(), i1 = _mm512_setzero_si512();
-            UNROLL
-            for (int i = 0; i < 8; i += 2) {
-                i0 = _mm512_dpbusd_epi32(i0, w[i], _mm512_set1_epi32(q[i]));
-                i1 = _mm512_dpbusd_epi32(i1, w[i + 1], _mm512_set1_epi32(q[i + 1]));
-            }
-            __m512i sum =
-                _mm512_sub_epi32(_mm512_add_epi32(i0, i1), _mm512_set1_epi32(ra[t].qsum[j] * 128));
-            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum),
-                                     _mm512_mul_ps(wd, _mm512_set1_ps(ra[t].d[j])), acc[t]);
-        }
-    }
-    UNROLL
-    for (int t = 0; t < T; t++)
-        _mm512_storeu_ps(out + 16 * t, acc[t]);
-}
-
-static void q8_0_group_gemv(const uint8_t *g, const uint8_t *a, size_t a_stride, int n_tokens,
-                            int64_t k, const uint8_t *pf, float *out)
-{
-    switch (n_tokens) {
-    case 1:
-        q8_0_group_gemv_t(1, g, a, a_stride, k, pf, out);
-        break;
-    case 2:
-        q8_0_group_gemv_t(2, g, a, a_stride, k, pf, out);
-        break;
-    case 3:
-        q8_0_group_gemv_t(3, g, a, a_stride, k, pf, out);
-        break;
-    default:
-        q8_0_group_gemv_t(4, g, a, a_stride, k, pf, out);
-        break;
-    }
-}
-
 // The group at g into 16 panel rows (q8_0_unpack's panel: w + 128 as bytes,
 // ws = d), for the tile units that take panels (AMX).
 static void q8_0_group_unpack(const uint8_t *g, int64_t k, uint8_t *panel, size_t prb)
@@ -1834,11 +1762,16 @@ ALWAYS_INLINE void q4_0_group_quads(const uint8_t *b, __m512i quad[8])
     }
 }
 
-// q4_0_gemv_t's arithmetic per row (per block in order the exact sum of
-// (q + 8) a minus 8 sum(a), then fma(sum, d_w d_a, acc)), one row a lane.
-ALWAYS_INLINE void q4_0_group_gemv_t(const int T, const uint8_t *g, const uint8_t *a,
-                                     size_t a_stride, int64_t k, const uint8_t *pf, float *out)
+// q8_0_gemv_t's and q4_0_gemv_t's arithmetic per row (per block in order the
+// exact sum of (w + zp) a minus zp sum(a), then fma(sum, d_w d_a, acc)), one
+// row a lane, for the groups of 32-value blocks: Q8_0's (nib false: 8 lines
+// of bytes, zp 128) and Q4_0's (nib true: 4 lines of nibbles, zp 8).
+ALWAYS_INLINE void block32_group_gemv_t(const int T, const bool nib, const uint8_t *g,
+                                        const uint8_t *a, size_t a_stride, int64_t k,
+                                        const uint8_t *pf, float *out)
 {
+    const size_t bb = nib ? QGEMM_Q40_GROUP_BLOCK_BYTES : QGEMM_Q80_GROUP_BLOCK_BYTES;
+    const int32_t zp = nib ? 8 : 128;
     struct row_act ra[QGEMM_GEMV_TOKENS];
     __m512 acc[QGEMM_GEMV_TOKENS];
     UNROLL
@@ -1847,11 +1780,17 @@ ALWAYS_INLINE void q4_0_group_gemv_t(const int T, const uint8_t *g, const uint8_
         acc[t] = _mm512_setzero_ps();
     }
     for (int64_t j = 0; j < k / 32; j++) {
-        const uint8_t *b = g + (size_t)j * QGEMM_Q40_GROUP_BLOCK_BYTES;
-        prefetch_span(pf, (size_t)j * QGEMM_Q40_GROUP_BLOCK_BYTES, QGEMM_Q40_GROUP_BLOCK_BYTES);
+        const uint8_t *b = g + (size_t)j * bb;
+        prefetch_span(pf, (size_t)j * bb, bb);
         const __m512 wd = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)b));
         __m512i w[8];
-        q4_0_group_quads(b, w);
+        if (nib) {
+            q4_0_group_quads(b, w);
+        } else {
+            UNROLL
+            for (int i = 0; i < 8; i++)
+                w[i] = _mm512_loadu_si512(b + 32 + 64 * i);
+        }
         UNROLL
         for (int t = 0; t < T; t++) {
             const int32_t *q = (const int32_t *)(ra[t].q + 32 * j);
@@ -1862,7 +1801,7 @@ ALWAYS_INLINE void q4_0_group_gemv_t(const int T, const uint8_t *g, const uint8_
                 i1 = _mm512_dpbusd_epi32(i1, w[i + 1], _mm512_set1_epi32(q[i + 1]));
             }
             __m512i sum =
-                _mm512_sub_epi32(_mm512_add_epi32(i0, i1), _mm512_set1_epi32(ra[t].qsum[j] * 8));
+                _mm512_sub_epi32(_mm512_add_epi32(i0, i1), _mm512_set1_epi32(ra[t].qsum[j] * zp));
             acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum),
                                      _mm512_mul_ps(wd, _mm512_set1_ps(ra[t].d[j])), acc[t]);
         }
@@ -1872,24 +1811,11 @@ ALWAYS_INLINE void q4_0_group_gemv_t(const int T, const uint8_t *g, const uint8_
         _mm512_storeu_ps(out + 16 * t, acc[t]);
 }
 
-static void q4_0_group_gemv(const uint8_t *g, const uint8_t *a, size_t a_stride, int n_tokens,
-                            int64_t k, const uint8_t *pf, float *out)
-{
-    switch (n_tokens) {
-    case 1:
-        q4_0_group_gemv_t(1, g, a, a_stride, k, pf, out);
-        break;
-    case 2:
-        q4_0_group_gemv_t(2, g, a, a_stride, k, pf, out);
-        break;
-    case 3:
-        q4_0_group_gemv_t(3, g, a, a_stride, k, pf, out);
-        break;
-    default:
-        q4_0_group_gemv_t(4, g, a, a_stride, k, pf, out);
-        break;
-    }
-}
+#define q8_0_group_gemv_t(T, ...) block32_group_gemv_t(T, false, __VA_ARGS__)
+#define q4_0_group_gemv_t(T, ...) block32_group_gemv_t(T, true, __VA_ARGS__)
+
+GROUP_GEMV_DISPATCH(q8_0)
+GROUP_GEMV_DISPATCH(q4_0)
 
 // The group at g into 16 panel rows (q4_0_unpack's panel: q + 8 as bytes, ws = d).
 static void q4_0_group_unpack(const uint8_t *g, int64_t k, uint8_t *panel, size_t prb)
