@@ -4,7 +4,9 @@
 // order (threadpool_run_shares), so that a panel's prefetch of the next
 // panel's rows serves the same core; each panel is unpacked once and every
 // token group streams through it. Up to 4 tokens take the decode
-// kernel, which reads the packed rows directly.
+// kernel, which reads the packed rows directly. A weight with 16-row groups
+// (qgemm_groups_make, made at load) is read from them instead, by the decode
+// kernel and by the tiles.
 #include "backend/cpu/quant/qgemm.h"
 
 #include <string.h>

@@ -120,7 +120,8 @@ typedef void (*qgemm_gemv16_fn)(const uint8_t *const *w, const uint8_t *a, int64
 // without horizontal sums or run-time scale unpacking. Same arithmetic per
 // row as the packed rows, so the same bits. The group of rows 16 g.. lies at
 // group g x k / k_multiple x group_sb_bytes; the decode reads the groups of a
-// run as one stream, the tiles unpack a group into their panel.
+// run as one stream, the tiles unpack a group into their panel (or, where the
+// type has group_tile, read it in place).
 
 // Bytes of one super-block (QK_K values) of a 16-row Q4_K or Q6_K group.
 #define QGEMM_Q4K_GROUP_SB_BYTES 2368
