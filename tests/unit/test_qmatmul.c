@@ -166,14 +166,32 @@ static void check_groups(struct backend *be, const struct op_provider *p, enum d
     check_against_exact(be, p, t, 40, 18, 768);
 }
 
-static void check_isa(const struct op_provider *p, const struct qmm_isa *isa)
+// A CPU backend of 2 threads without the providers named in disable (NULL: none).
+static struct backend *cpu_backend_2(const char *disable)
 {
     struct backend_options o;
     backend_options_default(&o);
     o.n_threads = 2;
+    o.disable = disable;
     struct backend *be = NULL;
     struct err err = {0};
     CHECK_EQ_INT(backend_create("cpu", &o, &be, &err), VLLMC_OK);
+    return be;
+}
+
+// Whether cpu-q-gemm-avx512 can run here; says so when not.
+static bool have_avx512_vnni(void)
+{
+    const struct cpu_features *f = cpu_features_get();
+    if (f->avx512f && f->avx512bw && f->avx512vl && f->avx512vnni)
+        return true;
+    printf("  no AVX-512 VNNI on this CPU: skipped\n");
+    return false;
+}
+
+static void check_isa(const struct op_provider *p, const struct qmm_isa *isa)
+{
+    struct backend *be = cpu_backend_2(NULL);
     int n_types = 0;
     for (size_t i = 0; i < sizeof all_types / sizeof all_types[0]; i++) {
         if (!qmm_has_type(isa, all_types[i]))
@@ -190,17 +208,9 @@ static void check_isa(const struct op_provider *p, const struct qmm_isa *isa)
 
 static void test_qgemm_avx512(void)
 {
-    const struct cpu_features *f = cpu_features_get();
-    if (!f->avx512f || !f->avx512bw || !f->avx512vl || !f->avx512vnni) {
-        printf("  no AVX-512 VNNI on this CPU: skipped\n");
+    if (!have_avx512_vnni())
         return;
-    }
-    struct backend_options o;
-    backend_options_default(&o);
-    o.n_threads = 2;
-    struct backend *be = NULL;
-    struct err err = {0};
-    CHECK_EQ_INT(backend_create("cpu", &o, &be, &err), VLLMC_OK);
+    struct backend *be = cpu_backend_2(NULL);
     const struct op_provider *p = &cpu_qgemm_avx512_matmul;
     static const enum dtype types[] = {DTYPE_Q8_0, DTYPE_Q4_0, DTYPE_Q4_K, DTYPE_Q6_K};
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
@@ -296,17 +306,9 @@ static void check_groups_alt(struct backend *be, const struct op_provider *p, en
 
 static void test_qgemm_avx512_groups(void)
 {
-    const struct cpu_features *f = cpu_features_get();
-    if (!f->avx512f || !f->avx512bw || !f->avx512vl || !f->avx512vnni) {
-        printf("  no AVX-512 VNNI on this CPU: skipped\n");
+    if (!have_avx512_vnni())
         return;
-    }
-    struct backend_options o;
-    backend_options_default(&o);
-    o.n_threads = 2;
-    struct backend *be = NULL;
-    struct err err = {0};
-    CHECK_EQ_INT(backend_create("cpu", &o, &be, &err), VLLMC_OK);
+    struct backend *be = cpu_backend_2(NULL);
     const struct op_provider *p = &cpu_qgemm_avx512_matmul;
     check_groups_alt(be, p, DTYPE_Q4_K, 16, 256);
     check_groups_alt(be, p, DTYPE_Q4_K, 48, 1024);
@@ -349,8 +351,7 @@ static void test_qgemm_avx512_groups(void)
     CHECK(alt != NULL);
     mem_free(alt);
     backend_free(be);
-    o.disable = "cpu-q-gemm-avx512";
-    CHECK_EQ_INT(backend_create("cpu", &o, &be, &err), VLLMC_OK);
+    be = cpu_backend_2("cpu-q-gemm-avx512");
     CHECK_EQ_INT(backend_prepare_weight(be, &tw, &alt), VLLMC_OK);
     CHECK(alt == NULL);
     case_free(&cd);
@@ -368,11 +369,8 @@ static void test_avx2(void)
 
 static void test_avx512(void)
 {
-    const struct cpu_features *f = cpu_features_get();
-    if (!f->avx512f || !f->avx512bw || !f->avx512vl || !f->avx512vnni) {
-        printf("  no AVX-512 VNNI on this CPU: skipped\n");
+    if (!have_avx512_vnni())
         return;
-    }
     check_isa(&cpu_q_avx512_matmul, &qmm_isa_avx512);
 }
 
