@@ -1289,26 +1289,37 @@ GEMV_DISPATCH(q4_0)
 GEMV_DISPATCH(q4_k)
 GEMV_DISPATCH(q6_k)
 
-// The group kernels for 1..QGEMM_GEMV_TOKENS tokens, each a compile-time count.
-#define GROUP_GEMV_DISPATCH(NAME)                                                                  \
-    static void NAME##_group_gemv(const uint8_t *g, const uint8_t *a, size_t a_stride,             \
-                                  int n_tokens, int64_t k, const uint8_t *pf, float *out)          \
-    {                                                                                              \
-        switch (n_tokens) {                                                                        \
-        case 1:                                                                                    \
-            NAME##_group_gemv_t(1, g, a, a_stride, k, pf, out);                                    \
-            break;                                                                                 \
-        case 2:                                                                                    \
-            NAME##_group_gemv_t(2, g, a, a_stride, k, pf, out);                                    \
-            break;                                                                                 \
-        case 3:                                                                                    \
-            NAME##_group_gemv_t(3, g, a, a_stride, k, pf, out);                                    \
-            break;                                                                                 \
-        default:                                                                                   \
-            NAME##_group_gemv_t(4, g, a, a_stride, k, pf, out);                                    \
-            break;                                                                                 \
-        }                                                                                          \
+// The group kernels for 1..QGEMM_GEMV_TOKENS tokens and 1..QGEMM_GROUP_STREAMS
+// groups read side by side, each a compile-time count.
+#define GROUP_GEMV_CASES(NAME, S)                                                                  \
+    switch (n_tokens) {                                                                            \
+    case 1:                                                                                        \
+        NAME##_group_gemv_t(1, S, g, a, a_stride, k, ahead, out);                                  \
+        break;                                                                                     \
+    case 2:                                                                                        \
+        NAME##_group_gemv_t(2, S, g, a, a_stride, k, ahead, out);                                  \
+        break;                                                                                     \
+    case 3:                                                                                        \
+        NAME##_group_gemv_t(3, S, g, a, a_stride, k, ahead, out);                                  \
+        break;                                                                                     \
+    default:                                                                                       \
+        NAME##_group_gemv_t(4, S, g, a, a_stride, k, ahead, out);                                  \
+        break;                                                                                     \
     }
+// S_MAX: the most groups NAME's decode reads side by side (its kernel's
+// group_streams); the other cases are not compiled.
+#define GROUP_GEMV_DISPATCH(NAME, S_MAX)                                                           \
+    static void NAME##_group_gemv(const uint8_t *const *g, int n_groups, const uint8_t *a,         \
+                                  size_t a_stride, int n_tokens, int64_t k, size_t ahead,          \
+                                  float *out)                                                      \
+    {                                                                                              \
+        if (S_MAX == 1 || n_groups == 1)                                                           \
+            GROUP_GEMV_CASES(NAME, 1)                                                              \
+        else                                                                                       \
+            GROUP_GEMV_CASES(NAME, 2)                                                              \
+    }
+
+_Static_assert(QGEMM_GROUP_STREAMS == 2, "GROUP_GEMV_DISPATCH covers 1..2 groups");
 
 // ---- Q4_K in 16-row groups (qgemm.h, "groups"): a lane per row ----
 //
@@ -1376,60 +1387,77 @@ static void q4_k_group_pack(const uint8_t *const *rows, int64_t k, uint8_t *dst)
 // then fma(sum, sc d_w d_a, acc) and fma(-mn dmin, asum, acc)), so the bits
 // are those of every other path. Fetches the bytes at pf + the bytes it
 // reads (into L1) as it goes.
-ALWAYS_INLINE void q4_k_group_gemv_t(const int T, const uint8_t *g, const uint8_t *a,
-                                     size_t a_stride, int64_t k, const uint8_t *pf, float *out)
+ALWAYS_INLINE void q4_k_group_gemv_t(const int T, const int S, const uint8_t *const *g,
+                                     const uint8_t *a, size_t a_stride, int64_t k, size_t ahead,
+                                     float *out)
 {
     struct row_act ra[QGEMM_GEMV_TOKENS];
-    __m512 acc[QGEMM_GEMV_TOKENS];
+    __m512 acc[QGEMM_GROUP_STREAMS][QGEMM_GEMV_TOKENS];
     UNROLL
     for (int t = 0; t < T; t++) {
         ra[t] = row_act_at(a + (size_t)t * a_stride, k);
-        acc[t] = _mm512_setzero_ps();
+        UNROLL
+        for (int st = 0; st < S; st++)
+            acc[st][t] = _mm512_setzero_ps();
     }
     const __m512i m4 = _mm512_set1_epi8(0x0F);
     for (int64_t s = 0; s < k / QK_K; s++) {
-        const uint8_t *b = g + (size_t)s * QGEMM_Q4K_GROUP_SB_BYTES;
-        prefetch_span(pf, (size_t)s * QGEMM_Q4K_GROUP_SB_BYTES, QGEMM_Q4K_GROUP_SB_BYTES);
-        const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)b));
-        const __m512 neg_dmin = _mm512_xor_ps(
-            _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(b + 32))), _mm512_set1_ps(-0.0f));
+        __m512 d[QGEMM_GROUP_STREAMS], neg_dmin[QGEMM_GROUP_STREAMS];
+        UNROLL
+        for (int st = 0; st < S; st++) {
+            const uint8_t *b = g[st] + (size_t)s * QGEMM_Q4K_GROUP_SB_BYTES;
+            prefetch_span(g[st] + ahead, (size_t)s * QGEMM_Q4K_GROUP_SB_BYTES,
+                          QGEMM_Q4K_GROUP_SB_BYTES);
+            d[st] = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)b));
+            neg_dmin[st] =
+                _mm512_xor_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(b + 32))),
+                              _mm512_set1_ps(-0.0f));
+        }
         for (int j = 0; j < 8; j++) {
-            const __m512 sc = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(
-                                                (const __m128i *)(b + Q4K_GROUP_SC_OFF + 16 * j)))),
-                                            d);
-            const __m512 mn = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(
-                                                (const __m128i *)(b + Q4K_GROUP_MN_OFF + 16 * j)))),
-                                            neg_dmin);
-            __m512i lo[4], hi[4];
-            UNROLL
-            for (int h = 0; h < 4; h++) {
-                __m512i x = _mm512_loadu_si512(b + Q4K_GROUP_QS_OFF + (4 * j + h) * 64);
-                lo[h] = _mm512_and_si512(x, m4);
-                hi[h] = _mm512_and_si512(_mm512_srli_epi16(x, 4), m4);
-            }
             const int64_t sub = 8 * s + j;
             UNROLL
-            for (int t = 0; t < T; t++) {
-                const int32_t *q = (const int32_t *)(ra[t].q + 32 * sub);
-                __m512i i0 = _mm512_setzero_si512(), i1 = _mm512_setzero_si512();
+            for (int st = 0; st < S; st++) {
+                const uint8_t *b = g[st] + (size_t)s * QGEMM_Q4K_GROUP_SB_BYTES;
+                const __m512 sc =
+                    _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(
+                                      (const __m128i *)(b + Q4K_GROUP_SC_OFF + 16 * j)))),
+                                  d[st]);
+                const __m512 mn =
+                    _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(
+                                      (const __m128i *)(b + Q4K_GROUP_MN_OFF + 16 * j)))),
+                                  neg_dmin[st]);
+                __m512i lo[4], hi[4];
                 UNROLL
                 for (int h = 0; h < 4; h++) {
-                    i0 = _mm512_dpbusd_epi32(i0, lo[h], _mm512_set1_epi32(q[2 * h]));
-                    i1 = _mm512_dpbusd_epi32(i1, hi[h], _mm512_set1_epi32(q[2 * h + 1]));
+                    __m512i x = _mm512_loadu_si512(b + Q4K_GROUP_QS_OFF + (4 * j + h) * 64);
+                    lo[h] = _mm512_and_si512(x, m4);
+                    hi[h] = _mm512_and_si512(_mm512_srli_epi16(x, 4), m4);
                 }
-                __m512 f = _mm512_cvtepi32_ps(_mm512_add_epi32(i0, i1));
-                acc[t] =
-                    _mm512_fmadd_ps(f, _mm512_mul_ps(sc, _mm512_set1_ps(ra[t].d[sub])), acc[t]);
-                acc[t] = _mm512_fmadd_ps(mn, _mm512_set1_ps(ra[t].asum[sub]), acc[t]);
+                UNROLL
+                for (int t = 0; t < T; t++) {
+                    const int32_t *q = (const int32_t *)(ra[t].q + 32 * sub);
+                    __m512i i0 = _mm512_setzero_si512(), i1 = _mm512_setzero_si512();
+                    UNROLL
+                    for (int h = 0; h < 4; h++) {
+                        i0 = _mm512_dpbusd_epi32(i0, lo[h], _mm512_set1_epi32(q[2 * h]));
+                        i1 = _mm512_dpbusd_epi32(i1, hi[h], _mm512_set1_epi32(q[2 * h + 1]));
+                    }
+                    __m512 f = _mm512_cvtepi32_ps(_mm512_add_epi32(i0, i1));
+                    acc[st][t] = _mm512_fmadd_ps(f, _mm512_mul_ps(sc, _mm512_set1_ps(ra[t].d[sub])),
+                                                 acc[st][t]);
+                    acc[st][t] = _mm512_fmadd_ps(mn, _mm512_set1_ps(ra[t].asum[sub]), acc[st][t]);
+                }
             }
         }
     }
     UNROLL
+    for (int st = 0; st < S; st++)
+        UNROLL
     for (int t = 0; t < T; t++)
-        _mm512_storeu_ps(out + 16 * t, acc[t]);
+        _mm512_storeu_ps(out + 16 * (T * st + t), acc[st][t]);
 }
 
-GROUP_GEMV_DISPATCH(q4_k)
+GROUP_GEMV_DISPATCH(q4_k, 1)
 
 // v[0..7] (lane r: row r's dword i of v[i]) as 16 rows of 8 dwords: row r's
 // 32 bytes at dst + r * stride.
@@ -1581,52 +1609,67 @@ ALWAYS_INLINE void q6_k_group_quads(const uint8_t *b, int j, __m512i quad[4])
 
 // q6_k_gemv_t's arithmetic per row (per sub-block in order the exact sum of
 // (q + 32) a minus 32 sum(a), then fma(sum, sc d_w d_a, acc)), one row a lane.
-ALWAYS_INLINE void q6_k_group_gemv_t(const int T, const uint8_t *g, const uint8_t *a,
-                                     size_t a_stride, int64_t k, const uint8_t *pf, float *out)
+ALWAYS_INLINE void q6_k_group_gemv_t(const int T, const int S, const uint8_t *const *g,
+                                     const uint8_t *a, size_t a_stride, int64_t k, size_t ahead,
+                                     float *out)
 {
     struct row_act ra[QGEMM_GEMV_TOKENS];
     const int32_t *qsum16[QGEMM_GEMV_TOKENS];
-    __m512 acc[QGEMM_GEMV_TOKENS];
+    __m512 acc[QGEMM_GROUP_STREAMS][QGEMM_GEMV_TOKENS];
     UNROLL
     for (int t = 0; t < T; t++) {
         ra[t] = row_act_at(a + (size_t)t * a_stride, k);
         qsum16[t] = (const int32_t *)(a + (size_t)t * a_stride + qgemm_row_qsum16_off(k));
-        acc[t] = _mm512_setzero_ps();
+        UNROLL
+        for (int st = 0; st < S; st++)
+            acc[st][t] = _mm512_setzero_ps();
     }
     for (int64_t s = 0; s < k / QK_K; s++) {
-        const uint8_t *b = g + (size_t)s * QGEMM_Q6K_GROUP_SB_BYTES;
-        prefetch_span(pf, (size_t)s * QGEMM_Q6K_GROUP_SB_BYTES, QGEMM_Q6K_GROUP_SB_BYTES);
-        const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)b));
+        __m512 d[QGEMM_GROUP_STREAMS];
+        UNROLL
+        for (int st = 0; st < S; st++) {
+            const uint8_t *b = g[st] + (size_t)s * QGEMM_Q6K_GROUP_SB_BYTES;
+            prefetch_span(g[st] + ahead, (size_t)s * QGEMM_Q6K_GROUP_SB_BYTES,
+                          QGEMM_Q6K_GROUP_SB_BYTES);
+            d[st] = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)b));
+        }
         for (int j = 0; j < 16; j++) {
-            const __m512 ws = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(
-                                                (const __m128i *)(b + Q6K_GROUP_SC_OFF + 16 * j)))),
-                                            d);
-            __m512i quad[4];
-            q6_k_group_quads(b, j, quad);
             const int64_t sub = 16 * s + j;
             UNROLL
-            for (int t = 0; t < T; t++) {
-                const int32_t *q = (const int32_t *)(ra[t].q + 16 * sub);
-                __m512i i0 =
-                    _mm512_dpbusd_epi32(_mm512_setzero_si512(), quad[0], _mm512_set1_epi32(q[0]));
-                __m512i i1 =
-                    _mm512_dpbusd_epi32(_mm512_setzero_si512(), quad[1], _mm512_set1_epi32(q[1]));
-                i0 = _mm512_dpbusd_epi32(i0, quad[2], _mm512_set1_epi32(q[2]));
-                i1 = _mm512_dpbusd_epi32(i1, quad[3], _mm512_set1_epi32(q[3]));
-                __m512i sum = _mm512_sub_epi32(_mm512_add_epi32(i0, i1),
-                                               _mm512_set1_epi32(qsum16[t][sub] * 32));
-                acc[t] =
-                    _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum),
-                                    _mm512_mul_ps(ws, _mm512_set1_ps(ra[t].d[sub / 2])), acc[t]);
+            for (int st = 0; st < S; st++) {
+                const uint8_t *b = g[st] + (size_t)s * QGEMM_Q6K_GROUP_SB_BYTES;
+                const __m512 ws =
+                    _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(
+                                      (const __m128i *)(b + Q6K_GROUP_SC_OFF + 16 * j)))),
+                                  d[st]);
+                __m512i quad[4];
+                q6_k_group_quads(b, j, quad);
+                UNROLL
+                for (int t = 0; t < T; t++) {
+                    const int32_t *q = (const int32_t *)(ra[t].q + 16 * sub);
+                    __m512i i0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), quad[0],
+                                                     _mm512_set1_epi32(q[0]));
+                    __m512i i1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), quad[1],
+                                                     _mm512_set1_epi32(q[1]));
+                    i0 = _mm512_dpbusd_epi32(i0, quad[2], _mm512_set1_epi32(q[2]));
+                    i1 = _mm512_dpbusd_epi32(i1, quad[3], _mm512_set1_epi32(q[3]));
+                    __m512i sum = _mm512_sub_epi32(_mm512_add_epi32(i0, i1),
+                                                   _mm512_set1_epi32(qsum16[t][sub] * 32));
+                    acc[st][t] = _mm512_fmadd_ps(
+                        _mm512_cvtepi32_ps(sum),
+                        _mm512_mul_ps(ws, _mm512_set1_ps(ra[t].d[sub / 2])), acc[st][t]);
+                }
             }
         }
     }
     UNROLL
+    for (int st = 0; st < S; st++)
+        UNROLL
     for (int t = 0; t < T; t++)
-        _mm512_storeu_ps(out + 16 * t, acc[t]);
+        _mm512_storeu_ps(out + 16 * (T * st + t), acc[st][t]);
 }
 
-GROUP_GEMV_DISPATCH(q6_k)
+GROUP_GEMV_DISPATCH(q6_k, 1)
 
 // The group at g into 16 panel rows (q6_k_unpack's panel: the values q + 32
 // as bytes in order, ws = sc d).
@@ -1766,56 +1809,64 @@ ALWAYS_INLINE void q4_0_group_quads(const uint8_t *b, __m512i quad[8])
 // exact sum of (w + zp) a minus zp sum(a), then fma(sum, d_w d_a, acc)), one
 // row a lane, for the groups of 32-value blocks: Q8_0's (nib false: 8 lines
 // of bytes, zp 128) and Q4_0's (nib true: 4 lines of nibbles, zp 8).
-ALWAYS_INLINE void block32_group_gemv_t(const int T, const bool nib, const uint8_t *g,
-                                        const uint8_t *a, size_t a_stride, int64_t k,
-                                        const uint8_t *pf, float *out)
+ALWAYS_INLINE void block32_group_gemv_t(const int T, const int S, const bool nib,
+                                        const uint8_t *const *g, const uint8_t *a, size_t a_stride,
+                                        int64_t k, size_t ahead, float *out)
 {
     const size_t bb = nib ? QGEMM_Q40_GROUP_BLOCK_BYTES : QGEMM_Q80_GROUP_BLOCK_BYTES;
     const int32_t zp = nib ? 8 : 128;
     struct row_act ra[QGEMM_GEMV_TOKENS];
-    __m512 acc[QGEMM_GEMV_TOKENS];
+    __m512 acc[QGEMM_GROUP_STREAMS][QGEMM_GEMV_TOKENS];
     UNROLL
     for (int t = 0; t < T; t++) {
         ra[t] = row_act_at(a + (size_t)t * a_stride, k);
-        acc[t] = _mm512_setzero_ps();
+        UNROLL
+        for (int st = 0; st < S; st++)
+            acc[st][t] = _mm512_setzero_ps();
     }
     for (int64_t j = 0; j < k / 32; j++) {
-        const uint8_t *b = g + (size_t)j * bb;
-        prefetch_span(pf, (size_t)j * bb, bb);
-        const __m512 wd = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)b));
-        __m512i w[8];
-        if (nib) {
-            q4_0_group_quads(b, w);
-        } else {
-            UNROLL
-            for (int i = 0; i < 8; i++)
-                w[i] = _mm512_loadu_si512(b + 32 + 64 * i);
-        }
         UNROLL
-        for (int t = 0; t < T; t++) {
-            const int32_t *q = (const int32_t *)(ra[t].q + 32 * j);
-            __m512i i0 = _mm512_setzero_si512(), i1 = _mm512_setzero_si512();
-            UNROLL
-            for (int i = 0; i < 8; i += 2) {
-                i0 = _mm512_dpbusd_epi32(i0, w[i], _mm512_set1_epi32(q[i]));
-                i1 = _mm512_dpbusd_epi32(i1, w[i + 1], _mm512_set1_epi32(q[i + 1]));
+        for (int st = 0; st < S; st++) {
+            const uint8_t *b = g[st] + (size_t)j * bb;
+            prefetch_span(g[st] + ahead, (size_t)j * bb, bb);
+            const __m512 wd = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)b));
+            __m512i w[8];
+            if (nib) {
+                q4_0_group_quads(b, w);
+            } else {
+                UNROLL
+                for (int i = 0; i < 8; i++)
+                    w[i] = _mm512_loadu_si512(b + 32 + 64 * i);
             }
-            __m512i sum =
-                _mm512_sub_epi32(_mm512_add_epi32(i0, i1), _mm512_set1_epi32(ra[t].qsum[j] * zp));
-            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum),
-                                     _mm512_mul_ps(wd, _mm512_set1_ps(ra[t].d[j])), acc[t]);
+            UNROLL
+            for (int t = 0; t < T; t++) {
+                const int32_t *q = (const int32_t *)(ra[t].q + 32 * j);
+                __m512i i0 = _mm512_setzero_si512(), i1 = _mm512_setzero_si512();
+                UNROLL
+                for (int i = 0; i < 8; i += 2) {
+                    i0 = _mm512_dpbusd_epi32(i0, w[i], _mm512_set1_epi32(q[i]));
+                    i1 = _mm512_dpbusd_epi32(i1, w[i + 1], _mm512_set1_epi32(q[i + 1]));
+                }
+                __m512i sum = _mm512_sub_epi32(_mm512_add_epi32(i0, i1),
+                                               _mm512_set1_epi32(ra[t].qsum[j] * zp));
+                acc[st][t] =
+                    _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum),
+                                    _mm512_mul_ps(wd, _mm512_set1_ps(ra[t].d[j])), acc[st][t]);
+            }
         }
     }
     UNROLL
+    for (int st = 0; st < S; st++)
+        UNROLL
     for (int t = 0; t < T; t++)
-        _mm512_storeu_ps(out + 16 * t, acc[t]);
+        _mm512_storeu_ps(out + 16 * (T * st + t), acc[st][t]);
 }
 
-#define q8_0_group_gemv_t(T, ...) block32_group_gemv_t(T, false, __VA_ARGS__)
-#define q4_0_group_gemv_t(T, ...) block32_group_gemv_t(T, true, __VA_ARGS__)
+#define q8_0_group_gemv_t(T, S, ...) block32_group_gemv_t(T, S, false, __VA_ARGS__)
+#define q4_0_group_gemv_t(T, S, ...) block32_group_gemv_t(T, S, true, __VA_ARGS__)
 
-GROUP_GEMV_DISPATCH(q8_0)
-GROUP_GEMV_DISPATCH(q4_0)
+GROUP_GEMV_DISPATCH(q8_0, 2)
+GROUP_GEMV_DISPATCH(q4_0, 2)
 
 // The group at g into 16 panel rows (q4_0_unpack's panel: q + 8 as bytes, ws = d).
 static void q4_0_group_unpack(const uint8_t *g, int64_t k, uint8_t *panel, size_t prb)
@@ -1862,14 +1913,14 @@ static void store_fence(void)
 static const struct qgemm_kernel kernels[] = {
     {DTYPE_Q8_0, 128, 128, 32, q8_0_unpack, tile_32, q8_0_gemv, q8_0_gemv16, qgemm_amx_tile_32,
      qgemm_amx_tile_q8_0_rows, QGEMM_Q80_GROUP_BLOCK_BYTES * 4, q8_0_group_pack, q8_0_group_gemv,
-     q8_0_group_unpack, q8_0_group_tile},
+     q8_0_group_unpack, q8_0_group_tile, 2},
     {DTYPE_Q4_0, 128, 8, 32, q4_0_unpack, tile_32, q4_0_gemv, q4_0_gemv16, qgemm_amx_tile_32, NULL,
-     QGEMM_Q40_GROUP_BLOCK_BYTES * 4, q4_0_group_pack, q4_0_group_gemv, q4_0_group_unpack, NULL},
+     QGEMM_Q40_GROUP_BLOCK_BYTES * 4, q4_0_group_pack, q4_0_group_gemv, q4_0_group_unpack, NULL, 2},
     {DTYPE_Q4_K, QK_K, 0, 32, q4_k_unpack, tile_32_min, q4_k_gemv, q4_k_gemv16,
      qgemm_amx_tile_32_min, NULL, QGEMM_Q4K_GROUP_SB_BYTES, q4_k_group_pack, q4_k_group_gemv,
-     q4_k_group_unpack, NULL},
+     q4_k_group_unpack, NULL, 1},
     {DTYPE_Q6_K, QK_K, 32, 16, q6_k_unpack, tile_16, q6_k_gemv, q6_k_gemv16, qgemm_amx_tile_16,
-     NULL, QGEMM_Q6K_GROUP_SB_BYTES, q6_k_group_pack, q6_k_group_gemv, q6_k_group_unpack, NULL},
+     NULL, QGEMM_Q6K_GROUP_SB_BYTES, q6_k_group_pack, q6_k_group_gemv, q6_k_group_unpack, NULL, 1},
 };
 
 const struct qgemm_isa qgemm_isa_avx512 = {

@@ -154,7 +154,7 @@ bool qgemm_supports(const struct qgemm_isa *isa, const struct op_call *c)
 enum qgemm_decode_read {
     QGEMM_READ_ONE,    // one stream of 4-row tiles
     QGEMM_READ_16,     // 16 streams, a row of each per pass (qgemm_decode16)
-    QGEMM_READ_GROUPS, // the weight's 16-row groups, one stream
+    QGEMM_READ_GROUPS, // the weight's 16-row groups, two streams a thread
 };
 
 struct qgemm_ctx {
@@ -172,6 +172,8 @@ struct qgemm_ctx {
     uint8_t *panels;     // [n_threads, QGEMM_PANEL, qgemm_panel_row_bytes(k)]
     size_t panel_bytes;  // of one thread's panel
     int64_t panels_per_task;
+    int64_t n_runs, n_pairs; // decode over groups: runs of panels_per_task panels, and
+                             // tasks, each runs task and task + n_pairs
     bool stream;         // whole panels' outputs bypass the caches (qgemm_store_fn)
     size_t row_bytes;    // decode: bytes of one token's activations
     enum qgemm_decode_read read; // decode: how a run of rows is read
@@ -381,6 +383,57 @@ static enum qgemm_decode_read qgemm_decode_read_for(const struct qgemm_kernel *k
     return m == 1 && kern->gemv16 && !cpu_features_get()->amd_zen5 ? QGEMM_READ_16 : QGEMM_READ_ONE;
 }
 
+// y rows [j, j + 16) of the decode's tokens from a group kernel's out (16
+// values a token), plus the bias.
+static void qgemm_group_store(const struct qgemm_ctx *ctx, int64_t j, const float *out)
+{
+    for (int i = 0; i < ctx->m; i++)
+        for (int r = 0; r < QGEMM_PANEL; r++)
+            ctx->y_rows[i][j + r] = out[QGEMM_PANEL * i + r] + qgemm_bias(ctx, j + r);
+}
+
+// Decode task over the weight's groups: runs task and task + n_pairs (when
+// there is one) read side by side, a group of each at a time, so that a
+// thread's share of the tasks reads two streams (QGEMM_GROUP_STREAMS). A
+// group's arithmetic is the same alone or beside another.
+static void qgemm_group_decode_task(void *p, int task, int thread)
+{
+    (void)thread;
+    const struct qgemm_ctx *ctx = p;
+    const int T = (int)ctx->m;
+    const int64_t run_rows = ctx->panels_per_task * QGEMM_PANEL;
+    int64_t j[QGEMM_GROUP_STREAMS], j_end[QGEMM_GROUP_STREAMS]; // multiples of 16
+    const uint8_t *g[QGEMM_GROUP_STREAMS];
+    int S = 0;
+    for (int64_t run = task; run < ctx->n_runs && S < QGEMM_GROUP_STREAMS; run += ctx->n_pairs) {
+        j[S] = run * run_rows;
+        j_end[S] = j[S] + run_rows < ctx->n ? j[S] + run_rows : ctx->n;
+        g[S] = ctx->groups + (size_t)(j[S] / QGEMM_PANEL) * ctx->group_bytes;
+        qgemm_prefetch_start(g[S], (size_t)((j_end[S] - j[S]) / QGEMM_PANEL) * ctx->group_bytes,
+                             QGEMM_GROUP_PREFETCH);
+        S++;
+    }
+    float out[QGEMM_GROUP_STREAMS * QGEMM_PANEL * QGEMM_GEMV_TOKENS];
+    while (S > 0) {
+        ctx->kern->group_gemv(g, S, ctx->act, ctx->row_bytes, T, ctx->k, QGEMM_GROUP_PREFETCH, out);
+        for (int s = 0; s < S; s++) {
+            qgemm_group_store(ctx, j[s], out + (size_t)s * QGEMM_PANEL * T);
+            j[s] += QGEMM_PANEL;
+            g[s] += ctx->group_bytes;
+        }
+        // A run that ends (the last, shorter one) leaves the other alone.
+        for (int s = S - 1; s >= 0; s--)
+            if (j[s] >= j_end[s]) {
+                for (int t = s; t + 1 < S; t++) {
+                    j[t] = j[t + 1];
+                    j_end[t] = j_end[t + 1];
+                    g[t] = g[t + 1];
+                }
+                S--;
+            }
+    }
+}
+
 static void qgemm_decode_task(void *p, int task, int thread)
 {
     (void)thread;
@@ -393,20 +446,6 @@ static void qgemm_decode_task(void *p, int task, int thread)
     const size_t row_bytes = dtype_row_bytes(w->dtype, ctx->k);
     if (ctx->read == QGEMM_READ_16) {
         qgemm_decode16(ctx, j0, j1);
-        return;
-    }
-    if (ctx->read == QGEMM_READ_GROUPS) { // j0, j1: multiples of 16
-        const uint8_t *g = ctx->groups + (size_t)(j0 / QGEMM_PANEL) * ctx->group_bytes;
-        qgemm_prefetch_start(g, (size_t)((j1 - j0) / QGEMM_PANEL) * ctx->group_bytes,
-                             QGEMM_GROUP_PREFETCH);
-        float out16[QGEMM_PANEL * QGEMM_GEMV_TOKENS];
-        for (int64_t j = j0; j < j1; j += QGEMM_PANEL, g += ctx->group_bytes) {
-            ctx->kern->group_gemv(g, ctx->act, ctx->row_bytes, T, ctx->k, g + QGEMM_GROUP_PREFETCH,
-                                  out16);
-            for (int i = 0; i < T; i++)
-                for (int r = 0; r < QGEMM_PANEL; r++)
-                    ctx->y_rows[i][j + r] = out16[QGEMM_PANEL * i + r] + qgemm_bias(ctx, j + r);
-        }
         return;
     }
     // The run as one stream of whole 4-row tiles, prefetched ahead.
@@ -486,7 +525,14 @@ enum vllmc_status qgemm_run(const struct qgemm_isa *isa, const struct op_call *c
         n_runs = n_runs < n_panels ? n_runs : n_panels;
         ctx.panels_per_task = (n_panels + n_runs - 1) / n_runs;
         n_runs = (n_panels + ctx.panels_per_task - 1) / ctx.panels_per_task;
-        threadpool_run_shares(pool, qgemm_decode_task, &ctx, (int)n_runs);
+        if (ctx.read == QGEMM_READ_GROUPS) {
+            ctx.n_runs = n_runs;
+            const int64_t S = ctx.kern->group_streams > 1 ? ctx.kern->group_streams : 1;
+            ctx.n_pairs = (n_runs + S - 1) / S;
+            threadpool_run_shares(pool, qgemm_group_decode_task, &ctx, (int)ctx.n_pairs);
+        } else {
+            threadpool_run_shares(pool, qgemm_decode_task, &ctx, (int)n_runs);
+        }
         mem_free(owned);
         return VLLMC_OK;
     }

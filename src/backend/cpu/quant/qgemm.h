@@ -119,9 +119,9 @@ typedef void (*qgemm_gemv16_fn)(const uint8_t *const *w, const uint8_t *a, int64
 // decode kernel sums a block one row a lane with broadcast activation dwords,
 // without horizontal sums or run-time scale unpacking. Same arithmetic per
 // row as the packed rows, so the same bits. The group of rows 16 g.. lies at
-// group g x k / k_multiple x group_sb_bytes; the decode reads the groups of a
-// run as one stream, the tiles unpack a group into their panel (or, where the
-// type has group_tile, read it in place).
+// group g x k / k_multiple x group_sb_bytes; the decode reads a thread's
+// groups as one or two streams (group_streams), the tiles unpack a group into their panel (or,
+// where the type has group_tile, read it in place).
 
 // Bytes of one super-block (QK_K values) of a 16-row Q4_K or Q6_K group.
 #define QGEMM_Q4K_GROUP_SB_BYTES 2368
@@ -132,11 +132,20 @@ typedef void (*qgemm_gemv16_fn)(const uint8_t *const *w, const uint8_t *a, int64
 
 // rows[16] (packed rows of k values) into the group at dst.
 typedef void (*qgemm_group_pack_fn)(const uint8_t *const *rows, int64_t k, uint8_t *dst);
-// out[16 t + r] = dot(row r of the group at g, token t) for t < n_tokens (<=
-// QGEMM_GEMV_TOKENS), token t's decode layout at a + t * a_stride; fetches
-// as many bytes at pf as the group holds (the groups that follow) into L1.
-typedef void (*qgemm_group_gemv_fn)(const uint8_t *g, const uint8_t *a, size_t a_stride,
-                                    int n_tokens, int64_t k, const uint8_t *pf, float *out);
+// Groups a decode kernel reads side by side: two streams of groups a thread
+// instead of one keep more of its reads in flight. Two Zen 5 cores, a
+// scratch loop over a 512 MB Q8_0 weight: 50.9-54.0 GB/s one stream,
+// 54.7-59.5 two (eight rounds alternating); `bench_qmatmul --m 1`, the
+// 0.6B-shape matrices, four rounds: Q8_0 46.3-52.2 -> 50.1-55.4 GB/s, Q4_0
+// 43.8-52.4 -> 50.9-54.5, but Q4_K_M 44.9-50.2 -> 41.8-45.8.
+#define QGEMM_GROUP_STREAMS 2
+// out[16 (n_tokens s + t) + r] = dot(row r of the group at g[s], token t) for
+// s < n_groups (<= QGEMM_GROUP_STREAMS) and t < n_tokens (<=
+// QGEMM_GEMV_TOKENS), token t's decode layout at a + t * a_stride; each group's
+// reads fetch the bytes ahead bytes past them (the groups that follow) into L1.
+typedef void (*qgemm_group_gemv_fn)(const uint8_t *const *g, int n_groups, const uint8_t *a,
+                                    size_t a_stride, int n_tokens, int64_t k, size_t ahead,
+                                    float *out);
 // The group at g into 16 panel rows at panel, prb bytes apart.
 typedef void (*qgemm_group_unpack_fn)(const uint8_t *g, int64_t k, uint8_t *panel, size_t prb);
 
@@ -161,6 +170,10 @@ struct qgemm_kernel {
     // optional, with groups: tile's bits from a group read in place (its
     // panel argument the group), for CPUs without AMX-INT8
     qgemm_tile_fn group_tile;
+    // with groups: how many its decode reads side by side, 1 or
+    // QGEMM_GROUP_STREAMS (Q4_K and Q6_K read one: beside a second group
+    // their kernels spill registers and read slower)
+    int group_streams;
 };
 
 struct qgemm_isa {
