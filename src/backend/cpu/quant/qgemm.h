@@ -171,8 +171,8 @@ struct qgemm_kernel {
     // panel argument the group), for CPUs without AMX-INT8
     qgemm_tile_fn group_tile;
     // with groups: how many its decode reads side by side, 1 or
-    // QGEMM_GROUP_STREAMS (Q4_K and Q6_K read one: beside a second group
-    // their kernels spill registers and read slower)
+    // QGEMM_GROUP_STREAMS (Q4_K and Q6_K read one: Q4_K_M read slower with
+    // two, above)
     int group_streams;
 };
 
