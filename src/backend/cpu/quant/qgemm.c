@@ -154,7 +154,7 @@ bool qgemm_supports(const struct qgemm_isa *isa, const struct op_call *c)
 enum qgemm_decode_read {
     QGEMM_READ_ONE,    // one stream of 4-row tiles
     QGEMM_READ_16,     // 16 streams, a row of each per pass (qgemm_decode16)
-    QGEMM_READ_GROUPS, // the weight's 16-row groups, two streams a thread
+    QGEMM_READ_GROUPS, // the weight's 16-row groups, group_streams streams a thread
 };
 
 struct qgemm_ctx {
