@@ -1289,6 +1289,31 @@ GEMV_DISPATCH(q4_0)
 GEMV_DISPATCH(q4_k)
 GEMV_DISPATCH(q6_k)
 
+// A group kernel's start: the T tokens' activations and its S x T
+// accumulators, zero.
+ALWAYS_INLINE void group_gemv_begin(const int T, const int S, const uint8_t *a, size_t a_stride,
+                                    int64_t k, struct row_act *ra, __m512 acc[][QGEMM_GEMV_TOKENS])
+{
+    UNROLL
+    for (int t = 0; t < T; t++) {
+        ra[t] = row_act_at(a + (size_t)t * a_stride, k);
+        UNROLL
+        for (int st = 0; st < S; st++)
+            acc[st][t] = _mm512_setzero_ps();
+    }
+}
+
+// A group kernel's end: group st's sums for token t to out + 16 (T st + t).
+ALWAYS_INLINE void group_gemv_store(const int T, const int S, __m512 acc[][QGEMM_GEMV_TOKENS],
+                                    float *out)
+{
+    UNROLL
+    for (int st = 0; st < S; st++)
+        UNROLL
+    for (int t = 0; t < T; t++)
+        _mm512_storeu_ps(out + 16 * (T * st + t), acc[st][t]);
+}
+
 // The group kernels for 1..QGEMM_GEMV_TOKENS tokens and 1..QGEMM_GROUP_STREAMS
 // groups read side by side, each a compile-time count.
 #define GROUP_GEMV_CASES(NAME, S)                                                                  \
@@ -1393,13 +1418,7 @@ ALWAYS_INLINE void q4_k_group_gemv_t(const int T, const int S, const uint8_t *co
 {
     struct row_act ra[QGEMM_GEMV_TOKENS];
     __m512 acc[QGEMM_GROUP_STREAMS][QGEMM_GEMV_TOKENS];
-    UNROLL
-    for (int t = 0; t < T; t++) {
-        ra[t] = row_act_at(a + (size_t)t * a_stride, k);
-        UNROLL
-        for (int st = 0; st < S; st++)
-            acc[st][t] = _mm512_setzero_ps();
-    }
+    group_gemv_begin(T, S, a, a_stride, k, ra, acc);
     const __m512i m4 = _mm512_set1_epi8(0x0F);
     for (int64_t s = 0; s < k / QK_K; s++) {
         __m512 d[QGEMM_GROUP_STREAMS], neg_dmin[QGEMM_GROUP_STREAMS];
@@ -1450,11 +1469,7 @@ ALWAYS_INLINE void q4_k_group_gemv_t(const int T, const int S, const uint8_t *co
             }
         }
     }
-    UNROLL
-    for (int st = 0; st < S; st++)
-        UNROLL
-    for (int t = 0; t < T; t++)
-        _mm512_storeu_ps(out + 16 * (T * st + t), acc[st][t]);
+    group_gemv_store(T, S, acc, out);
 }
 
 GROUP_GEMV_DISPATCH(q4_k, 1)
@@ -1616,14 +1631,10 @@ ALWAYS_INLINE void q6_k_group_gemv_t(const int T, const int S, const uint8_t *co
     struct row_act ra[QGEMM_GEMV_TOKENS];
     const int32_t *qsum16[QGEMM_GEMV_TOKENS];
     __m512 acc[QGEMM_GROUP_STREAMS][QGEMM_GEMV_TOKENS];
+    group_gemv_begin(T, S, a, a_stride, k, ra, acc);
     UNROLL
-    for (int t = 0; t < T; t++) {
-        ra[t] = row_act_at(a + (size_t)t * a_stride, k);
+    for (int t = 0; t < T; t++)
         qsum16[t] = (const int32_t *)(a + (size_t)t * a_stride + qgemm_row_qsum16_off(k));
-        UNROLL
-        for (int st = 0; st < S; st++)
-            acc[st][t] = _mm512_setzero_ps();
-    }
     for (int64_t s = 0; s < k / QK_K; s++) {
         __m512 d[QGEMM_GROUP_STREAMS];
         UNROLL
@@ -1662,11 +1673,7 @@ ALWAYS_INLINE void q6_k_group_gemv_t(const int T, const int S, const uint8_t *co
             }
         }
     }
-    UNROLL
-    for (int st = 0; st < S; st++)
-        UNROLL
-    for (int t = 0; t < T; t++)
-        _mm512_storeu_ps(out + 16 * (T * st + t), acc[st][t]);
+    group_gemv_store(T, S, acc, out);
 }
 
 GROUP_GEMV_DISPATCH(q6_k, 1)
@@ -1817,13 +1824,7 @@ ALWAYS_INLINE void block32_group_gemv_t(const int T, const int S, const bool nib
     const int32_t zp = nib ? 8 : 128;
     struct row_act ra[QGEMM_GEMV_TOKENS];
     __m512 acc[QGEMM_GROUP_STREAMS][QGEMM_GEMV_TOKENS];
-    UNROLL
-    for (int t = 0; t < T; t++) {
-        ra[t] = row_act_at(a + (size_t)t * a_stride, k);
-        UNROLL
-        for (int st = 0; st < S; st++)
-            acc[st][t] = _mm512_setzero_ps();
-    }
+    group_gemv_begin(T, S, a, a_stride, k, ra, acc);
     for (int64_t j = 0; j < k / 32; j++) {
         UNROLL
         for (int st = 0; st < S; st++) {
@@ -1855,11 +1856,7 @@ ALWAYS_INLINE void block32_group_gemv_t(const int T, const int S, const bool nib
             }
         }
     }
-    UNROLL
-    for (int st = 0; st < S; st++)
-        UNROLL
-    for (int t = 0; t < T; t++)
-        _mm512_storeu_ps(out + 16 * (T * st + t), acc[st][t]);
+    group_gemv_store(T, S, acc, out);
 }
 
 #define q8_0_group_gemv_t(T, S, ...) block32_group_gemv_t(T, S, false, __VA_ARGS__)
