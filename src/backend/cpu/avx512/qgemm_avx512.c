@@ -1331,9 +1331,11 @@ ALWAYS_INLINE void group_gemv_store(const int T, const int S, __m512 acc[][QGEMM
         NAME##_group_gemv_t(4, S, g, a, a_stride, k, ahead, out);                                  \
         break;                                                                                     \
     }
-// S_MAX: the most groups NAME's decode reads side by side (its kernel's
-// group_streams); the other cases are not compiled.
+// S_MAX: the most groups NAME's decode reads side by side; the other cases
+// are not compiled. NAME##_group_streams carries it into the kernel table
+// (group_streams), so the driver never hands this kernel more groups.
 #define GROUP_GEMV_DISPATCH(NAME, S_MAX)                                                           \
+    enum { NAME##_group_streams = S_MAX };                                                         \
     static void NAME##_group_gemv(const uint8_t *const *g, int n_groups, const uint8_t *a,         \
                                   size_t a_stride, int n_tokens, int64_t k, size_t ahead,          \
                                   float *out)                                                      \
@@ -1910,14 +1912,16 @@ static void store_fence(void)
 static const struct qgemm_kernel kernels[] = {
     {DTYPE_Q8_0, 128, 128, 32, q8_0_unpack, tile_32, q8_0_gemv, q8_0_gemv16, qgemm_amx_tile_32,
      qgemm_amx_tile_q8_0_rows, QGEMM_Q80_GROUP_BLOCK_BYTES * 4, q8_0_group_pack, q8_0_group_gemv,
-     q8_0_group_unpack, q8_0_group_tile, 2},
+     q8_0_group_unpack, q8_0_group_tile, q8_0_group_streams},
     {DTYPE_Q4_0, 128, 8, 32, q4_0_unpack, tile_32, q4_0_gemv, q4_0_gemv16, qgemm_amx_tile_32, NULL,
-     QGEMM_Q40_GROUP_BLOCK_BYTES * 4, q4_0_group_pack, q4_0_group_gemv, q4_0_group_unpack, NULL, 2},
+     QGEMM_Q40_GROUP_BLOCK_BYTES * 4, q4_0_group_pack, q4_0_group_gemv, q4_0_group_unpack, NULL,
+     q4_0_group_streams},
     {DTYPE_Q4_K, QK_K, 0, 32, q4_k_unpack, tile_32_min, q4_k_gemv, q4_k_gemv16,
      qgemm_amx_tile_32_min, NULL, QGEMM_Q4K_GROUP_SB_BYTES, q4_k_group_pack, q4_k_group_gemv,
-     q4_k_group_unpack, NULL, 1},
+     q4_k_group_unpack, NULL, q4_k_group_streams},
     {DTYPE_Q6_K, QK_K, 32, 16, q6_k_unpack, tile_16, q6_k_gemv, q6_k_gemv16, qgemm_amx_tile_16,
-     NULL, QGEMM_Q6K_GROUP_SB_BYTES, q6_k_group_pack, q6_k_group_gemv, q6_k_group_unpack, NULL, 1},
+     NULL, QGEMM_Q6K_GROUP_SB_BYTES, q6_k_group_pack, q6_k_group_gemv, q6_k_group_unpack, NULL,
+     q6_k_group_streams},
 };
 
 const struct qgemm_isa qgemm_isa_avx512 = {
