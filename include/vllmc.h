@@ -87,8 +87,12 @@ struct vllmc_engine_params {
                                    // default 0.9
     bool enable_prefix_caching;    // default true
     uint64_t seed;                 // seeds requests that give no seed of their own; default 0
-    const char *dtype;             // "auto" (default) or "f32": activations are computed in
-                                   // f32; "f16"/"bf16" are accepted with a warning
+    const char *dtype;             // "auto" (default), "f32", "bf16": weights as stored;
+                                   // "f16": bf16 matrices rewritten as f16 on a GPU (exact
+                                   // for |w| in [2^-17, 65504]; a model with larger values
+                                   // fails to load), so its tensor-core GEMMs round the
+                                   // activations once to f16 instead of two bf16 terms.
+                                   // Activations are f32 between the ops in every case.
     const char *kv_cache_dtype;    // "auto" (default: f32), "f32", "f16", "bf16"
     bool log_providers;            // log each distinct op provider selection once
     bool async_scheduling;         // default true: step N+1 is scheduled and queued while the

@@ -145,6 +145,16 @@ enum vllmc_status backend_prepare_weight(struct backend *be, const struct tensor
     return be->vt->prepare_weight ? be->vt->prepare_weight(be, w, alt) : VLLMC_OK;
 }
 
+enum vllmc_status backend_weights_to_f16(struct backend *be, struct tensor *const *w, int n,
+                                         int64_t *n_outside)
+{
+    *n_outside = 0;
+    if (!be->vt->weights_to_f16)
+        return err_set(&be->err, VLLMC_ERR_UNSUPPORTED,
+                       "the %s backend computes bf16 weights as stored", be->vt->name);
+    return be->vt->weights_to_f16(be, w, n, n_outside);
+}
+
 void backend_buffer_free(struct backend *be, void *p)
 {
     if (p)

@@ -48,6 +48,15 @@ enum vllmc_status backend_buffer_prefault(struct backend *be, void *buf, size_t 
 // The CPU's: the 16-row groups of Q4_K matrices for cpu-q-gemm-avx512
 // (src/backend/cpu/quant/qgemm.h), where that provider takes w's matmuls.
 enum vllmc_status backend_prepare_weight(struct backend *be, const struct tensor *w, void **alt);
+// Rewrites the bf16 matrices w[0..n), in this backend's memory, in place as
+// f16 and sets their dtype to DTYPE_F16, all of them or none: none (and
+// *n_outside > 0, the count) when some value lies outside f16's range. f16
+// holds every bf16 value of magnitude 2^-17 to 65504 exactly, and its three
+// more significant bits let the tensor-core GEMMs round f32 activations once
+// to 11 bits instead of splitting them into two bf16 terms (--dtype float16).
+// VLLMC_ERR_UNSUPPORTED from a backend that keeps bf16 as it is (the CPU's).
+enum vllmc_status backend_weights_to_f16(struct backend *be, struct tensor *const *w, int n,
+                                         int64_t *n_outside);
 enum vllmc_status backend_memset(struct backend *be, void *dst, int value, size_t n_bytes);
 // Copies between host and backend memory; ordered on the backend's stream.
 enum vllmc_status backend_upload(struct backend *be, void *dst, const void *host_src, size_t n);

@@ -29,6 +29,9 @@ struct backend_vtable {
     enum vllmc_status (*buffer_prefault)(struct backend *be, void *buf, size_t offset, size_t n);
     // optional: NULL means no other layout (backend_prepare_weight)
     enum vllmc_status (*prepare_weight)(struct backend *be, const struct tensor *w, void **alt);
+    // optional: NULL means bf16 matrices stay bf16 (backend_weights_to_f16)
+    enum vllmc_status (*weights_to_f16)(struct backend *be, struct tensor *const *w, int n,
+                                        int64_t *n_outside);
     enum vllmc_status (*fill)(struct backend *be, void *dst, int value, size_t n_bytes);
     enum vllmc_status (*upload)(struct backend *be, void *dst, const void *host_src, size_t n);
     enum vllmc_status (*download)(struct backend *be, void *host_dst, const void *src, size_t n);

@@ -321,8 +321,15 @@ static enum vllmc_status engine_build(struct vllmc_engine *eng)
     rc = engine_kv_dtype(p, &kv_dtype);
     if (rc)
         return rc;
-    if (p->dtype && strcmp(p->dtype, "auto") && !dtype_name_is(p->dtype, "f32", "float32", NULL))
-        log_warn("engine: --dtype %s: activations are computed in f32", p->dtype);
+    // --dtype: activations are f32 whatever it says. float16 rewrites bf16
+    // matrices as f16 on a device backend (model_load_params.weights_f16);
+    // auto, float32 and bfloat16 compute the weights as stored.
+    const char *dt = p->dtype && strcmp(p->dtype, "auto") ? p->dtype : NULL;
+    const bool weights_f16 = dt && dtype_name_is(dt, "f16", "float16", "half");
+    if (dt && !weights_f16 && !dtype_name_is(dt, "f32", "float32", "float") &&
+        !dtype_name_is(dt, "bf16", "bfloat16", NULL))
+        return fail(VLLMC_ERR_INVALID_ARG,
+                    "engine: --dtype %s (use auto, float32, float16, bfloat16)", dt);
 
     struct backend_options bo;
     backend_options_default(&bo);
@@ -340,6 +347,7 @@ static enum vllmc_status engine_build(struct vllmc_engine *eng)
     struct model_load_params lp;
     model_load_params_default(&lp);
     lp.n_tokens_max = n_tokens_step;
+    lp.weights_f16 = weights_f16;
     rc = model_load(eng->model_path, eng->be, &lp, &eng->model, &err);
     if (rc)
         return fail(rc, "%s", err.msg);

@@ -72,6 +72,7 @@ struct loader {
     float *freq_factors; // borrowed from the mapping (GGUF rope_freqs), or NULL
     bool has_int4;       // the checkpoint is AWQ or GPTQ (config.json quantization_config)
     struct int4_config int4;
+    bool weights_f16; // bf16 matrices rewritten as f16 once uploaded (--dtype float16)
 };
 
 void model_load_params_default(struct model_load_params *p)
@@ -553,6 +554,41 @@ static enum vllmc_status loader_prepare_weights(struct loader *ld)
     return rc;
 }
 
+// --dtype float16: the uploaded bf16 matrices (every 2-D bf16 slot, the
+// embedding table too) rewritten as f16 by the backend, all or none, before
+// the fused views take their dtype from them.
+static enum vllmc_status loader_weights_to_f16(struct loader *ld)
+{
+    struct model *m = ld->m;
+    struct tensor **w = mem_calloc((size_t)ld->n_slots + 1, sizeof(*w));
+    if (!w)
+        return err_set(ld->err, VLLMC_ERR_NOMEM, "%s: out of memory", m->path);
+    int n = 0;
+    size_t n_bytes = 0;
+    for (int i = 0; i < ld->n_slots; i++) {
+        struct tensor *t = ld->slots[i].dst;
+        if (t->dtype == DTYPE_BF16 && ld->slots[i].n_dims == 2) {
+            w[n++] = t;
+            n_bytes += tensor_n_bytes(t);
+        }
+    }
+    int64_t n_outside = 0;
+    enum vllmc_status rc = n ? backend_weights_to_f16(m->backend, w, n, &n_outside) : VLLMC_OK;
+    mem_free(w);
+    if (rc)
+        return err_set(ld->err, rc, "%s: --dtype float16: %s", m->path,
+                       backend_err(m->backend)->msg);
+    if (n_outside)
+        return err_set(ld->err, VLLMC_ERR_UNSUPPORTED,
+                       "%s: --dtype float16: %lld values of the bf16 weights lie outside "
+                       "float16's range (65504); use --dtype auto or bfloat16",
+                       m->path, (long long)n_outside);
+    if (n)
+        log_info("model: %d bf16 matrices (%.1f MiB) rewritten as f16 (--dtype float16)", n,
+                 (double)n_bytes / (1024.0 * 1024.0));
+    return VLLMC_OK;
+}
+
 // Converts, copies and uploads the queued weights; fills the model's tensors.
 static enum vllmc_status loader_place(struct loader *ld)
 {
@@ -628,6 +664,11 @@ static enum vllmc_status loader_place(struct loader *ld)
             return err_set(ld->err, rc, "%s: uploading weights: %s", m->path, backend_err(be)->msg);
         m->rope_inv_freq.data = dev + inv_off;
         m->rope_inv_freq.location = TENSOR_DEVICE;
+        if (ld->weights_f16) {
+            rc = loader_weights_to_f16(ld);
+            if (rc)
+                return rc;
+        }
     }
     loader_fused_views(ld);
     if (m->hp.tied_embeddings)
@@ -808,13 +849,20 @@ enum vllmc_status model_load(const char *path, struct backend *be,
     if (params->n_tokens_max < 1)
         return err_set(err, VLLMC_ERR_INVALID_ARG, "model: n_tokens_max %d", params->n_tokens_max);
     struct model *m = mem_calloc(1, sizeof(*m));
-    struct loader ld = {.m = m, .err = err};
+    struct loader ld = {.m = m, .err = err, .weights_f16 = params->weights_f16};
     enum vllmc_status rc = VLLMC_ERR_NOMEM;
     if (!m || !(m->path = mem_strdup(path))) {
         err_set(err, rc, "%s: out of memory", path);
         goto fail;
     }
     m->backend = be;
+    if (params->weights_f16 && backend_location(be) != TENSOR_DEVICE) {
+        rc = err_set(err, VLLMC_ERR_UNSUPPORTED,
+                     "%s: --dtype float16 is for device backends (cuda); the %s backend "
+                     "computes bf16 weights as stored",
+                     path, backend_name(be));
+        goto fail;
+    }
     bool hf = is_dir(path) || ends_with(path, ".safetensors");
     m->info.format = hf ? MODEL_FORMAT_SAFETENSORS : MODEL_FORMAT_GGUF;
     rc = hf ? model_open_hf(m, &ld, err) : model_open_gguf(m, err);

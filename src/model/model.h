@@ -119,6 +119,9 @@ enum model_fuse {
 struct model_load_params {
     int n_tokens_max;     // scratch is sized for this many tokens per forward call
     enum model_fuse fuse; // fused projections; default AUTO, or VLLMC_FUSE=0|1 (OFF|ON)
+    // Rewrite bf16 matrices as f16 on a device backend (backend_weights_to_f16):
+    // --dtype float16. Default false: bf16 weights are computed as stored.
+    bool weights_f16;
 };
 
 void model_load_params_default(struct model_load_params *p);

@@ -35,6 +35,7 @@ struct bench_opts {
     long n_threads;     // 0 = all cores
     long bw_mib;        // bandwidth probe buffer; 0 = skip the probe
     enum dtype kv_dtype; // --kv-cache-dtype; f32, as the engine's auto
+    bool weights_f16;    // --dtype float16
     bool log_providers;
 };
 
@@ -78,6 +79,7 @@ static void bench_usage(FILE *f)
            "      --device cpu|cuda   backend (default cpu)\n"
            "      --bandwidth-mib N   buffer of the read-bandwidth probe (default 1024; 0 = skip)\n"
            "      --kv-cache-dtype auto|f32|f16|bf16  KV cache element type (default auto: f32)\n"
+           "      --dtype auto|bfloat16|float16  float16 rewrites bf16 weights as f16 (cuda)\n"
            "      --log-providers     log which op provider runs each op shape\n");
 }
 
@@ -112,6 +114,8 @@ static int bench_parse(struct bench_opts *o, int argc, char **argv)
             ok = v && cli_parse_int(a, v, 0, 1024, &o->n_threads);
         } else if (cli_opt(argc, argv, &i, "--bandwidth-mib", NULL, &v)) {
             ok = v && cli_parse_int(a, v, 0, 1 << 20, &o->bw_mib);
+        } else if (cli_opt(argc, argv, &i, "--dtype", NULL, &v)) {
+            ok = v && cli_parse_dtype(a, v, &o->weights_f16);
         } else if (cli_opt(argc, argv, &i, "--kv-cache-dtype", NULL, &v)) {
             if (v && strcmp(v, "auto") &&
                 (!dtype_from_name(v, &o->kv_dtype) ||
@@ -149,6 +153,7 @@ static int bench_setup(struct bench *b)
     struct model_load_params lp;
     model_load_params_default(&lp);
     lp.n_tokens_max = o->n_prompt > 1 ? (int)o->n_prompt : 1;
+    lp.weights_f16 = o->weights_f16;
     if (model_load(o->model, b->be, &lp, &b->m, &err)) {
         fprintf(stderr, "vllmc: %s\n", err.msg);
         return 1;

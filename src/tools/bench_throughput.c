@@ -41,6 +41,7 @@ struct tput_opts {
     long long kv_cache_memory_bytes;
     long block_size;            // 0 = engine default
     const char *kv_cache_dtype; // NULL = engine default
+    bool weights_f16;           // --dtype float16
     bool sync_scheduling;       // --no-async-scheduling
     int warmup;                 // -1 = by device (on for GPUs), 0 off, 1 on
     long seed;
@@ -87,6 +88,7 @@ static void tput_usage(FILE *f)
             "      --max-model-len N          (default: the model's context)\n"
             "      --kv-cache-memory-bytes N  KV cache size (default: engine's)\n"
             "      --kv-cache-dtype auto|f32|f16|bf16  (default auto)\n"
+            "      --dtype auto|bfloat16|float16  float16 rewrites bf16 weights as f16 (cuda)\n"
             "      --block-size N             tokens per KV block (default: engine's)\n"
             "      --no-async-scheduling      read each step's tokens before the next step\n"
             "      --warmup, --no-warmup      an untimed run of the first max-num-seqs requests'\n"
@@ -141,6 +143,8 @@ static int tput_parse(struct tput_opts *o, int argc, char **argv)
             ok = v && cli_parse_int(a, v, 1, VLLMC_BLOCK_SIZE_MAX, &o->block_size);
         } else if (cli_opt(argc, argv, &i, "--kv-cache-dtype", NULL, &v)) {
             o->kv_cache_dtype = v;
+        } else if (cli_opt(argc, argv, &i, "--dtype", NULL, &v)) {
+            ok = v && cli_parse_dtype(a, v, &o->weights_f16);
         } else if (!strcmp(a, "--no-async-scheduling") || !strcmp(a, "--async-scheduling")) {
             o->sync_scheduling = a[2] == 'n';
             v = a;
@@ -562,6 +566,8 @@ int bench_throughput_main(int argc, char **argv)
         ep.block_size = (int)t.o.block_size;
     if (t.o.kv_cache_dtype)
         ep.kv_cache_dtype = t.o.kv_cache_dtype;
+    if (t.o.weights_f16)
+        ep.dtype = "f16";
     enum vllmc_status st = vllmc_engine_create(&ep, &t.engine);
     if (st) {
         fprintf(stderr, "vllmc bench throughput: %s: %s\n", vllmc_status_str(st),

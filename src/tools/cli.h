@@ -22,6 +22,11 @@ bool cli_opt(int argc, char **argv, int *i, const char *name, const char *short_
 // Strict number parsing for option values; false (with a message) on junk.
 bool cli_parse_int(const char *opt, const char *s, long min, long max, long *out);
 bool cli_parse_float(const char *opt, const char *s, double *out);
+// --dtype: auto, float32/f32/float, bfloat16/bf16 keep the weights as stored
+// (*weights_f16 false); float16/f16/half rewrite bf16 ones as f16 on a GPU
+// (engine params dtype "f16", model_load_params.weights_f16). False (with a
+// message) on anything else.
+bool cli_parse_dtype(const char *opt, const char *s, bool *weights_f16);
 // A number within [lo, hi], an end left out where open is CLI_OPEN_LO,
 // CLI_OPEN_HI or both; the message names the interval (hi INFINITY: no bound).
 enum { CLI_CLOSED = 0, CLI_OPEN_LO = 1, CLI_OPEN_HI = 2 };

@@ -47,6 +47,19 @@ bool cli_parse_int(const char *opt, const char *s, long min, long max, long *out
     return true;
 }
 
+bool cli_parse_dtype(const char *opt, const char *s, bool *weights_f16)
+{
+    static const char *const names[] = {"auto", "float32", "f32", "float", "bfloat16",
+                                        "bf16", "float16", "f16", "half"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (!strcmp(s, names[i])) {
+            *weights_f16 = i >= 6;
+            return true;
+        }
+    fprintf(stderr, "vllmc: %s expects auto, float32, bfloat16 or float16, not '%s'\n", opt, s);
+    return false;
+}
+
 bool cli_parse_float(const char *opt, const char *s, double *out)
 {
     char *end;

@@ -23,6 +23,7 @@ struct gen_opts {
     long threads;
     bool log_providers;
     bool print_ids;
+    bool weights_f16; // --dtype float16
 };
 
 static void gen_usage(FILE *f)
@@ -38,6 +39,7 @@ static void gen_usage(FILE *f)
             "      --top-p P          nucleus sampling mass (default 1)\n"
             "      --seed S           random seed for sampling (default 0)\n"
             "      --device cpu|cuda  backend (default cpu)\n"
+            "      --dtype auto|bfloat16|float16  float16 rewrites bf16 weights as f16 (cuda)\n"
             "  -t, --threads N        CPU threads (default: all cores)\n"
             "      --log-providers    log which op provider runs each op shape\n"
             "      --print-ids        print the generated ids as a JSON array instead of text\n");
@@ -65,6 +67,8 @@ static int gen_parse(struct gen_opts *o, int argc, char **argv)
             o->prompt_ids = v;
         } else if (cli_opt(argc, argv, &i, "--device", NULL, &v)) {
             o->device = v;
+        } else if (cli_opt(argc, argv, &i, "--dtype", NULL, &v)) {
+            ok = v && cli_parse_dtype(a, v, &o->weights_f16);
         } else if (cli_opt(argc, argv, &i, "--max-tokens", "-n", &v)) {
             ok = v && cli_parse_int(a, v, 0, 1 << 24, &o->max_tokens);
         } else if (cli_opt(argc, argv, &i, "--temperature", "--temp", &v)) {
@@ -106,6 +110,7 @@ static enum vllmc_status gen_engine(const struct gen_opts *o, int max_model_len,
     vllmc_engine_params_default(&p);
     p.model_path = o->model;
     p.device = o->device;
+    p.dtype = o->weights_f16 ? "f16" : "auto";
     p.n_threads = (int)o->threads;
     p.log_providers = o->log_providers;
     p.seed = o->seed;

@@ -49,6 +49,7 @@ struct parity {
     const char *device;
     const char *pass;
     enum dtype kv_dtype; // --kv-cache-dtype; f32, as the engine's auto
+    bool weights_f16;    // --dtype float16
     long batch;
     long threads;
     struct parity_case *cases;
@@ -60,6 +61,7 @@ static void parity_usage(FILE *f)
     fprintf(f, "usage: vllmc parity --reference REF.json [--model PATH] [--device cpu|cuda]\n"
                "                    [--batch 1|8] [--pass exact_dequant|default] [--threads N]\n"
                "                    [--kv-cache-dtype auto|f32|f16|bf16]\n"
+               "                    [--dtype auto|bfloat16|float16]\n"
                "  REF.json: testdata/golden/*.greedy.json or quant/models/*.refs.json\n");
 }
 
@@ -376,7 +378,10 @@ static int parity_run_all(struct parity *p)
     if (rc)
         return rc;
     rc = 1;
-    if (model_load(p->model_path, r.be, NULL, &r.m, &err)) {
+    struct model_load_params lp;
+    model_load_params_default(&lp);
+    lp.weights_f16 = p->weights_f16;
+    if (model_load(p->model_path, r.be, &lp, &r.m, &err)) {
         fprintf(stderr, "vllmc: %s\n", err.msg);
         goto out;
     }
@@ -468,6 +473,8 @@ int parity_main(int argc, char **argv)
             p.pass = v;
         } else if (cli_opt(argc, argv, &i, "--batch", "-b", &v)) {
             ok = v && cli_parse_int(a, v, 1, 64, &p.batch);
+        } else if (cli_opt(argc, argv, &i, "--dtype", NULL, &v)) {
+            ok = v && cli_parse_dtype(a, v, &p.weights_f16);
         } else if (cli_opt(argc, argv, &i, "--kv-cache-dtype", NULL, &v)) {
             if (v && strcmp(v, "auto") &&
                 (!dtype_from_name(v, &p.kv_dtype) ||

@@ -42,7 +42,8 @@ static void serve_usage(FILE *f)
             "  --api-key KEY                  require 'Authorization: Bearer KEY' on /v1\n"
             "                                 (default: $VLLM_API_KEY)\n"
             "  --device cpu|cuda              where the model runs (default cpu)\n"
-            "  --dtype auto|float32           activation type (16-bit types are refused)\n"
+            "  --dtype auto|float32|bfloat16|float16   weight compute type: float16 rewrites\n"
+            "                                 bf16 weights as f16 on cuda (activations stay f32)\n"
             "  --kv-cache-dtype auto|float32|float16|bfloat16   KV cache element type\n"
             "  --max-model-len N              context length (default: the model's)\n"
             "  --max-num-seqs N               sequences per step (default 256)\n"
@@ -170,15 +171,9 @@ static int parse_args(int argc, char **argv, struct serve_args *a)
                                 "bfloat16, got '%s'\n", v);
                 return 2;
             }
-            // Weights keep their stored type; activations run in float32 in
-            // this build, so a 16-bit activation type is refused, not ignored.
-            if (strcmp(a->engine.dtype, "auto") && strcmp(a->engine.dtype, "f32")) {
-                fprintf(stderr, "vllmc serve: --dtype %s is not supported yet: activations are "
-                                "computed in float32 (weights stay in their stored type); use "
-                                "--dtype auto, and --kv-cache-dtype float16|bfloat16 for a "
-                                "smaller KV cache\n", v);
-                return 2;
-            }
+            // f16 rewrites bf16 weights as f16 on a GPU (the loader refuses
+            // it on the CPU); the others keep them as stored. Activations
+            // are f32 in every case.
         } else if (!strcmp(f, "--kv-cache-dtype")) {
             NEED_VALUE();
             static const char *const kv_names[][2] = {

@@ -572,7 +572,8 @@ static bool device_same(const struct tensor *a, const struct tensor *b, size_t n
 // for bit, the same GEMM over a copy of the activations (which it splits
 // itself: an upload drops any handoff), and the handoff must have happened.
 // m = 100 takes the stacked [hi; lo] GEMM, m = 300 two accumulating ones.
-static void test_split_handoff_m(int64_t m)
+// An f16 GEMM (wt DTYPE_F16) takes one f16 term the same way.
+static void test_split_handoff_m(int64_t m, enum dtype wt)
 {
     const int64_t k = 1024, n = 520;
     struct pair a, b, res, wn, x, w, out, xc, outc;
@@ -582,7 +583,7 @@ static void test_split_handoff_m(int64_t m)
     pair_init(&res, DTYPE_F32, 2, ne_x);
     pair_init(&wn, DTYPE_BF16, 1, ne_wn);
     pair_init(&x, DTYPE_F32, 2, ne_x);
-    pair_init(&w, DTYPE_BF16, 2, ne_w);
+    pair_init(&w, wt, 2, ne_w);
     pair_init(&out, DTYPE_F32, 2, ne_o);
     pair_init(&xc, DTYPE_F32, 2, ne_x);
     pair_init(&outc, DTYPE_F32, 2, ne_o);
@@ -620,11 +621,12 @@ static void test_split_handoff_m(int64_t m)
         CHECK_EQ_INT(backend_sync(gpu), VLLMC_OK);
         CHECK(cuda_backend_split_handoffs(gpu) == before + 1); // the copy has no handoff
         const bool same = device_same(&out.d, &outc.d, out.n_bytes);
-        printf("split handoff from %s: m=%lld k=%lld n=%lld %s\n",
+        printf("split handoff from %s: %s weights m=%lld k=%lld n=%lld %s\n",
                producer == 0   ? "rmsnorm"
                : producer == 1 ? "add_rmsnorm"
                                : "silu_mul",
-               (long long)m, (long long)k, (long long)n, same ? "identical" : "DIFFERENT");
+               dtype_name(wt), (long long)m, (long long)k, (long long)n,
+               same ? "identical" : "DIFFERENT");
         CHECK(same);
     }
     struct pair *all[] = {&a, &b, &res, &wn, &x, &w, &out, &xc, &outc};
@@ -638,8 +640,9 @@ static void test_split_handoff(void)
 {
     const int mma_m = cuda_mma_gemm_max_m();
     cuda_mma_gemm_set(0, 0, 0, 0);
-    test_split_handoff_m(100);
-    test_split_handoff_m(300);
+    test_split_handoff_m(100, DTYPE_BF16);
+    test_split_handoff_m(300, DTYPE_BF16);
+    test_split_handoff_m(100, DTYPE_F16);
     cuda_mma_gemm_set(mma_m, 0, 0, 0);
 }
 

@@ -1,13 +1,16 @@
 // The "cuda" backend's life cycle and memory functions. Without CUDA in the
 // build, or without a GPU, creation must fail with a status and a message
 // that says why (never an abort); with a GPU, copies, fills, memory info and
-// the CUDA_TRY error path (statement, file and line) are checked.
+// the CUDA_TRY error path (statement, file and line) are checked, and the
+// in-place rewrite of bf16 matrices as f16 (--dtype float16).
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "backend/backend.h"
 #include "check.h"
 #include "core/alloc.h"
+#include "core/dtype.h"
 
 static void test_create_or_explain(void)
 {
@@ -92,11 +95,91 @@ static void test_bad_device_index(void)
     CHECK(err.msg[0] != '\0');
 }
 
+// backend_weights_to_f16: all matrices or none; f16 holds bf16 values of
+// magnitude 2^-17 .. 65504 exactly, rounds smaller ones to its subnormal step
+// and cannot hold 65536 (the next bf16 value after 65280). The expected bits
+// come from the host's f32_to_fp16 (round to nearest even).
+static void test_weights_to_f16(void)
+{
+    struct err err = {0};
+    struct backend *cpu = NULL;
+    CHECK_EQ_INT(backend_create("cpu", NULL, &cpu, &err), VLLMC_OK);
+    struct tensor none;
+    uint16_t one = f32_to_bf16(1.0f);
+    VLLMC_ASSERT(tensor_init_2d(&none, DTYPE_BF16, &one, 1, 1));
+    struct tensor *nonep = &none;
+    int64_t n_outside = -1;
+    CHECK_EQ_INT(backend_weights_to_f16(cpu, &nonep, 1, &n_outside), VLLMC_ERR_UNSUPPORTED);
+    CHECK(none.dtype == DTYPE_BF16);
+    backend_free(cpu);
+
+    struct backend *be = NULL;
+    if (backend_create("cuda", NULL, &be, &err)) {
+        printf("  no GPU: %s\n", err.msg);
+        return;
+    }
+    enum { N = 4096 };
+    const float special[] = {0.0f,      -0.0f,       1.0f,        -1.5f,   0x1p-17f,
+                             -0x1p-17f, 0x1.fep-18f, 0x1p-20f,    1e-8f,   3.0e-5f,
+                             65280.0f,  -65280.0f,   0x1.02p-14f, 0.0173f, -7.25e-3f};
+    const int n_special = (int)(sizeof special / sizeof special[0]);
+    uint16_t *a = mem_alloc(N * 2), *back = mem_alloc(N * 2);
+    VLLMC_ASSERT(a && back);
+    uint32_t state = 12345;
+    for (int i = 0; i < N; i++) {
+        state = state * 1664525u + 1013904223u;
+        // A spread of magnitudes 2^-30 .. 2^15, both signs.
+        float v = ldexpf(1.0f + (float)(state >> 9) / 8388608.0f, (int)(state % 46) - 30);
+        a[i] = f32_to_bf16(i < n_special ? special[i] : (state & 1 ? -v : v));
+    }
+    const uint16_t big = f32_to_bf16(65536.0f);
+    void *da = NULL, *db = NULL;
+    CHECK_EQ_INT(backend_buffer_alloc(be, N * 2, &da), VLLMC_OK);
+    CHECK_EQ_INT(backend_buffer_alloc(be, 2 * 2, &db), VLLMC_OK);
+    CHECK_EQ_INT(backend_upload(be, da, a, N * 2), VLLMC_OK);
+    const uint16_t b_host[2] = {f32_to_bf16(2.0f), big};
+    CHECK_EQ_INT(backend_upload(be, db, b_host, sizeof b_host), VLLMC_OK);
+    struct tensor ta, tb;
+    VLLMC_ASSERT(tensor_init_2d(&ta, DTYPE_BF16, da, 64, N / 64));
+    VLLMC_ASSERT(tensor_init_2d(&tb, DTYPE_BF16, db, 2, 1));
+    ta.location = tb.location = TENSOR_DEVICE;
+
+    // One value out of range: nothing changes.
+    struct tensor *both[2] = {&ta, &tb};
+    CHECK_EQ_INT(backend_weights_to_f16(be, both, 2, &n_outside), VLLMC_OK);
+    CHECK_EQ_INT(n_outside, 1);
+    CHECK(ta.dtype == DTYPE_BF16 && tb.dtype == DTYPE_BF16);
+    CHECK_EQ_INT(backend_download(be, back, da, N * 2), VLLMC_OK);
+    CHECK(memcmp(a, back, N * 2) == 0);
+
+    struct tensor *just_a = &ta;
+    CHECK_EQ_INT(backend_weights_to_f16(be, &just_a, 1, &n_outside), VLLMC_OK);
+    CHECK_EQ_INT(n_outside, 0);
+    CHECK(ta.dtype == DTYPE_F16);
+    CHECK_EQ_INT(backend_download(be, back, da, N * 2), VLLMC_OK);
+    int n_wrong = 0, n_inexact = 0;
+    for (int i = 0; i < N; i++) {
+        const float v = bf16_to_f32(a[i]);
+        n_wrong += back[i] != f32_to_fp16(v);
+        if (fabsf(v) >= 0x1p-17f)
+            n_inexact += fp16_to_f32(back[i]) != v;
+    }
+    CHECK_EQ_INT(n_wrong, 0);
+    CHECK_EQ_INT(n_inexact, 0);
+    CHECK(fp16_to_f32(back[8]) == 0.0f); // 1e-8 is under half the smallest subnormal
+    backend_buffer_free(be, da);
+    backend_buffer_free(be, db);
+    mem_free(a);
+    mem_free(back);
+    backend_free(be);
+}
+
 int main(int argc, char **argv)
 {
     static const struct check_case cases[] = {
         {"create_or_explain", test_create_or_explain},
         {"bad_device_index", test_bad_device_index},
+        {"weights_to_f16", test_weights_to_f16},
         {NULL, NULL},
     };
     return check_run(cases, argc, argv);

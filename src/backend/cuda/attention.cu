@@ -1868,10 +1868,9 @@ static enum vllmc_status att_decode_run(const struct op_call *c, struct cuda_dev
         // sequence) writes the output: it also splits it for the o
         // projection's bf16 GEMM when that follows (at many sequences).
         const int64_t k = (int64_t)p->n_heads * p->head_dim;
-        p->split_hi =
-            (__nv_bfloat16 *)cuda_split_begin_rows(c, p->dst, p->n_tokens, k, p->dst_stride);
+        p->split_hi = (__nv_bfloat16 *)cuda_split_begin_rows(c, p->dst, p->n_tokens, k,
+                                                             p->dst_stride, &p->split_lo_off);
         p->split_k = k;
-        p->split_lo_off = p->n_tokens * k;
     }
     p->early_loads = cuda_attention_early_loads;
     // Set for every decode kernel, taken by the short-split one only.

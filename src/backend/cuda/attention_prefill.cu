@@ -673,8 +673,7 @@ static enum vllmc_status att_tc_run(const struct op_call *c, bool ldsm)
     // The output is the o projection's input: its bf16 terms too when a bf16
     // GEMM will read it (cuda_split_begin_rows).
     p.split_hi = (__nv_bfloat16 *)cuda_split_begin_rows(c, p.dst, n_tokens, (int64_t)p.n_heads * D,
-                                                        p.dst_stride);
-    p.split_lo_off = n_tokens * (int64_t)p.n_heads * D;
+                                                        p.dst_stride, &p.split_lo_off);
     // f16 and bf16 caches keep their type; an f32 cache is rounded to f16,
     // whose 10-bit mantissa keeps scores closer than bf16's 7 bits (values
     // past f16's range saturate, see tc_pack).

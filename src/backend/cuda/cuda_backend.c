@@ -186,33 +186,37 @@ struct cuda_device *cuda_device_of(const struct op_call *c)
     return (struct cuda_device *)c->backend->impl;
 }
 
-// Whether a bf16 GEMM split x [.., k] itself lately (struct cuda_split's wants).
-static bool split_wanted(const struct cuda_split *s, const void *x, int64_t k)
+// Which of struct cuda_split's wants says a 16-bit GEMM converted x [.., k]
+// itself lately, or -1.
+static int split_wanted(const struct cuda_split *s, const void *x, int64_t k)
 {
     for (int i = 0; i < CUDA_SPLIT_WANTS; i++)
         if (s->wants[i].x == x && s->wants[i].k == k)
-            return true;
-    return false;
+            return i;
+    return -1;
 }
 
-void *cuda_split_begin(const struct op_call *c, const struct tensor *dst)
+void *cuda_split_begin(const struct op_call *c, const struct tensor *dst, int64_t *lo_off)
 {
     // f32 rows (the producers' gate)
     return cuda_split_begin_rows(c, dst->data, tensor_n_rows(dst), dst->ne[0],
-                                 (int64_t)(dst->nb[1] / sizeof(float)));
+                                 (int64_t)(dst->nb[1] / sizeof(float)), lo_off);
 }
 
 void *cuda_split_begin_rows(const struct op_call *c, const void *x, int64_t m, int64_t k,
-                            int64_t x_pitch)
+                            int64_t x_pitch, int64_t *lo_off)
 {
     struct cuda_device *dev = cuda_device_of(c);
     struct cuda_split *s = &dev->split;
     s->x = NULL;
+    *lo_off = 0;
     // The GEMV reads f32 activations as they are (so does the tensor-core
     // decode GEMM, which never splits x: its inputs are not wanted).
-    if (!split_wanted(s, x, k) || s->disabled || m <= cuda_gemv_max_m())
+    const int wanted = split_wanted(s, x, k);
+    if (wanted < 0 || s->disabled || m <= cuda_gemv_max_m())
         return NULL;
-    const size_t need = (size_t)m * (size_t)k * 2 * sizeof(uint16_t);
+    const bool f16 = s->wants[wanted].f16;
+    const size_t need = (size_t)m * (size_t)k * (f16 ? 1 : 2) * sizeof(uint16_t);
     if (need > s->bytes) {
         enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
         if ((s->failed_bytes && need >= s->failed_bytes) ||
@@ -238,23 +242,28 @@ void *cuda_split_begin_rows(const struct op_call *c, const void *x, int64_t m, i
     s->m = m;
     s->k = k;
     s->x_pitch = x_pitch;
+    s->f16 = f16;
     s->op = c->backend->n_ops_run;
+    *lo_off = f16 ? 0 : m * k;
     return s->buf;
 }
 
 const void *cuda_split_find(const struct op_call *c, const void *x, int64_t m, int64_t k,
-                            int64_t x_pitch)
+                            int64_t x_pitch, bool f16)
 {
     struct cuda_device *dev = cuda_device_of(c);
     struct cuda_split *s = &dev->split;
-    if (!s->x || s->x != x || s->m != m || s->k != k || s->x_pitch != x_pitch ||
+    if (!s->x || s->x != x || s->m != m || s->k != k || s->x_pitch != x_pitch || s->f16 != f16 ||
         c->backend->n_ops_run != s->op + 1) {
-        // This GEMM splits x itself: the op that writes x next time may do it.
-        if (!split_wanted(s, x, k)) {
-            s->wants[s->next_want].x = x;
-            s->wants[s->next_want].k = k;
+        // This GEMM converts x itself: the op that writes x next time may do it.
+        int want = split_wanted(s, x, k);
+        if (want < 0) {
+            want = s->next_want;
+            s->wants[want].x = x;
+            s->wants[want].k = k;
             s->next_want = (s->next_want + 1) % CUDA_SPLIT_WANTS;
         }
+        s->wants[want].f16 = f16;
         return NULL;
     }
     s->op = c->backend->n_ops_run; // the next GEMM over the same x may read it too
@@ -461,6 +470,14 @@ static enum vllmc_status cuda_upload(struct backend *be, void *dst, const void *
         return VLLMC_OK;
     CUDA_TRY(cudaMemcpyAsync(dst, host_src, n, cudaMemcpyHostToDevice, dev_of(be)->stream));
     return VLLMC_OK;
+}
+
+static enum vllmc_status cuda_weights_to_f16_vt(struct backend *be, struct tensor *const *w, int n,
+                                                int64_t *n_outside)
+{
+    SUM_FLUSH(be);
+    split_drop(be);
+    return cuda_weights_to_f16(dev_of(be), w, n, n_outside);
 }
 
 // Synchronous: the data is on the host when it returns. Every download goes
@@ -680,6 +697,7 @@ static const struct backend_vtable cuda_vtable = {
     .buffer_free = cuda_buffer_free,
     .fill = cuda_fill,
     .upload = cuda_upload,
+    .weights_to_f16 = cuda_weights_to_f16_vt,
     .download = cuda_download,
     .sync = cuda_sync,
     .host_alloc = cuda_host_alloc,

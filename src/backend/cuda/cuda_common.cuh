@@ -330,9 +330,20 @@ static inline cudaError_t cuda_launch(void (*kernel)(Params...), dim3 grid, dim3
 
 // ---- activations split into bf16 terms (matmul.cu) ----
 // v as hi + lo, each bf16: hi its rounding, lo the rounding of the rest, so
-// hi + lo keeps 16 significant bits. Stored at hi and at hi + lo_off.
+// hi + lo keeps 16 significant bits. Stored at hi and at hi + lo_off. lo_off
+// 0 asks for one f16 term instead (the operand of a GEMM over f16 weights),
+// saturated at +-65504 as the f16 GEMM's own conversion does.
+__device__ __forceinline__ __half cuda_f16_sat(float v)
+{
+    return __float2half_rn(fminf(fmaxf(v, -65504.0f), 65504.0f));
+}
+
 __device__ __forceinline__ void cuda_split_store(__nv_bfloat16 *hi, int64_t lo_off, float v)
 {
+    if (!lo_off) {
+        *(__half *)hi = cuda_f16_sat(v);
+        return;
+    }
     const __nv_bfloat16 h = __float2bfloat16_rn(v);
     hi[0] = h;
     hi[lo_off] = __float2bfloat16_rn(v - __bfloat162float(h));
@@ -341,6 +352,10 @@ __device__ __forceinline__ void cuda_split_store(__nv_bfloat16 *hi, int64_t lo_o
 // The same for two consecutive values (hi 4-byte aligned).
 __device__ __forceinline__ void cuda_split_store2(__nv_bfloat16 *hi, int64_t lo_off, float2 v)
 {
+    if (!lo_off) {
+        *(__half2 *)hi = __halves2half2(cuda_f16_sat(v.x), cuda_f16_sat(v.y));
+        return;
+    }
     const __nv_bfloat16 h0 = __float2bfloat16_rn(v.x), h1 = __float2bfloat16_rn(v.y);
     __nv_bfloat162 h, l;
     h.x = h0;
@@ -354,6 +369,14 @@ __device__ __forceinline__ void cuda_split_store2(__nv_bfloat16 *hi, int64_t lo_
 // The same for four consecutive values (hi 8-byte aligned).
 __device__ __forceinline__ void cuda_split_store4(__nv_bfloat16 *hi, int64_t lo_off, float4 v)
 {
+    if (!lo_off) {
+        __half2 h[2] = {__halves2half2(cuda_f16_sat(v.x), cuda_f16_sat(v.y)),
+                        __halves2half2(cuda_f16_sat(v.z), cuda_f16_sat(v.w))};
+        uint2 w;
+        memcpy(&w, h, sizeof w);
+        *(uint2 *)hi = w;
+        return;
+    }
     const float f[4] = {v.x, v.y, v.z, v.w};
     __nv_bfloat16 h[4], l[4];
 #pragma unroll

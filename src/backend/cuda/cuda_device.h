@@ -27,24 +27,26 @@ struct cuda_lt_algo {
 
 #define CUDA_LT_ALGO_SLOTS 64
 
-// A bf16 GEMM takes f32 activations as two bf16 terms, hi + lo (matmul.cu).
-// An op (RMSNorm, SiLU-mul) whose output buffer a bf16 GEMM had to split
-// before writes the terms beside its f32 output, so that the GEMM reading it
-// next need not launch a kernel to split them: one pass less over the
-// activations, one kernel less. Nothing is written for outputs no bf16 GEMM
-// reads (quantized layers' inputs), and any upload, fill, free or graph
-// launch between the two ops drops the record.
+// A bf16 GEMM takes f32 activations as two bf16 terms, hi + lo, an f16 GEMM
+// as one f16 term (matmul.cu). An op (RMSNorm, SiLU-mul, attention) whose
+// output buffer such a GEMM had to convert before writes the terms beside its
+// f32 output, so that the GEMM reading it next need not launch a kernel to
+// convert them: one pass less over the activations, one kernel less. Nothing
+// is written for outputs no 16-bit GEMM reads (quantized layers' inputs), and
+// any upload, fill, free or graph launch between the two ops drops the record.
 #define CUDA_SPLIT_WANTS 8
 struct cuda_split {
-    void *buf; // owned device [2, m, k] bf16: hi rows, then lo rows
+    void *buf; // owned device [2, m, k] bf16: hi rows, then lo rows; or [m, k] f16
     size_t bytes;
     size_t failed_bytes; // smallest size cudaMalloc refused (0: none), not retried
     const void *x;       // the f32 activations [m, k] (row pitch x_pitch) they split
     int64_t m, k, x_pitch;
     uint64_t op; // the backend's n_ops_run when they were written or last read
+    bool f16;    // buf holds one f16 term, not bf16 hi + lo
     struct {
-        const void *x; // activations a bf16 GEMM split itself, k wide
+        const void *x; // activations a 16-bit GEMM converted itself, k wide
         int64_t k;
+        bool f16;              // for f16 weights: one f16 term
     } wants[CUDA_SPLIT_WANTS]; // the last few, replaced in turn
     int next_want;
     uint64_t n_handoffs; // GEMMs that found their terms written
@@ -153,20 +155,23 @@ void cuda_device_free(struct cuda_device *dev); // NULL is a no-op
 // The device of the backend running c (a "cuda" backend, by the provider's gate).
 struct cuda_device *cuda_device_of(const struct op_call *c);
 
-// Where a producer op c writes the split copy (hi rows, then lo rows, dense)
-// of its output dst [m, k] f32, or NULL: no bf16 GEMM split this buffer
-// itself before, m goes to the GEMV, the handoff is off, or the buffer cannot
-// grow (during a graph capture, or cudaMalloc refused that size before).
-// Replacing the buffer bumps scratch_gen like the scratch.
-void *cuda_split_begin(const struct op_call *c, const struct tensor *dst);
+// Where a producer op c writes the split copy (hi rows, then lo rows, dense,
+// lo at hi + *lo_off) of its output dst [m, k] f32, or NULL: no 16-bit GEMM
+// converted this buffer itself before, m goes to the GEMV, the handoff is
+// off, or the buffer cannot grow (during a graph capture, or cudaMalloc
+// refused that size before). *lo_off 0: one f16 row each instead, for an f16
+// GEMM (cuda_split_store). Replacing the buffer bumps scratch_gen like the
+// scratch.
+void *cuda_split_begin(const struct op_call *c, const struct tensor *dst, int64_t *lo_off);
 // The same for an output the GEMM reads as x [m, k] with row pitch x_pitch
 // (attention's [tokens, heads, head_dim] as [tokens, heads x head_dim]).
 void *cuda_split_begin_rows(const struct op_call *c, const void *x, int64_t m, int64_t k,
-                            int64_t x_pitch);
-// The split copy of x [m, k] (row pitch x_pitch) when the op just before c
-// (or the GEMMs that read it since) wrote it, else NULL.
+                            int64_t x_pitch, int64_t *lo_off);
+// The split copy of x [m, k] (row pitch x_pitch; bf16 hi + lo, or one f16
+// term with f16) when the op just before c (or the GEMMs that read it since)
+// wrote it, else NULL.
 const void *cuda_split_find(const struct op_call *c, const void *x, int64_t m, int64_t k,
-                            int64_t x_pitch);
+                            int64_t x_pitch, bool f16);
 
 // Launches the pending sum, if any (struct cuda_pending_sum).
 enum vllmc_status cuda_sum_flush(struct cuda_device *dev);

@@ -66,7 +66,7 @@ static __global__ void silu_mul_sum_kernel(float *dst, int64_t dst_pitch, const 
 template <int KIND>
 static void elem_launch(float *dst, int64_t dst_pitch, const float *a, int64_t a_pitch,
                         const float *b, int64_t b_pitch, int n_cols, int64_t n_rows,
-                        __nv_bfloat16 *hi, cudaStream_t stream)
+                        __nv_bfloat16 *hi, int64_t lo_off, cudaStream_t stream)
 {
     // Rows go on grid y (at most 65535): larger batches are split into slabs.
     const unsigned gx = (unsigned)((n_cols + ELEM_THREADS - 1) / ELEM_THREADS);
@@ -74,7 +74,7 @@ static void elem_launch(float *dst, int64_t dst_pitch, const float *a, int64_t a
         const int64_t nr = n_rows - r0 < 65535 ? n_rows - r0 : 65535;
         cuda_launch(elem_kernel<KIND>, dim3(gx, (unsigned)nr), ELEM_THREADS, 0, stream,
                     dst + r0 * dst_pitch, dst_pitch, a + r0 * a_pitch, a_pitch, b + r0 * b_pitch,
-                    b_pitch, n_cols, hi ? hi + r0 * n_cols : nullptr, n_rows * (int64_t)n_cols);
+                    b_pitch, n_cols, hi ? hi + r0 * n_cols : nullptr, lo_off);
     }
 }
 
@@ -114,20 +114,22 @@ template <int KIND> static enum vllmc_status elem_run(const struct op_call *c)
             return rc;
     }
     // SiLU-mul's output is the down projection's input.
-    __nv_bfloat16 *hi = KIND == ELEM_SILU_MUL ? (__nv_bfloat16 *)cuda_split_begin(c, d) : nullptr;
+    int64_t lo_off = 0;
+    __nv_bfloat16 *hi =
+        KIND == ELEM_SILU_MUL ? (__nv_bfloat16 *)cuda_split_begin(c, d, &lo_off) : nullptr;
     if (taken) {
         // Rows on grid y: a stacked GEMM has at most 65535 (lt_stack_max_m).
         const dim3 grid((unsigned)((n_cols + ELEM_THREADS - 1) / ELEM_THREADS), (unsigned)n_rows);
         CUDA_TRY(cuda_launch(silu_mul_sum_kernel, grid, ELEM_THREADS, 0, dev->stream,
                              (float *)d->data, cuda_row_pitch(d), ps.y, ps.y_pitch,
                              (int64_t)ps.m * ps.y_pitch, (int)n_cols, ps.bias, ps.bias_type, ps.dst,
-                             ps.dst_pitch, hi, n_rows * n_cols));
+                             ps.dst_pitch, hi, lo_off));
         CUDA_TRY_LAUNCH();
         return VLLMC_OK;
     }
     elem_launch<KIND>((float *)d->data, cuda_row_pitch(d), (const float *)a->data,
                       cuda_row_pitch(a), bp, b ? cuda_row_pitch(b) : cuda_row_pitch(a), (int)n_cols,
-                      n_rows, hi, dev->stream);
+                      n_rows, hi, lo_off, dev->stream);
     CUDA_TRY_LAUNCH();
     return VLLMC_OK;
 }

@@ -275,6 +275,37 @@ static __global__ void convert_kernel(T *y, const float *x, int64_t x_pitch, int
     }
 }
 
+// y [m, k] (dense) = x [m, k] (pitched) rounded to f16 for an f16 W, four
+// columns a thread as split_bf16_kernel. Magnitudes past f16's largest value
+// saturate at +-65504 (as the tensor-core decode kernels' operands do)
+// instead of turning into infinities that would poison the whole output row.
+static __global__ void to_f16_kernel(__half *y, const float *x, int64_t x_pitch, int k, int m,
+                                     bool vec)
+{
+    cuda_pdl_sync();
+    for (int r = (int)blockIdx.y; r < m; r += (int)gridDim.y) {
+        const float *xr = x + (int64_t)r * x_pitch;
+        __half *yr = y + (int64_t)r * k;
+        for (int c = 4 * ((int)blockIdx.x * (int)blockDim.x + (int)threadIdx.x); c < k;
+             c += 4 * (int)gridDim.x * (int)blockDim.x) {
+            if (vec) {
+                const float4 v = *(const float4 *)(xr + c);
+                __half2 h[2];
+                h[0] = __floats2half2_rn(fminf(fmaxf(v.x, -65504.0f), 65504.0f),
+                                         fminf(fmaxf(v.y, -65504.0f), 65504.0f));
+                h[1] = __floats2half2_rn(fminf(fmaxf(v.z, -65504.0f), 65504.0f),
+                                         fminf(fmaxf(v.w, -65504.0f), 65504.0f));
+                uint2 w;
+                memcpy(&w, h, sizeof w);
+                *(uint2 *)(yr + c) = w;
+            } else {
+                for (int i = 0; i < 4 && c + i < k; i++)
+                    yr[c + i] = __float2half_rn(fminf(fmaxf(xr[c + i], -65504.0f), 65504.0f));
+            }
+        }
+    }
+}
+
 // hi [m, k] and lo [m, k] (dense) with hi + lo = x to 16 significant bits:
 // rows over grid y, four columns a thread (16-byte loads when vec: k and
 // x_pitch multiples of 4, x 16-byte aligned). Launched by cuda_launch: it may
@@ -807,7 +838,8 @@ extern "C" enum vllmc_status cuda_sum_take(const struct op_call *c, const struct
 // cuBLASLt over a->w of dtype wt (f32, f16, bf16); xc is scratch for the
 // activations in a 16-bit wt (m * k elements; 2 * m * k with split_x, the
 // hi + lo terms of bf16), unused for f32. split_ready, when not NULL, holds
-// those terms already (written by the op that made x, cuda_split_begin).
+// those terms (or f16 x) already (written by the op that made x,
+// cuda_split_begin).
 // defer_sum: a stacked GEMM may leave its sum pending (the caller's op ends
 // with the GEMM).
 static enum vllmc_status lt_run(struct cuda_device *dev, const struct matmul_args *a_in,
@@ -860,13 +892,19 @@ static enum vllmc_status lt_run(struct cuda_device *dev, const struct matmul_arg
         if (!rc)
             rc = lt_matmul(dev, &a, CUDA_R_16BF, lo, a.k, 1.0f);
     } else {
-        if (wt == DTYPE_BF16)
+        if (wt == DTYPE_BF16) {
             convert_kernel<__nv_bfloat16><<<matmul_grid_1d(total), 256, 0, dev->stream>>>(
                 (__nv_bfloat16 *)xc, a.x, a.x_pitch, a.k, total);
-        else
-            convert_kernel<__half><<<matmul_grid_1d(total), 256, 0, dev->stream>>>(
-                (__half *)xc, a.x, a.x_pitch, a.k, total);
-        CUDA_TRY_LAUNCH();
+            CUDA_TRY_LAUNCH();
+        } else if (split_ready) {
+            xc = (void *)split_ready; // the op that wrote x rounded it already
+        } else {
+            const bool vec = a.k % 4 == 0 && a.x_pitch % 4 == 0 && (uintptr_t)a.x % 16 == 0;
+            const int rows = a.m < 1 ? 1 : a.m < 65535 ? a.m : 65535; // grid y, rows stride
+            const dim3 grid((unsigned)((a.k + 1023) / 1024), (unsigned)rows);
+            CUDA_TRY(cuda_launch(to_f16_kernel, grid, 256, 0, dev->stream, (__half *)xc, a.x,
+                                 a.x_pitch, a.k, a.m, vec));
+        }
         rc = lt_matmul(dev, &a, wt == DTYPE_BF16 ? CUDA_R_16BF : CUDA_R_16F, xc, a.k, 0.0f);
     }
     if (rc)
@@ -899,8 +937,8 @@ extern "C" enum vllmc_status cuda_cublaslt_run(const struct op_call *c)
     const void *split_ready = nullptr;
     if (wt != DTYPE_F32) {
         const bool split = wt == DTYPE_BF16 && lt_split_x;
-        if (split)
-            split_ready = cuda_split_find(c, a.x, a.m, a.k, a.x_pitch);
+        if (split || wt == DTYPE_F16)
+            split_ready = cuda_split_find(c, a.x, a.m, a.k, a.x_pitch, wt == DTYPE_F16);
         const size_t x_bytes = (size_t)a.m * (size_t)a.k * 2 * (split ? 2 : 1);
         const size_t bytes =
             split ? ((x_bytes + 255) & ~(size_t)255) + lt_stack_bytes(a.m, a.n) : x_bytes;
@@ -933,4 +971,62 @@ extern "C" enum vllmc_status cuda_matmul_lt_bf16(const struct op_call *c, const 
     a.w_pitch = a.k;
     void *x_scratch = (char *)w_scratch + lt_bf16_w_bytes(c);
     return lt_run(cuda_device_of(c), &a, DTYPE_BF16, x_scratch, false, nullptr, false);
+}
+
+// ---- bf16 matrices computed as f16 (--dtype float16) ----
+
+// Adds to *n_out how many values of w [n] bf16 f16 cannot hold: magnitudes
+// above 65504 (from 65520 they would round to infinity), infinities, NaNs.
+static __global__ void bf16_outside_f16_kernel(const __nv_bfloat16 *w, int64_t n,
+                                               unsigned long long *n_out)
+{
+    unsigned long long count = 0;
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x)
+        count += !(fabsf(__bfloat162float(w[i])) <= 65504.0f);
+    for (int o = CUDA_WARP / 2; o > 0; o /= 2)
+        count += __shfl_down_sync(0xffffffffu, count, o);
+    if (count && threadIdx.x % CUDA_WARP == 0)
+        atomicAdd(n_out, count);
+}
+
+// w [n] bf16 rewritten in place as f16, the same two bytes an element.
+static __global__ void bf16_to_f16_kernel(void *w, int64_t n)
+{
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x)
+        ((__half *)w)[i] = __float2half_rn(__bfloat162float(((const __nv_bfloat16 *)w)[i]));
+}
+
+extern "C" enum vllmc_status cuda_weights_to_f16(struct cuda_device *dev, struct tensor *const *w,
+                                                 int n, int64_t *n_outside)
+{
+    struct err *err = dev->err;
+    *n_outside = 0;
+    unsigned long long *count;
+    enum vllmc_status rc = cuda_scratch(dev, sizeof *count, (void **)&count);
+    if (rc)
+        return rc;
+    CUDA_TRY(cudaMemsetAsync(count, 0, sizeof *count, dev->stream));
+    const unsigned blocks = (unsigned)dev->n_sms * 8;
+    for (int i = 0; i < n; i++) {
+        bf16_outside_f16_kernel<<<blocks, 256, 0, dev->stream>>>((const __nv_bfloat16 *)w[i]->data,
+                                                                 tensor_n_elements(w[i]), count);
+        CUDA_TRY_LAUNCH();
+    }
+    unsigned long long host_count = 0;
+    CUDA_TRY(cudaMemcpyAsync(&host_count, count, sizeof host_count, cudaMemcpyDeviceToHost,
+                             dev->stream));
+    CUDA_TRY(cudaStreamSynchronize(dev->stream));
+    if (host_count) {
+        *n_outside = (int64_t)host_count;
+        return VLLMC_OK;
+    }
+    for (int i = 0; i < n; i++) {
+        bf16_to_f16_kernel<<<blocks, 256, 0, dev->stream>>>(w[i]->data, tensor_n_elements(w[i]));
+        CUDA_TRY_LAUNCH();
+        w[i]->dtype = DTYPE_F16;
+    }
+    CUDA_TRY(cudaStreamSynchronize(dev->stream));
+    return VLLMC_OK;
 }

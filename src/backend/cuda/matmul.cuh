@@ -71,6 +71,15 @@ enum vllmc_status cuda_cublaslt_run(const struct op_call *c);
 enum vllmc_status cuda_matmul_lt_bf16_scratch(const struct op_call *c, void **w_scratch);
 enum vllmc_status cuda_matmul_lt_bf16(const struct op_call *c, const void *w_scratch);
 
+struct cuda_device;
+// Rewrites the bf16 matrices w[0..n) (device memory) in place as f16 and sets
+// their dtype, when every value of every one fits f16: |v| <= 65504, where
+// bf16 values of magnitude 2^-17 and up convert exactly and smaller ones round
+// to f16's subnormal step, 2^-24. Otherwise changes nothing and sets
+// *n_outside to the count of values that do not fit. Synchronises the stream.
+enum vllmc_status cuda_weights_to_f16(struct cuda_device *dev, struct tensor *const *w, int n,
+                                      int64_t *n_outside);
+
 bool cuda_matmul_tiled_supports(const struct op_call *c);
 enum vllmc_status cuda_matmul_tiled_run(const struct op_call *c);
 

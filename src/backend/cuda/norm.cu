@@ -162,20 +162,20 @@ static bool norm_aligned16(const void *p, int64_t pitch)
 template <typename TW, bool FUSED, int CH>
 static void norm_rms_vec_launch(float *dst, int64_t dst_pitch, const float *x, int64_t x_pitch,
                                 float *res, int64_t res_pitch, const void *w, int dim,
-                                int64_t n_rows, float eps, __nv_bfloat16 *hi, cudaStream_t stream,
-                                struct norm_x2 s2)
+                                int64_t n_rows, float eps, __nv_bfloat16 *hi, int64_t lo_off,
+                                cudaStream_t stream, struct norm_x2 s2)
 {
     const int n4 = dim / 4, per = (n4 + CH - 1) / CH;
     const int threads = (per + CUDA_WARP - 1) / CUDA_WARP * CUDA_WARP;
     cuda_launch(norm_rms_vec_kernel<TW, FUSED, CH>, (unsigned)n_rows, threads, 0, stream, dst,
-                dst_pitch, x, x_pitch, res, res_pitch, (const TW *)w, dim, eps, hi,
-                n_rows * (int64_t)dim, s2);
+                dst_pitch, x, x_pitch, res, res_pitch, (const TW *)w, dim, eps, hi, lo_off, s2);
 }
 
 template <typename TW, bool FUSED>
 static void norm_rms_launch(float *dst, int64_t dst_pitch, const float *x, int64_t x_pitch,
                             float *res, int64_t res_pitch, const void *w, int dim, int64_t n_rows,
-                            float eps, __nv_bfloat16 *hi, cudaStream_t stream, struct norm_x2 s2)
+                            float eps, __nv_bfloat16 *hi, int64_t lo_off, cudaStream_t stream,
+                            struct norm_x2 s2)
 {
     const bool vec =
         dim % 4 == 0 && dim <= 8 * 4 * NORM_THREADS_MAX && norm_aligned16(dst, dst_pitch) &&
@@ -186,21 +186,20 @@ static void norm_rms_launch(float *dst, int64_t dst_pitch, const float *x, int64
         const int n4 = dim / 4;
         if (n4 <= NORM_THREADS_MAX)
             norm_rms_vec_launch<TW, FUSED, 1>(dst, dst_pitch, x, x_pitch, res, res_pitch, w, dim,
-                                              n_rows, eps, hi, stream, s2);
+                                              n_rows, eps, hi, lo_off, stream, s2);
         else if (n4 <= 2 * NORM_THREADS_MAX)
             norm_rms_vec_launch<TW, FUSED, 2>(dst, dst_pitch, x, x_pitch, res, res_pitch, w, dim,
-                                              n_rows, eps, hi, stream, s2);
+                                              n_rows, eps, hi, lo_off, stream, s2);
         else if (n4 <= 4 * NORM_THREADS_MAX)
             norm_rms_vec_launch<TW, FUSED, 4>(dst, dst_pitch, x, x_pitch, res, res_pitch, w, dim,
-                                              n_rows, eps, hi, stream, s2);
+                                              n_rows, eps, hi, lo_off, stream, s2);
         else
             norm_rms_vec_launch<TW, FUSED, 8>(dst, dst_pitch, x, x_pitch, res, res_pitch, w, dim,
-                                              n_rows, eps, hi, stream, s2);
+                                              n_rows, eps, hi, lo_off, stream, s2);
         return;
     }
     cuda_launch(norm_rms_kernel<TW, FUSED>, (unsigned)n_rows, norm_threads(dim), 0, stream, dst,
-                dst_pitch, x, x_pitch, res, res_pitch, (const TW *)w, dim, eps, hi,
-                n_rows * (int64_t)dim, s2);
+                dst_pitch, x, x_pitch, res, res_pitch, (const TW *)w, dim, eps, hi, lo_off, s2);
 }
 
 // x's rows from x_data (row pitch x_pitch): the tensor's own, or a taken
@@ -208,8 +207,8 @@ static void norm_rms_launch(float *dst, int64_t dst_pitch, const float *x, int64
 template <bool FUSED>
 static void norm_rms_dispatch(const struct tensor *dst, const struct tensor *x,
                               const struct tensor *w, const struct tensor *res, float eps,
-                              __nv_bfloat16 *hi, cudaStream_t stream, const float *x_data,
-                              int64_t x_pitch, struct norm_x2 s2)
+                              __nv_bfloat16 *hi, int64_t lo_off, cudaStream_t stream,
+                              const float *x_data, int64_t x_pitch, struct norm_x2 s2)
 {
     const int dim = (int)x->ne[0];
     const int64_t n_rows = tensor_n_rows(x);
@@ -220,15 +219,15 @@ static void norm_rms_dispatch(const struct tensor *dst, const struct tensor *x,
     switch (w->dtype) {
     case DTYPE_F16:
         norm_rms_launch<__half, FUSED>(dp, dp_pitch, x_data, x_pitch, rp, res_pitch, w->data, dim,
-                                       n_rows, eps, hi, stream, s2);
+                                       n_rows, eps, hi, lo_off, stream, s2);
         break;
     case DTYPE_BF16:
         norm_rms_launch<__nv_bfloat16, FUSED>(dp, dp_pitch, x_data, x_pitch, rp, res_pitch, w->data,
-                                              dim, n_rows, eps, hi, stream, s2);
+                                              dim, n_rows, eps, hi, lo_off, stream, s2);
         break;
     default:
         norm_rms_launch<float, FUSED>(dp, dp_pitch, x_data, x_pitch, rp, res_pitch, w->data, dim,
-                                      n_rows, eps, hi, stream, s2);
+                                      n_rows, eps, hi, lo_off, stream, s2);
         break;
     }
 }
@@ -256,9 +255,11 @@ extern "C" enum vllmc_status cuda_rmsnorm_run(const struct op_call *c)
     if (tensor_n_rows(c->src[0]) == 0)
         return VLLMC_OK;
     const struct norm_x2 none = {};
-    norm_rms_dispatch<false>(c->dst, c->src[0], c->src[1], nullptr, c->p.eps,
-                             (__nv_bfloat16 *)cuda_split_begin(c, c->dst), dev->stream,
-                             (const float *)c->src[0]->data, cuda_row_pitch(c->src[0]), none);
+    int64_t lo_off;
+    __nv_bfloat16 *hi = (__nv_bfloat16 *)cuda_split_begin(c, c->dst, &lo_off);
+    norm_rms_dispatch<false>(c->dst, c->src[0], c->src[1], nullptr, c->p.eps, hi, lo_off,
+                             dev->stream, (const float *)c->src[0]->data, cuda_row_pitch(c->src[0]),
+                             none);
     CUDA_TRY_LAUNCH();
     return VLLMC_OK;
 }
@@ -296,9 +297,10 @@ extern "C" enum vllmc_status cuda_add_rmsnorm_run(const struct op_call *c)
             s2.xw_pitch = ps.dst_pitch;
         }
     }
-    norm_rms_dispatch<true>(c->dst, c->src[0], c->src[1], c->src[2], c->p.eps,
-                            (__nv_bfloat16 *)cuda_split_begin(c, c->dst), dev->stream, x_data,
-                            x_pitch, s2);
+    int64_t lo_off;
+    __nv_bfloat16 *hi = (__nv_bfloat16 *)cuda_split_begin(c, c->dst, &lo_off);
+    norm_rms_dispatch<true>(c->dst, c->src[0], c->src[1], c->src[2], c->p.eps, hi, lo_off,
+                            dev->stream, x_data, x_pitch, s2);
     CUDA_TRY_LAUNCH();
     return VLLMC_OK;
 }
