@@ -314,7 +314,7 @@ ab() {
     from=$(($(wc -l <"$OUT/ab.log" 2>/dev/null || echo 0) + 1))
     stage "ab: $name [$envs]" "$OUT/ab.log" 150 env $envs "$@"
     tail -n +"$from" "$OUT/ab.log" | grep "tok/s\|  pp512 \|  tg128 \|^op=attention decode\|graphs:\|^parity:\|^op-parity:\|Decode (all\|^Engine step:" |
-        grep -v "^| model\|^| ---" | sed "s|^|  [$envs] |" >>"$SUMMARY"
+        grep -v "^| model\|^| ---" | sed "s|^|  [${envs:-$name}] |" >>"$SUMMARY"
 }
 if want ab; then
     for mode in 1 2 3 4; do
@@ -398,6 +398,10 @@ if want ab; then
         ab "hi + lo activations, parity 0.6B b8" "VLLMC_CUDA_BF16_ACTIVATIONS=0" \
             "$VLLMC" parity --model "$M06" \
             --reference "$M06.refs.json" --pass default --device cuda --batch 8
+        # bf16 weights rewritten as f16 (--dtype float16): one f16 term.
+        ab "f16 weights, 0.6B pp512" "" "${PP512[@]}" --dtype float16
+        ab "f16 weights, parity 0.6B b8" "" "$VLLMC" parity --model "$M06" \
+            --reference "$M06.refs.json" --pass default --device cuda --batch 8 --dtype float16
         # Prefill attention on CUDA cores instead of tensor cores (the default
         # run is the bench stage's pp512).
         ab "no tensor-core prefill attention, 0.6B pp512" \
