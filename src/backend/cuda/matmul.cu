@@ -275,43 +275,15 @@ static __global__ void convert_kernel(T *y, const float *x, int64_t x_pitch, int
     }
 }
 
-// y [m, k] (dense) = x [m, k] (pitched) rounded to f16 for an f16 W, four
-// columns a thread as split_bf16_kernel. Magnitudes past f16's largest value
-// saturate at +-65504 (as the tensor-core decode kernels' operands do)
-// instead of turning into infinities that would poison the whole output row.
-static __global__ void to_f16_kernel(__half *y, const float *x, int64_t x_pitch, int k, int m,
-                                     bool vec)
-{
-    cuda_pdl_sync();
-    for (int r = (int)blockIdx.y; r < m; r += (int)gridDim.y) {
-        const float *xr = x + (int64_t)r * x_pitch;
-        __half *yr = y + (int64_t)r * k;
-        for (int c = 4 * ((int)blockIdx.x * (int)blockDim.x + (int)threadIdx.x); c < k;
-             c += 4 * (int)gridDim.x * (int)blockDim.x) {
-            if (vec) {
-                const float4 v = *(const float4 *)(xr + c);
-                __half2 h[2];
-                h[0] = __floats2half2_rn(fminf(fmaxf(v.x, -65504.0f), 65504.0f),
-                                         fminf(fmaxf(v.y, -65504.0f), 65504.0f));
-                h[1] = __floats2half2_rn(fminf(fmaxf(v.z, -65504.0f), 65504.0f),
-                                         fminf(fmaxf(v.w, -65504.0f), 65504.0f));
-                uint2 w;
-                memcpy(&w, h, sizeof w);
-                *(uint2 *)(yr + c) = w;
-            } else {
-                for (int i = 0; i < 4 && c + i < k; i++)
-                    yr[c + i] = __float2half_rn(fminf(fmaxf(xr[c + i], -65504.0f), 65504.0f));
-            }
-        }
-    }
-}
-
-// hi [m, k] and lo [m, k] (dense) with hi + lo = x to 16 significant bits:
-// rows over grid y, four columns a thread (16-byte loads when vec: k and
-// x_pitch multiples of 4, x 16-byte aligned). Launched by cuda_launch: it may
-// start while the op that wrote x drains.
-static __global__ void split_bf16_kernel(__nv_bfloat16 *hi, __nv_bfloat16 *lo, const float *x,
-                                         int64_t x_pitch, int k, int m, bool vec)
+// hi [m, k] and lo [m, k] (dense) with hi + lo = x to 16 significant bits,
+// or with lo == hi one f16 term for an f16 W (saturated at +-65504, as the
+// tensor-core decode kernels' operands, instead of infinities that would
+// poison a whole output row; cuda_split_store): rows over grid y, four
+// columns a thread (16-byte loads when vec: k and x_pitch multiples of 4, x
+// 16-byte aligned). Launched by cuda_launch: it may start while the op that
+// wrote x drains.
+static __global__ void split_kernel(__nv_bfloat16 *hi, __nv_bfloat16 *lo, const float *x,
+                                    int64_t x_pitch, int k, int m, bool vec)
 {
     cuda_pdl_sync();
     const int64_t lo_off = lo - hi;
@@ -858,8 +830,8 @@ static enum vllmc_status lt_run(struct cuda_device *dev, const struct matmul_arg
             const bool vec = a.k % 4 == 0 && a.x_pitch % 4 == 0 && (uintptr_t)a.x % 16 == 0;
             const int rows = a.m < 1 ? 1 : a.m < 65535 ? a.m : 65535; // grid y, rows stride
             const dim3 sgrid((unsigned)((a.k + 1023) / 1024), (unsigned)rows);
-            CUDA_TRY(cuda_launch(split_bf16_kernel, sgrid, 256, 0, dev->stream, hi, lo, a.x,
-                                 a.x_pitch, a.k, a.m, vec));
+            CUDA_TRY(cuda_launch(split_kernel, sgrid, 256, 0, dev->stream, hi, lo, a.x, a.x_pitch,
+                                 a.k, a.m, vec));
         }
         if (a.m <= lt_stack_max_m) {
             // [hi; lo] is one [2m, k] matrix (lo follows hi): one pass over W
@@ -902,8 +874,8 @@ static enum vllmc_status lt_run(struct cuda_device *dev, const struct matmul_arg
             const bool vec = a.k % 4 == 0 && a.x_pitch % 4 == 0 && (uintptr_t)a.x % 16 == 0;
             const int rows = a.m < 1 ? 1 : a.m < 65535 ? a.m : 65535; // grid y, rows stride
             const dim3 grid((unsigned)((a.k + 1023) / 1024), (unsigned)rows);
-            CUDA_TRY(cuda_launch(to_f16_kernel, grid, 256, 0, dev->stream, (__half *)xc, a.x,
-                                 a.x_pitch, a.k, a.m, vec));
+            CUDA_TRY(cuda_launch(split_kernel, grid, 256, 0, dev->stream, (__nv_bfloat16 *)xc,
+                                 (__nv_bfloat16 *)xc, a.x, a.x_pitch, a.k, a.m, vec));
         }
         rc = lt_matmul(dev, &a, wt == DTYPE_BF16 ? CUDA_R_16BF : CUDA_R_16F, xc, a.k, 0.0f);
     }
