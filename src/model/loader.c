@@ -560,7 +560,7 @@ static enum vllmc_status loader_prepare_weights(struct loader *ld)
 static enum vllmc_status loader_weights_to_f16(struct loader *ld)
 {
     struct model *m = ld->m;
-    struct tensor **w = mem_calloc((size_t)ld->n_slots + 1, sizeof(*w));
+    struct tensor **w = mem_calloc((size_t)ld->n_slots, sizeof(*w));
     if (!w)
         return err_set(ld->err, VLLMC_ERR_NOMEM, "%s: out of memory", m->path);
     int n = 0;

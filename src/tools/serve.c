@@ -158,22 +158,13 @@ static int parse_args(int argc, char **argv, struct serve_args *a)
             a->engine.device = v;
         } else if (!strcmp(f, "--dtype")) {
             NEED_VALUE();
-            static const char *const names[][2] = {
-                {"auto", "auto"},    {"float32", "f32"},  {"float", "f32"},
-                {"float16", "f16"},  {"half", "f16"},     {"bfloat16", "bf16"},
-            };
-            a->engine.dtype = NULL;
-            for (size_t k = 0; k < sizeof names / sizeof names[0]; k++)
-                if (!strcmp(v, names[k][0]))
-                    a->engine.dtype = names[k][1];
-            if (!a->engine.dtype) {
-                fprintf(stderr, "vllmc serve: --dtype must be auto, float32, float16 or "
-                                "bfloat16, got '%s'\n", v);
+            // float16 rewrites bf16 weights as f16 on a GPU (the loader
+            // refuses it on the CPU); the others keep them as stored.
+            // Activations are f32 in every case.
+            bool weights_f16;
+            if (!cli_parse_dtype(f, v, &weights_f16))
                 return 2;
-            }
-            // f16 rewrites bf16 weights as f16 on a GPU (the loader refuses
-            // it on the CPU); the others keep them as stored. Activations
-            // are f32 in every case.
+            a->engine.dtype = weights_f16 ? "f16" : "auto";
         } else if (!strcmp(f, "--kv-cache-dtype")) {
             NEED_VALUE();
             static const char *const kv_names[][2] = {
